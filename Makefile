@@ -1,0 +1,105 @@
+# One Makefile for the whole platform. `make help` lists the targets.
+# The first command a newcomer runs is `make demo`; the second is `make test`.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+PY_BOOT     ?= python3
+PYTHON      := $(VENV)/bin/python
+STACK       := $(PYTHON) -m revenue_platform.local_stack
+SITE_PTH     = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/orders_revenue_platform.pth
+INSTALLED   := $(VENV)/.installed
+JVM_STAMP   := .jvm/.fetched
+PYTEST_ARGS ?=
+
+# The test suite's own broker (see tests/conftest.py); stopped after every run.
+TEST_KAFKA_ENV := KAFKA_PORT=$${TEST_KAFKA_PORT:-19092} KAFKA_CONTROLLER_PORT=$${TEST_KAFKA_CONTROLLER_PORT:-19093} KAFKA_DATA_DIR=$(CURDIR)/.local/test/kafka
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(INSTALLED): requirements.txt requirements-dev.txt constraints.txt
+	@$(PY_BOOT) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required (found %d.%d); set PY_BOOT=/path/to/python3.11" % sys.version_info[:2])'
+	@test -x $(PYTHON) || $(PY_BOOT) -m venv $(VENV)
+	@echo "[install] Python packages into $(VENV) (pinned by constraints.txt) ..."
+	@$(PYTHON) -m pip install --quiet --upgrade pip
+	@$(PYTHON) -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	@# pyspark-client (pulled by the Spark provider) shares pyspark's package folder: versions must match.
+	@$(PYTHON) -c 'from importlib.metadata import version as v; a, b = v("pyspark"), v("pyspark-client"); assert a == b, f"pyspark {a} != pyspark-client {b}"'
+	@printf '%s\n%s\n' "$(CURDIR)" "$(CURDIR)/include" > "$(SITE_PTH)"
+	@touch $@
+
+.PHONY: install
+install: $(INSTALLED) ## Create .venv and install the pinned Python packages
+
+$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/spark-connectors/pom.xml
+	@$(STACK) jvm
+	@touch $@
+
+.PHONY: jvm
+jvm: $(JVM_STAMP) ## Fetch the Kafka broker, Spark Kafka connector and Delta jars with Maven into .jvm/
+
+.PHONY: check
+check: $(INSTALLED) ## Check prerequisites (Java 17+, Maven)
+	@$(STACK) check
+
+.PHONY: up
+up: jvm ## Start the local stack: Kafka (KRaft) on :9092 and Airflow on :8080
+	@$(STACK) up
+
+.PHONY: down
+down: ## Stop the local stack (Airflow, Kafka); keeps data
+	@if [ -x $(PYTHON) ]; then $(STACK) down; else echo "nothing to stop (not installed)"; fi
+
+.PHONY: status
+status: $(INSTALLED) ## Show what of the local stack is running
+	@$(STACK) status
+
+.PHONY: kafka-up kafka-down airflow-up airflow-down
+kafka-up: jvm ## Start only the local Kafka broker
+	@$(STACK) kafka-up
+kafka-down: ## Stop only the local Kafka broker
+	@$(STACK) kafka-down
+airflow-up: jvm ## Start only local Airflow (standalone)
+	@$(STACK) airflow-up
+airflow-down: ## Stop only local Airflow
+	@$(STACK) airflow-down
+
+.PHONY: demo
+demo: up ## Run the platform end to end on the local stack and print windowed revenue
+	@$(PYTHON) -m revenue_platform.demo
+
+.PHONY: test
+test: jvm ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
+	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	  $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
+	  exit $$status
+
+.PHONY: lint
+lint: $(INSTALLED) ## ruff (incl. Airflow AIR rules), ruff format check, mypy
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/mypy
+
+.PHONY: fmt
+fmt: $(INSTALLED) ## Format and auto-fix with ruff
+	@$(VENV)/bin/ruff format .
+	@$(VENV)/bin/ruff check --fix .
+
+.PHONY: ci
+ci: lint test ## What CI runs: lint, then the whole test suite
+
+.PHONY: lock
+lock: ## Re-resolve requirements*.txt and rewrite constraints.txt
+	@rm -rf .venv-lock && $(PY_BOOT) -m venv .venv-lock
+	@.venv-lock/bin/pip install --quiet -r requirements.txt -r requirements-dev.txt
+	@{ echo "# Full resolved environment (pip freeze) that CI tested; used as -c constraints by make install."; \
+	   echo "# Regenerate with \`make lock\` after changing requirements*.txt."; \
+	   .venv-lock/bin/pip freeze --exclude-editable; } > constraints.txt
+	@rm -rf .venv-lock && echo "constraints.txt updated"
+
+.PHONY: clean
+clean: down ## Stop the stack and delete local state (.local/); keeps .venv and .jvm
+	@rm -rf .local

@@ -1,0 +1,23 @@
+"""Exception types the platform raises where a caller must tell failures apart.
+
+Every message says what is wrong and what to do next, so that the error is the only
+clue an operator needs.
+"""
+
+from __future__ import annotations
+
+
+class PlatformError(Exception):
+    """Base class of the platform's own errors."""
+
+
+class PrerequisiteError(PlatformError):
+    """Something the local stack needs is missing or unusable (Java, a port, Maven, disk)."""
+
+
+class ConfigError(PlatformError):
+    """Configuration is invalid; raised before anything is touched, naming the field."""
+
+
+class BrokerUnreachableError(PlatformError):
+    """The Kafka bootstrap servers did not answer within the bounded retries."""

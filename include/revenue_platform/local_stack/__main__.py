@@ -1,0 +1,67 @@
+"""Command line of the local stack: `python -m revenue_platform.local_stack COMMAND`.
+
+The Makefile calls these commands; platform errors are printed as one clear message
+(what is wrong, how to fix it) and exit with status 2 instead of a stack trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from revenue_platform.errors import PlatformError
+from revenue_platform.local_stack import jvm, prerequisites
+from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
+from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+
+
+def _broker() -> LocalKafkaBroker:
+    return LocalKafkaBroker(KafkaBrokerSettings.from_env())
+
+
+def _airflow() -> LocalAirflow:
+    return LocalAirflow(AirflowLocalSettings.from_env(KafkaBrokerSettings.from_env().bootstrap_servers))
+
+
+def _status() -> None:
+    broker = _broker()
+    airflow = _airflow()
+    kafka_state = "up" if broker.pid() and broker.answers_metadata() else "down"
+    airflow_state = "up" if airflow.pid() and airflow.healthy() else ("starting" if airflow.pid() else "down")
+    print(f"kafka   {kafka_state:8} {broker.settings.bootstrap_servers}  (pid {broker.pid()})")
+    print(f"airflow {airflow_state:8} {airflow.settings.base_url}  (pid {airflow.pid()})")
+
+
+def _check() -> None:
+    major = prerequisites.require_java()
+    prerequisites.require_maven()
+    print(f"java {major}: ok; maven: ok")
+
+
+COMMANDS = {
+    "check": _check,
+    "jvm": jvm.fetch_jvm_artifacts,
+    "kafka-up": lambda: _broker().start(),
+    "kafka-down": lambda: _broker().stop(),
+    "airflow-up": lambda: _airflow().start(),
+    "airflow-down": lambda: _airflow().stop(),
+    "up": lambda: (_broker().start(), _airflow().start()),
+    "down": lambda: (_airflow().stop(), _broker().stop()),
+    "status": _status,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m revenue_platform.local_stack", description=__doc__)
+    parser.add_argument("command", choices=sorted(COMMANDS))
+    args = parser.parse_args(argv)
+    try:
+        COMMANDS[args.command]()
+    except PlatformError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Airflow 3 on one machine: `airflow standalone` with SQLite and everything pre-configured.
+
+The environment built here is the only place local Airflow settings come from: the
+project's dags/ and plugins/, the `kafka_default` and `spark_default` connections (as
+AIRFLOW_CONN_* variables, so nothing is configured by hand), a fixed local login, and
+unpaused DAGs. `make up`, the tests and the demo all use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from revenue_platform.errors import PrerequisiteError
+from revenue_platform.local_stack import processes
+from revenue_platform.local_stack.prerequisites import require_free_port
+from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, REPO_ROOT, state_dir
+
+LOCAL_ADMIN_USER = "admin"
+# A fixed password for the single-machine stack only; docs/local-stack.md says so.
+LOCAL_ADMIN_PASSWORD = "admin"  # noqa: S105
+
+
+@dataclass(frozen=True)
+class AirflowLocalSettings:
+    """Where local Airflow lives and what it talks to."""
+
+    home: Path
+    """AIRFLOW_HOME: SQLite DB, logs, generated config; env AIRFLOW_HOME_DIR."""
+    port: int = 8080
+    """API server / UI port; env AIRFLOW_PORT."""
+    kafka_bootstrap_servers: str = "localhost:9092"
+    """Written into the kafka_default connection."""
+    spark_master: str = "local[*]"
+    """Written into the spark_default connection; env SPARK_MASTER."""
+
+    @classmethod
+    def from_env(cls, kafka_bootstrap_servers: str) -> AirflowLocalSettings:
+        raw_port = os.environ.get("AIRFLOW_PORT", "8080")
+        if not raw_port.isdigit():
+            from revenue_platform.errors import ConfigError
+
+            raise ConfigError(f"AIRFLOW_PORT={raw_port!r} is not a TCP port.")
+        return cls(
+            home=Path(os.environ.get("AIRFLOW_HOME_DIR", state_dir() / "airflow")),
+            port=int(raw_port),
+            kafka_bootstrap_servers=kafka_bootstrap_servers,
+            spark_master=os.environ.get("SPARK_MASTER", "local[*]"),
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+
+def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str, str]:
+    """AIRFLOW_CONN_* variables for the two connections the DAGs use.
+
+    librdkafka settings (including SASL/SSL on a real cluster) belong in the kafka_default
+    extra; the DAGs never hard-code them.
+    """
+    kafka = {
+        "conn_type": "kafka",
+        "extra": {"bootstrap.servers": kafka_bootstrap_servers, "group.id": "airflow-control-plane"},
+    }
+    spark = {"conn_type": "spark", "host": spark_master, "extra": {"deploy-mode": "client"}}
+    return {
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(kafka),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
+    }
+
+
+def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
+    """The variables (on top of os.environ) under which every local Airflow process runs."""
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        "AIRFLOW_HOME": str(settings.home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_DIR),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_DIR),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{LOCAL_ADMIN_USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(settings.home / "passwords.json"),
+        "AIRFLOW__API__PORT": str(settings.port),
+        "AIRFLOW__API__BASE_URL": settings.base_url,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.base_url}/execution/",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{settings.home / 'airflow.db'}",
+        # New DAG files show up within seconds locally instead of the default minutes.
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "15",
+        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
+        "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
+        # spark-submit and the project's code come from the same virtualenv as Airflow.
+        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    env.update(connection_env(settings.kafka_bootstrap_servers, settings.spark_master))
+    return env
+
+
+def write_local_login(settings: AirflowLocalSettings) -> None:
+    """Fix the local admin password so `make up` can print it and scripts can log in."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    (settings.home / "passwords.json").write_text(json.dumps({LOCAL_ADMIN_USER: LOCAL_ADMIN_PASSWORD}))
+
+
+def migrate_db(settings: AirflowLocalSettings, progress: Callable[[str], None] = print) -> None:
+    """Run `airflow db migrate` (idempotent) against the local SQLite metadata DB."""
+    write_local_login(settings)
+    progress(f"[airflow] migrating the metadata DB in {settings.home} ...")
+    completed = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env={**os.environ, **airflow_environment(settings)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise PrerequisiteError(
+            "`airflow db migrate` failed; the metadata DB is unusable. Remove "
+            f"{settings.home} to start afresh. Output:\n{(completed.stdout + completed.stderr)[-3000:]}"
+        )
+
+
+class LocalAirflow:
+    """`airflow standalone` as a detached process group with a pid file."""
+
+    def __init__(self, settings: AirflowLocalSettings) -> None:
+        self.settings = settings
+        self.pid_path = settings.home / "standalone.pid"
+        self.log_path = settings.home / "standalone.log"
+
+    def pid(self) -> int | None:
+        return processes.read_live_pid(self.pid_path, expected_cmdline_fragment="standalone")
+
+    def healthy(self) -> bool:
+        """True when the API server reports the metadatabase and scheduler healthy."""
+        try:
+            with urllib.request.urlopen(f"{self.settings.base_url}/api/v2/monitor/health", timeout=3) as response:
+                health = json.load(response)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        return all(
+            health.get(component, {}).get("status") == "healthy" for component in ("metadatabase", "scheduler")
+        )
+
+    def start(self, timeout_s: float = 240.0, progress: Callable[[str], None] = print) -> None:
+        """Start standalone unless running; wait until healthy; print URL and login."""
+        if self.pid() is None:
+            require_free_port(self.settings.port, "the Airflow API server (UI)", "AIRFLOW_PORT")
+            migrate_db(self.settings, progress)
+            processes.spawn_detached(
+                [sys.executable, "-m", "airflow", "standalone"],
+                self.pid_path,
+                self.log_path,
+                env={**os.environ, **airflow_environment(self.settings)},
+                cwd=REPO_ROOT,
+            )
+            progress(f"[airflow] starting standalone, log: {self.log_path}")
+        started = time.monotonic()
+        last_report = started
+        while not self.healthy():
+            if self.pid() is None:
+                raise PrerequisiteError(
+                    f"Airflow standalone exited during start-up. Last lines of {self.log_path}:\n"
+                    f"{processes.tail(self.log_path, 30)}"
+                )
+            if time.monotonic() - started > timeout_s:
+                raise PrerequisiteError(
+                    f"Airflow did not become healthy within {timeout_s:.0f}s; see {self.log_path}."
+                )
+            if time.monotonic() - last_report >= 10:
+                progress(f"[airflow] waiting for the API server and scheduler ({time.monotonic() - started:.0f}s) ...")
+                last_report = time.monotonic()
+            time.sleep(1)
+        progress(
+            f"[airflow] ready: UI {self.settings.base_url}  login {LOCAL_ADMIN_USER} / {LOCAL_ADMIN_PASSWORD}"
+        )
+
+    def stop(self, grace_s: float = 30.0, progress: Callable[[str], None] = print) -> None:
+        """Stop standalone and all its components (scheduler, api-server, dag-processor, triggerer)."""
+        pid = self.pid()
+        if pid is None:
+            progress("[airflow] not running")
+            self.pid_path.unlink(missing_ok=True)
+            return
+        progress(f"[airflow] stopping pid {pid} and its components ...")
+        # standalone treats SIGINT like Ctrl-C: it stops each component and waits for it.
+        processes.terminate(pid, grace_s, signal.SIGINT)
+        self.pid_path.unlink(missing_ok=True)
+        progress("[airflow] stopped")

@@ -1,0 +1,94 @@
+"""Fetch the JVM artifacts (Kafka broker, Spark's Kafka connector, Delta) with Maven.
+
+Only Maven Central is used, through the poms in include/jvm/. Jars that pyspark
+already ships (Scala, Jackson, Hadoop, Parquet, logging) are pruned from the Spark
+folder: left in, they would shadow or clash with Spark's own versions.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from revenue_platform.errors import PrerequisiteError
+from revenue_platform.local_stack.prerequisites import require_maven
+from revenue_platform.paths import JVM_POMS_DIR, KAFKA_BROKER_JARS_DIR, SPARK_JARS_DIR
+
+_JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+(?:\.\d+)+[^/]*)\.jar$")
+# Logging bindings come from pyspark; a second SLF4J binding only produces warnings.
+_ALWAYS_PRUNED_PREFIXES = ("log4j-", "slf4j-")
+
+
+def artifact_name(jar_file_name: str) -> str:
+    """`jackson-core-2.13.5.jar` -> `jackson-core`; names without a version are returned whole."""
+    match = _JAR_NAME.match(jar_file_name)
+    return match.group("artifact") if match else jar_file_name.removesuffix(".jar")
+
+
+def pyspark_jars_dir() -> Path:
+    """The folder of jars that the installed pyspark puts on Spark's classpath."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def _copy_dependencies(pom_dir: Path, output_dir: Path) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        "mvn",
+        "-B",
+        "-q",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={output_dir}",
+    ]
+    print(f"[jvm] fetching {pom_dir.name} from Maven Central into {output_dir} ...", flush=True)
+    completed = subprocess.run(command, cwd=pom_dir, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        tail = "\n".join((completed.stdout + completed.stderr).strip().splitlines()[-15:])
+        raise PrerequisiteError(
+            f"Maven could not fetch {pom_dir.name} (exit {completed.returncode}). Check that Maven Central "
+            f"is reachable (proxy settings in ~/.m2/settings.xml) and retry `make jvm`.\n{tail}"
+        )
+
+
+def prune_jars_shipped_by_pyspark(spark_jars_dir: Path, shipped_dir: Path) -> list[str]:
+    """Delete jars from `spark_jars_dir` whose artifact pyspark already ships; return their names."""
+    shipped = {artifact_name(jar.name) for jar in shipped_dir.glob("*.jar")}
+    removed = []
+    for jar in sorted(spark_jars_dir.glob("*.jar")):
+        name = artifact_name(jar.name)
+        if name in shipped or name.startswith(_ALWAYS_PRUNED_PREFIXES):
+            jar.unlink()
+            removed.append(jar.name)
+    return removed
+
+
+def jvm_artifacts_present() -> bool:
+    """True when both jar folders have been fetched."""
+    return any(KAFKA_BROKER_JARS_DIR.glob("kafka_2.13-*.jar")) and any(
+        SPARK_JARS_DIR.glob("spark-sql-kafka-0-10_*.jar")
+    )
+
+
+def fetch_jvm_artifacts(force: bool = False) -> None:
+    """Fetch both jar folders unless already present (or `force`)."""
+    if jvm_artifacts_present() and not force:
+        print(f"[jvm] artifacts already in {KAFKA_BROKER_JARS_DIR.parent}", flush=True)
+        return
+    require_maven()
+    for stale in (KAFKA_BROKER_JARS_DIR, SPARK_JARS_DIR):
+        for jar in stale.glob("*.jar"):
+            jar.unlink()
+    _copy_dependencies(JVM_POMS_DIR / "kafka-broker", KAFKA_BROKER_JARS_DIR)
+    _copy_dependencies(JVM_POMS_DIR / "spark-connectors", SPARK_JARS_DIR)
+    removed = prune_jars_shipped_by_pyspark(SPARK_JARS_DIR, pyspark_jars_dir())
+    kept = sorted(jar.name for jar in SPARK_JARS_DIR.glob("*.jar"))
+    print(f"[jvm] spark jars kept: {', '.join(kept)}", flush=True)
+    print(f"[jvm] pruned {len(removed)} jars that pyspark already ships", flush=True)
+
+
+if __name__ == "__main__":
+    fetch_jvm_artifacts(force="--force" in sys.argv)

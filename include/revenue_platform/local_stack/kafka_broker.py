@@ -1,0 +1,236 @@
+"""A single-node Apache Kafka broker in KRaft mode (broker + controller in one JVM).
+
+Run from the Maven-fetched jars, formatted on first start, data and logs under the
+state dir. Start waits until the broker answers a metadata request; start and stop
+are idempotent, and stop escalates from SIGTERM to SIGKILL only after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from revenue_platform.errors import BrokerUnreachableError, ConfigError, PrerequisiteError
+from revenue_platform.local_stack import processes
+from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
+from revenue_platform.paths import KAFKA_BROKER_JARS_DIR, state_dir
+
+
+@dataclass(frozen=True)
+class KafkaBrokerSettings:
+    """Where and how the local broker runs."""
+
+    port: int = 9092
+    """Client (PLAINTEXT) listener port on localhost; env KAFKA_PORT."""
+    controller_port: int = 9093
+    """KRaft controller listener port on localhost; env KAFKA_CONTROLLER_PORT."""
+    data_dir: Path = Path(".local/kafka")
+    """Log dirs, generated config, pid file and broker log; env KAFKA_DATA_DIR."""
+    heap: str = "1g"
+    """Maximum JVM heap (-Xmx); env KAFKA_HEAP."""
+    jars_dir: Path = KAFKA_BROKER_JARS_DIR
+    """Folder with the broker's classpath, fetched by `make jvm`."""
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> KafkaBrokerSettings:
+        """Read overrides from the environment, failing on a malformed value with its variable name."""
+        env = dict(os.environ if environ is None else environ)
+        return cls(
+            port=_port(env, "KAFKA_PORT", 9092),
+            controller_port=_port(env, "KAFKA_CONTROLLER_PORT", 9093),
+            data_dir=Path(env.get("KAFKA_DATA_DIR", state_dir() / "kafka")),
+            heap=env.get("KAFKA_HEAP", "1g"),
+        )
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"localhost:{self.port}"
+
+
+def _port(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"{name}={raw!r} is not a TCP port (1-65535).")
+    return int(raw)
+
+
+def server_properties(settings: KafkaBrokerSettings) -> str:
+    """The broker's server.properties for a one-node KRaft cluster on localhost."""
+    log_dirs = settings.data_dir / "data"
+    lines = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"localhost:{settings.controller_port}",
+        "listeners": f"PLAINTEXT://localhost:{settings.port},CONTROLLER://localhost:{settings.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://localhost:{settings.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(log_dirs),
+        "num.partitions": "1",
+        # One broker: internal topics cannot have more replicas than that.
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        # Topics are infrastructure, created by the provision_topics DAG; a typo must fail, not create.
+        "auto.create.topics.enable": "false",
+        "group.initial.rebalance.delay.ms": "0",
+        # Retention and compaction act within a minute locally, so retention tests stay short.
+        "log.retention.check.interval.ms": "10000",
+        "log.cleaner.backoff.ms": "5000",
+    }
+    return "\n".join(f"{key}={value}" for key, value in lines.items()) + "\n"
+
+
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+class LocalKafkaBroker:
+    """Start, stop and probe the local KRaft broker described by `settings`."""
+
+    def __init__(self, settings: KafkaBrokerSettings) -> None:
+        self.settings = settings
+        self.config_path = settings.data_dir / "server.properties"
+        self.log4j_path = settings.data_dir / "log4j2.properties"
+        self.pid_path = settings.data_dir / "broker.pid"
+        self.log_path = settings.data_dir / "broker.log"
+
+    # --- probing -------------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        """PID of our running broker, or None (a stale pid file is ignored)."""
+        return processes.read_live_pid(self.pid_path, expected_cmdline_fragment="kafka.Kafka")
+
+    def answers_metadata(self, timeout_s: float = 3.0) -> bool:
+        """True when the broker answers a metadata request within `timeout_s`."""
+        return broker_answers_metadata(self.settings.bootstrap_servers, timeout_s)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def _classpath(self) -> str:
+        if not any(self.settings.jars_dir.glob("kafka_2.13-*.jar")):
+            raise PrerequisiteError(
+                f"No Kafka broker jars in {self.settings.jars_dir}. Fetch them with `make jvm`."
+            )
+        return str(self.settings.jars_dir / "*")
+
+    def _java(self, *args: str) -> list[str]:
+        return [
+            "java",
+            f"-Dlog4j2.configurationFile={self.log4j_path}",
+            "-cp",
+            self._classpath(),
+            *args,
+        ]
+
+    def _format_storage_once(self) -> None:
+        if (self.settings.data_dir / "data" / "meta.properties").exists():
+            return
+        cluster_id = subprocess.run(
+            self._java("kafka.tools.StorageTool", "random-uuid"),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()[-1]
+        formatted = subprocess.run(
+            self._java(
+                "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(self.config_path)
+            ),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if formatted.returncode != 0:
+            raise PrerequisiteError(
+                f"Formatting Kafka storage in {self.settings.data_dir} failed: "
+                f"{(formatted.stdout + formatted.stderr).strip()[-2000:]}"
+            )
+
+    def start(self, timeout_s: float = 90.0, progress: Callable[[str], None] = print) -> None:
+        """Start the broker unless it already runs, and wait until it answers metadata requests."""
+        if self.pid() is not None and self.answers_metadata():
+            progress(f"[kafka] already running on {self.settings.bootstrap_servers} (pid {self.pid()})")
+            return
+        if self.pid() is None:
+            require_java()
+            require_free_port(self.settings.port, "the Kafka broker", "KAFKA_PORT")
+            require_free_port(self.settings.controller_port, "the Kafka controller", "KAFKA_CONTROLLER_PORT")
+            self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+            require_free_disk(self.settings.data_dir)
+            self.config_path.write_text(server_properties(self.settings))
+            self.log4j_path.write_text(LOG4J2_PROPERTIES)
+            self._format_storage_once()
+            command = self._java("kafka.Kafka", str(self.config_path))
+            command[1:1] = [f"-Xmx{self.settings.heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+            processes.spawn_detached(command, self.pid_path, self.log_path)
+            progress(f"[kafka] starting on {self.settings.bootstrap_servers}, log: {self.log_path}")
+        self._wait_until_ready(timeout_s, progress)
+
+    def _wait_until_ready(self, timeout_s: float, progress: Callable[[str], None]) -> None:
+        started = time.monotonic()
+        last_report = started
+        while time.monotonic() - started < timeout_s:
+            if self.pid() is None:
+                raise PrerequisiteError(
+                    f"The Kafka broker exited during start-up. Last lines of {self.log_path}:\n"
+                    f"{processes.tail(self.log_path, 25)}"
+                )
+            if self.answers_metadata(timeout_s=2.0):
+                progress(f"[kafka] ready on {self.settings.bootstrap_servers} after {time.monotonic() - started:.0f}s")
+                return
+            if time.monotonic() - last_report >= 5:
+                progress(f"[kafka] waiting for the broker to answer ({time.monotonic() - started:.0f}s) ...")
+                last_report = time.monotonic()
+            time.sleep(0.5)
+        raise BrokerUnreachableError(
+            f"The broker on {self.settings.bootstrap_servers} did not answer within {timeout_s:.0f}s. "
+            f"See {self.log_path}."
+        )
+
+    def stop(self, grace_s: float = 30.0, progress: Callable[[str], None] = print) -> None:
+        """Stop the broker cleanly (SIGTERM, controlled shutdown), SIGKILL after `grace_s`."""
+        pid = self.pid()
+        if pid is None:
+            progress("[kafka] not running")
+            self.pid_path.unlink(missing_ok=True)
+            return
+        progress(f"[kafka] stopping pid {pid} ...")
+        processes.terminate(pid, grace_s, signal.SIGTERM)
+        self.pid_path.unlink(missing_ok=True)
+        progress("[kafka] stopped")
+
+
+def broker_answers_metadata(bootstrap_servers: str, timeout_s: float = 3.0) -> bool:
+    """True when `bootstrap_servers` answers a metadata request within `timeout_s`."""
+    import logging
+
+    from confluent_kafka.admin import AdminClient
+
+    quiet = logging.getLogger("revenue_platform.kafka_probe")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": quiet})
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,109 @@
+"""Detached child processes with pid files: what outlives the command that started it.
+
+A pid file alone is not trusted: the pid must be alive and its command line must
+contain an expected fragment, so a recycled pid never gets signalled by mistake.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def spawn_detached(
+    command: list[str], pid_path: Path, log_path: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> int:
+    """Start `command` in its own session (so it survives its parent), log to `log_path`, write its pid."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
+    pid_path.write_text(str(process.pid))
+    return process.pid
+
+
+def cmdline(pid: int) -> str:
+    """The command line of `pid` ('' when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def is_alive(pid: int) -> bool:
+    """True for a running (non-zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # Field 3 is the state; a zombie has exited and only waits to be reaped.
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def read_live_pid(pid_path: Path, expected_cmdline_fragment: str) -> int | None:
+    """The pid in `pid_path` if that process is alive and is the one we started."""
+    try:
+        pid = int(pid_path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if is_alive(pid) and expected_cmdline_fragment in cmdline(pid):
+        return pid
+    return None
+
+
+def group_members(group: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is `group`."""
+    members = []
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_path.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command name: state, ppid, pgrp, ...
+        if fields[0] != "Z" and int(fields[2]) == group:
+            members.append(int(stat_path.parent.name))
+    return members
+
+
+def terminate(pid: int, grace_s: float, first_signal: signal.Signals = signal.SIGTERM) -> None:
+    """Ask `pid` to stop with `first_signal`, wait for its whole process group, then SIGKILL leftovers.
+
+    Only the leader gets the polite signal: it stops and reaps its own children (a
+    group-wide signal would orphan them, and not every init reaps orphans).
+    """
+    try:
+        group = os.getpgid(pid)
+        os.kill(pid, first_signal)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and group_members(group):
+        time.sleep(0.2)
+    for leftover in group_members(group):
+        try:
+            os.kill(leftover, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of a text file ('' when it does not exist)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

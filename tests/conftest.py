@@ -1,0 +1,89 @@
+"""Session-wide test infrastructure: one real Kafka broker, one Airflow metadata DB, one SparkSession.
+
+The test stack is separate from the demo stack (own ports and state under
+.local/test/), so `make test` works whether or not `make up` is running. Whatever
+this file starts, it stops at the end of the session, also when tests fail.
+
+Airflow reads its configuration when first imported, so the environment is set here,
+at import time, before any test module imports airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, airflow_environment, migrate_db
+from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+from revenue_platform.paths import REPO_ROOT
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+TEST_STATE_DIR = Path(os.environ.get("TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
+TEST_KAFKA = KafkaBrokerSettings(
+    port=int(os.environ.get("TEST_KAFKA_PORT", "19092")),
+    controller_port=int(os.environ.get("TEST_KAFKA_CONTROLLER_PORT", "19093")),
+    data_dir=TEST_STATE_DIR / "kafka",
+    heap="768m",
+)
+TEST_AIRFLOW = AirflowLocalSettings(
+    home=TEST_STATE_DIR / "airflow",
+    port=int(os.environ.get("TEST_AIRFLOW_PORT", "18080")),
+    kafka_bootstrap_servers=TEST_KAFKA.bootstrap_servers,
+    spark_master="local[2]",
+)
+os.environ.update(airflow_environment(TEST_AIRFLOW))
+os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap servers of a real single-node KRaft broker, fresh for this session."""
+    broker = LocalKafkaBroker(TEST_KAFKA)
+    started_here = broker.pid() is None
+    if started_here:
+        # A fresh log dir per session: tests never see topics or offsets of an earlier run.
+        shutil.rmtree(TEST_KAFKA.data_dir, ignore_errors=True)
+    broker.start()
+    try:
+        yield TEST_KAFKA.bootstrap_servers
+    finally:
+        if started_here:
+            broker.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> AirflowLocalSettings:
+    """A migrated SQLite metadata DB, so `dag.test()` runs real task instances."""
+    shutil.rmtree(TEST_AIRFLOW.home, ignore_errors=True)
+    migrate_db(TEST_AIRFLOW)
+    return TEST_AIRFLOW
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The session's only SparkSession: local[2], UTC, Kafka connector and Delta on the classpath."""
+    from spark_apps.session import build_spark_session, local_jar_paths
+
+    session = build_spark_session(
+        "revenue-platform-tests",
+        master="local[2]",
+        jars=local_jar_paths(),
+        extra_conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def scratch_dir(tmp_path: Path) -> Path:
+    """A per-test folder for Delta tables and checkpoints."""
+    return tmp_path
