@@ -1,0 +1,133 @@
+"""
+Provision the platform's Kafka topics from the declarative spec (`include/topics/topics.yaml`, or
+`$TOPIC_SPEC_PATH`): `load_spec` validates it before any broker call, `describe_cluster` reads the
+cluster through the `kafka_default` connection, `plan_changes` logs a per-topic plan (create,
+increase_partitions, alter_configs, unchanged, refused) and `apply_plan` applies it unless `dry_run`.
+Topics are never deleted; fewer partitions, a replication-factor change or dropping `compact` from
+`cleanup.policy` is refused unless the topic is listed in `allow_destructive`; re-running is a no-op.
+Preview with `airflow dags trigger provision_topics --conf '{"dry_run": true}'`; docs/topics.md has
+the spec format, environments and params.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
+
+from revenue_platform.errors import BrokerUnreachableError
+from revenue_platform.kafka_connection import KafkaConnectionConfigError
+from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
+
+log = logging.getLogger(__name__)
+
+KAFKA_CONN_ID = "kafka_default"
+ENVIRONMENTS = ["local", "cluster"]
+
+# Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not
+# answer through the library's own bounded retries (start it, fix the connection, then re-run).
+# Anything else (e.g. a broker hiccup mid-apply) gets the one default retry; apply is idempotent.
+NO_RETRY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=[
+                TopicSpecError,
+                DestructiveChangeRefused,
+                KafkaConnectionConfigError,
+                BrokerUnreachableError,
+            ],
+            action=RetryAction.FAIL,
+            reason="not fixable by retrying; see the error message",
+        )
+    ]
+)
+
+
+@dag(
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["kafka", "provisioning"],
+    default_args={
+        "owner": "platform",
+        "retries": 1,
+        "retry_delay": timedelta(seconds=30),
+        "retry_policy": NO_RETRY,
+    },
+    params={
+        # Off by default: the DAG is triggered on purpose to converge the cluster, and refusals
+        # already stop every destructive change; dry_run is for previewing a spec change.
+        "dry_run": Param(
+            False,
+            type="boolean",
+            description="Only log the plan; change nothing.",
+        ),
+        "topics": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="Topic names to provision; empty means every topic in the spec.",
+        ),
+        "environment": Param(
+            os.environ.get("PLATFORM_ENV", "local"),
+            type="string",
+            enum=ENVIRONMENTS,
+            description="Spec environment whose overrides (replication factor, min.insync.replicas) apply.",
+        ),
+        "allow_destructive": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="Topics whose refused changes may proceed (compaction removal is applied; "
+            "impossible changes are skipped).",
+        ),
+    },
+)
+def provision_topics() -> None:
+    @task(multiple_outputs=False)
+    def load_spec() -> dict[str, Any]:
+        from revenue_platform.topics.provision import load_spec_step
+
+        params = get_current_context()["params"]
+        return load_spec_step(
+            environment=params["environment"],
+            topics=params["topics"],
+            allow_destructive=params["allow_destructive"],
+        )
+
+    @task(multiple_outputs=False)
+    def describe_cluster(spec: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.topics.provision import describe_cluster_step
+
+        return describe_cluster_step(spec, conn_id=KAFKA_CONN_ID)
+
+    @task(multiple_outputs=False)
+    def plan_changes(spec: dict[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.topics.provision import plan_changes_step
+
+        plan = plan_changes_step(spec, cluster)
+        log.info("Plan for environment %r:\n%s", spec["environment"], plan.render())
+        return plan.to_dict()
+
+    @task(multiple_outputs=False)
+    def apply_plan(plan: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.topics.provision import apply_plan_step
+
+        if get_current_context()["params"]["dry_run"]:
+            raise AirflowSkipException("dry_run is set: the plan above was not applied")
+        return apply_plan_step(plan, conn_id=KAFKA_CONN_ID)
+
+    # At parse time these are XComArgs standing in for the payload dicts, which the task
+    # decorator's typing cannot express; Any keeps the wiring readable for mypy.
+    spec: Any = load_spec()
+    cluster: Any = describe_cluster(spec)
+    plan: Any = plan_changes(spec, cluster)
+    apply_plan(plan)
+
+
+provision_topics()

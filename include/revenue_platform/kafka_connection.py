@@ -1,0 +1,89 @@
+"""Kafka client configuration from Airflow connections.
+
+Every Kafka client the platform builds inside Airflow gets its librdkafka settings from an Airflow
+connection (``kafka_default`` unless told otherwise), read the same way the apache-kafka provider
+does: the connection's ``extra`` JSON *is* the client config, including ``bootstrap.servers`` and any
+SASL/SSL settings, so credentials live in the connection or secrets backend and never in code. It
+also builds the platform's ``BrokerUnreachableError`` with a message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from revenue_platform.errors import BrokerUnreachableError, ConfigError
+
+__all__ = [
+    "DEFAULT_KAFKA_CONN_ID",
+    "BrokerUnreachableError",
+    "KafkaConnectionConfigError",
+    "bootstrap_servers",
+    "broker_unreachable",
+    "client_config_from_airflow",
+    "client_config_from_extra",
+]
+
+DEFAULT_KAFKA_CONN_ID = "kafka_default"
+
+
+class KafkaConnectionConfigError(ConfigError):
+    """The Airflow connection for Kafka is missing or does not describe a usable client config."""
+
+
+def broker_unreachable(bootstrap_servers: str, detail: str) -> BrokerUnreachableError:
+    """A ``BrokerUnreachableError`` naming the servers and saying how to fix it."""
+    return BrokerUnreachableError(
+        f"Kafka broker(s) at {bootstrap_servers!r} unreachable: {detail}. "
+        "If this is the local stack, start it with `make kafka-up`; otherwise fix "
+        "`bootstrap.servers` (and any SASL/SSL settings) in the extra of the Airflow connection "
+        f"the task uses ({DEFAULT_KAFKA_CONN_ID!r} by default), e.g. "
+        'AIRFLOW_CONN_KAFKA_DEFAULT=\'{"conn_type": "kafka", "extra": {"bootstrap.servers": '
+        '"localhost:9092"}}\'.'
+    )
+
+
+def client_config_from_airflow(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any]:
+    """Return the librdkafka client config stored in the extra of Airflow connection ``conn_id``.
+
+    Uses the Kafka provider's hook so the lookup goes through the same connection/secrets
+    machinery as the provider's own operators. Raises ``KafkaConnectionConfigError`` when the
+    connection does not exist or has no ``bootstrap.servers``.
+    """
+    # Imported here: this module is imported by DAG files, and the hook pulls in confluent_kafka.
+    from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    hook = KafkaAdminClientHook(kafka_config_id=conn_id)
+    try:
+        connection = hook.get_connection(conn_id)
+    except AirflowNotFoundException as exc:
+        raise KafkaConnectionConfigError(
+            f"Airflow connection {conn_id!r} could not be loaded ({type(exc).__name__}: {exc}). "
+            "Define it with a JSON extra holding the librdkafka settings, e.g. "
+            'AIRFLOW_CONN_KAFKA_DEFAULT=\'{"conn_type": "kafka", "extra": {"bootstrap.servers": '
+            '"localhost:9092"}}\'.'
+        ) from exc
+    return client_config_from_extra(connection.extra_dejson, conn_id=conn_id)
+
+
+def client_config_from_extra(extra: Any, *, conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any]:
+    """Validate a connection extra as a librdkafka config and return a copy of it."""
+    if not isinstance(extra, dict):
+        raise KafkaConnectionConfigError(
+            f"Airflow connection {conn_id!r}: extra must be a JSON object of librdkafka settings, "
+            f"got {type(extra).__name__}."
+        )
+    bootstrap = extra.get("bootstrap.servers")
+    if not isinstance(bootstrap, str) or not bootstrap.strip():
+        raise KafkaConnectionConfigError(
+            f"Airflow connection {conn_id!r} has no 'bootstrap.servers' in its extra. All Kafka "
+            'client settings come from the extra, e.g. {"bootstrap.servers": "localhost:9092"} '
+            "(plus security.protocol / sasl.* / ssl.* for secured clusters)."
+        )
+    # A copy, so callers adding per-client settings never mutate the hook's cached dict.
+    return dict(extra)
+
+
+def bootstrap_servers(client_config: dict[str, Any]) -> str:
+    """The bootstrap servers of a client config, for error messages and logs (never credentials)."""
+    return str(client_config.get("bootstrap.servers", "<no bootstrap.servers>"))

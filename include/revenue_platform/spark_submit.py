@@ -1,0 +1,51 @@
+"""Build spark-submit command lines for the platform's Spark apps on the local stack.
+
+Jobs get the Maven-fetched jars with --jars (never --packages), so nothing is
+resolved over the network when a job starts, and the project's code through
+PYTHONPATH (local master) or a zipped --py-files bundle (cluster masters).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
+
+
+def spark_jars() -> list[str]:
+    """The connector jars for --jars, or a clear error naming `make jvm`."""
+    from spark_apps.session import local_jar_paths
+
+    return local_jar_paths(SPARK_JARS_DIR)
+
+
+def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]") -> list[str]:
+    """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments."""
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    return [
+        str(spark_submit),
+        "--master",
+        master,
+        "--name",
+        Path(app).stem,
+        "--jars",
+        ",".join(spark_jars()),
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        str(SPARK_APPS_DIR / app),
+        *app_args,
+    ]
+
+
+def spark_submit_env() -> dict[str, str]:
+    """Environment for a local spark-submit: the venv's Python, the project's code importable."""
+    return {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+    }

@@ -1,0 +1,158 @@
+"""Typed configuration of the orders streaming app, loaded from one YAML file plus overrides.
+
+Window size and slide, watermark (the seed's grace period), trigger, rate limit, topics,
+lake location and deployment id are configuration, not code. Invalid configuration
+fails at start, before any query runs, with an error naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from spark_apps.naming import DeploymentNames, validate_deployment_id
+
+_INTERVAL = re.compile(r"^\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*$")
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+class AppConfigError(ValueError):
+    """The app's configuration is invalid; the message names the field."""
+
+
+def interval_seconds(interval: str) -> int:
+    """Seconds in a Spark interval string such as '15 seconds' or '1 hour'."""
+    match = _INTERVAL.match(interval)
+    if not match:
+        raise ValueError(f"{interval!r} is not an interval like '15 seconds', '5 minutes' or '1 hour'")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2).rstrip("s")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaConfig(_Strict):
+    bootstrap_servers: str = "localhost:9092"
+    """Comma-separated bootstrap servers."""
+    orders_topic: str = "orders"
+    stores_topic: str = "stores"
+    dlq_topic: str = "orders_dlq"
+    general_orders_topic: str = "general_orders"
+    restaurant_orders_topic: str = "restaurant_orders"
+    revenue_topic: str = "revenue_windows"
+    starting_offsets: str = "earliest"
+    """Where a NEW deployment starts: earliest, latest, or Spark's per-partition JSON; a checkpoint wins."""
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    """Upper bound of records per micro-batch (back-pressure); None = unbounded."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """Extra Kafka client settings without the `kafka.` prefix (e.g. security.protocol, sasl.mechanism)."""
+
+
+class WindowConfig(_Strict):
+    size: str = "15 seconds"
+    """Window length; the seed's demo window is 15 seconds."""
+    slide: str | None = None
+    """Hop between window starts; None (or equal to size) means tumbling windows."""
+    watermark: str = "30 seconds"
+    """How long to wait for late events (the seed's grace); later events are only archived."""
+
+    @field_validator("size", "watermark", "slide")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        if value is not None and interval_seconds(value) <= 0:
+            raise ValueError("must be positive")
+        return value
+
+    @model_validator(mode="after")
+    def _slide_within_size(self) -> WindowConfig:
+        if self.slide is not None and interval_seconds(self.slide) > interval_seconds(self.size):
+            raise ValueError("slide must not be longer than size")
+        return self
+
+
+class TriggerConfig(_Strict):
+    mode: Literal["processing_time", "available_now"] = "processing_time"
+    """processing_time: run forever; available_now: process what is there, then stop (tests, backfills)."""
+    interval: str = "5 seconds"
+    """Micro-batch interval in processing_time mode."""
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        interval_seconds(value)
+        return value
+
+
+class StreamingAppConfig(_Strict):
+    """Everything the orders streaming app needs to run one deployment."""
+
+    deployment_id: str = "blue"
+    """Namespace of this deployment's checkpoints, tables and consumer group."""
+    app_version: str = "dev"
+    """Free-form version label recorded with the deployment."""
+    lake_root: str = ".local/lake"
+    """Root of Delta tables and checkpoints: a local path or an object-store URI."""
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    window: WindowConfig = Field(default_factory=WindowConfig)
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig)
+    shuffle_partitions: int = Field(default=4, ge=1)
+    """spark.sql.shuffle.partitions; also fixes the state store layout, so keep it stable per checkpoint."""
+
+    @field_validator("deployment_id")
+    @classmethod
+    def _deployment_id(cls, value: str) -> str:
+        return validate_deployment_id(value)
+
+    @property
+    def names(self) -> DeploymentNames:
+        return DeploymentNames(self.lake_root, self.deployment_id)
+
+
+def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
+    node = tree
+    *parents, leaf = dotted_key.split(".")
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise AppConfigError(f"cannot set {dotted_key}: {part} is not a section")
+        node = child
+    node[leaf] = value
+
+
+def parse_override(assignment: str) -> tuple[str, Any]:
+    """`window.size=1 minute` -> ('window.size', '1 minute'); the value is read as YAML (ints, null, bools)."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise AppConfigError(f"override {assignment!r} must look like section.field=value")
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
+) -> StreamingAppConfig:
+    """Load the YAML file (if any), apply dotted overrides, validate; raise AppConfigError naming the field."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as error:
+            raise AppConfigError(f"cannot read config file {path}: {error}") from error
+        if loaded is not None and not isinstance(loaded, dict):
+            raise AppConfigError(f"config file {path} must hold a mapping at the top level")
+        tree = loaded or {}
+    pairs = overrides.items() if isinstance(overrides, dict) else (parse_override(o) for o in overrides or [])
+    for key, value in pairs:
+        _set_dotted(tree, key, value)
+    try:
+        return StreamingAppConfig.model_validate(tree)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}"
+            for issue in error.errors()
+        )
+        raise AppConfigError(f"invalid streaming app config: {problems}") from error

@@ -1,0 +1,67 @@
+"""The one place that builds deployment-specific names: tables, checkpoints, consumer groups.
+
+Blue and green deployments of the same app must never share a checkpoint, an output
+table or a consumer group. Every module asks this helper instead of pasting strings,
+so a namespace can be changed (or audited) here alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEPLOYMENT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+def validate_deployment_id(deployment_id: str) -> str:
+    """Return `deployment_id` if it is safe in paths, topic names and group ids; else raise ValueError."""
+    if not DEPLOYMENT_ID_PATTERN.match(deployment_id):
+        raise ValueError(
+            f"deployment_id {deployment_id!r} must start with a lowercase letter and contain only "
+            "lowercase letters, digits, '_' or '-' (at most 63 characters)"
+        )
+    return deployment_id
+
+
+def _join(root: str, *parts: str) -> str:
+    """Join path parts onto a local path or URI root (s3a://, abfss://, file:/) without os.path."""
+    return "/".join([root.rstrip("/"), *parts])
+
+
+@dataclass(frozen=True)
+class DeploymentNames:
+    """Names of everything one deployment of the orders app owns."""
+
+    lake_root: str
+    deployment_id: str
+
+    def __post_init__(self) -> None:
+        validate_deployment_id(self.deployment_id)
+
+    @property
+    def gold_revenue_table(self) -> str:
+        """Delta table of windowed revenue (the gold output)."""
+        return _join(self.lake_root, "gold", "revenue_windows", self.deployment_id)
+
+    @property
+    def bronze_orders_table(self) -> str:
+        """Delta archive of every consumed order record, valid or not."""
+        return _join(self.lake_root, "bronze", "orders_raw", self.deployment_id)
+
+    def checkpoint(self, query_name: str) -> str:
+        """Checkpoint folder of one streaming query of this deployment."""
+        return _join(self.lake_root, "checkpoints", self.deployment_id, query_name)
+
+    @property
+    def progress_dir(self) -> str:
+        """Folder where the app publishes its progress/heartbeat for the control plane."""
+        return _join(self.lake_root, "progress", self.deployment_id)
+
+    @property
+    def consumer_group(self) -> str:
+        """Kafka consumer group the app commits processed offsets to (lag tools read it)."""
+        return f"orders-revenue-{self.deployment_id}"
+
+    def query_name(self, role: str) -> str:
+        """Spark streaming query name, unique per deployment (shown in logs and the Spark UI)."""
+        return f"{self.deployment_id}__{role}"

@@ -1,0 +1,174 @@
+"""Schemas shared by the streaming job, the batch jobs and the tests.
+
+Every table and topic the Spark side reads or writes has its shape declared here
+once, as a ``StructType`` built without a JVM (so importing this module is cheap)
+plus a DDL string for ``createDataFrame``/``from_json``. Money is
+``DECIMAL(18,2)`` everywhere — never float or double — so sums of cents stay
+exact. Input JSON keeps the producers' camelCase names; every column the
+platform writes is snake_case.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+MONEY_PRECISION = 18
+MONEY_SCALE = 2
+MONEY_TYPE = DecimalType(MONEY_PRECISION, MONEY_SCALE)
+MONEY_DDL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
+
+
+def _field(name: str, data_type: DataType, nullable: bool = True) -> StructField:
+    return StructField(name, data_type, nullable)
+
+
+def to_ddl(schema: StructType) -> str:
+    """Render a schema as a DDL string; names are back-quoted because Kafka's
+    column names (``key``, ``offset``, ``partition``, ``timestamp``) clash with SQL keywords."""
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+
+
+# --- Kafka source rows (what spark.readStream.format("kafka") yields) -------------------------------
+KAFKA_RAW_SCHEMA = StructType(
+    [
+        _field("key", BinaryType()),
+        _field("value", BinaryType()),
+        _field("topic", StringType()),
+        _field("partition", IntegerType()),
+        _field("offset", LongType()),
+        _field("timestamp", TimestampType()),
+        _field("timestampType", IntegerType()),
+    ]
+)
+KAFKA_RAW_COLUMNS: tuple[str, ...] = tuple(KAFKA_RAW_SCHEMA.fieldNames())
+
+# --- Kafka sink rows ------------------------------------------------------------------------------
+KAFKA_HEADERS_TYPE = ArrayType(
+    StructType([_field("key", StringType()), _field("value", BinaryType())]), containsNull=False
+)
+KAFKA_SINK_SCHEMA = StructType([_field("key", StringType()), _field("value", StringType())])
+DLQ_KAFKA_SINK_SCHEMA = StructType(
+    [_field("key", BinaryType()), _field("value", StringType()), _field("headers", KAFKA_HEADERS_TYPE)]
+)
+
+# --- orders topic: JSON value as producers write it (camelCase) ------------------------------------
+ORDER_LINE_ITEM_VALUE_SCHEMA = StructType(
+    [_field("item", StringType()), _field("count", IntegerType()), _field("amount", MONEY_TYPE)]
+)
+ORDER_VALUE_SCHEMA = StructType(
+    [
+        _field("orderId", LongType()),
+        _field("locationId", StringType()),
+        _field("finalAmount", MONEY_TYPE),
+        _field("orderType", StringType()),
+        _field("orderLineItems", ArrayType(ORDER_LINE_ITEM_VALUE_SCHEMA)),
+        _field("orderedDateTime", StringType()),
+    ]
+)
+
+# --- parsed order (snake_case, typed) --------------------------------------------------------------
+ORDER_LINE_ITEM_SCHEMA = ORDER_LINE_ITEM_VALUE_SCHEMA  # item/count/amount are already snake_case
+ORDER_SCHEMA = StructType(
+    [
+        _field("order_id", LongType()),
+        _field("location_id", StringType()),
+        _field("final_amount", MONEY_TYPE),
+        _field("order_type", StringType()),
+        _field("order_line_items", ArrayType(ORDER_LINE_ITEM_SCHEMA)),
+        _field("ordered_at", TimestampType()),
+    ]
+)
+ORDER_COLUMNS: tuple[str, ...] = tuple(ORDER_SCHEMA.fieldNames())
+
+# Output of parse_and_validate_orders: the raw Kafka row, the typed order (all null when
+# invalid) and the reason it was rejected (null when valid).
+VALIDATED_ORDER_SCHEMA = StructType(
+    [*KAFKA_RAW_SCHEMA.fields, *ORDER_SCHEMA.fields, _field("dlq_reason", StringType())]
+)
+
+# Output of valid_orders: the typed order plus where it came from (lineage for the silver table).
+SOURCE_COLUMNS_SCHEMA = StructType(
+    [
+        _field("source_topic", StringType()),
+        _field("source_partition", IntegerType()),
+        _field("source_offset", LongType()),
+        _field("source_timestamp", TimestampType()),
+    ]
+)
+VALID_ORDER_SCHEMA = StructType([*ORDER_SCHEMA.fields, *SOURCE_COLUMNS_SCHEMA.fields])
+
+# --- dead letters ------------------------------------------------------------------------------
+DLQ_RECORD_SCHEMA = StructType(
+    [
+        _field("original_key", BinaryType()),
+        _field("original_value", BinaryType()),
+        *SOURCE_COLUMNS_SCHEMA.fields,
+        _field("dlq_reason", StringType()),
+    ]
+)
+
+# --- stores topic (compacted) ------------------------------------------------------------------
+STORE_VALUE_SCHEMA = StructType(
+    [
+        _field("locationId", StringType()),
+        _field(
+            "address",
+            StructType(
+                [
+                    _field("addressLine1", StringType()),
+                    _field("addressLine2", StringType()),
+                    _field("city", StringType()),
+                    _field("state", StringType()),
+                    _field("zip", StringType()),
+                ]
+            ),
+        ),
+        _field("contactNum", StringType()),
+    ]
+)
+STORE_ADDRESS_COLUMNS: tuple[str, ...] = (
+    "address_line1",
+    "address_line2",
+    "city",
+    "state",
+    "zip",
+    "contact_num",
+)
+STORE_SCHEMA = StructType(
+    [_field("location_id", StringType()), *(_field(c, StringType()) for c in STORE_ADDRESS_COLUMNS)]
+)
+
+# --- gold: revenue per location, order type and event-time window -----------------------------
+REVENUE_WINDOW_SCHEMA = StructType(
+    [
+        _field("location_id", StringType()),
+        _field("order_type", StringType()),
+        _field("window_start", TimestampType()),
+        _field("window_end", TimestampType()),
+        _field("order_count", LongType(), nullable=False),
+        _field("revenue", MONEY_TYPE),
+    ]
+)
+ENRICHED_REVENUE_SCHEMA = StructType(
+    [*REVENUE_WINDOW_SCHEMA.fields, *(f for f in STORE_SCHEMA.fields if f.name != "location_id")]
+)
+
+KAFKA_RAW_DDL = to_ddl(KAFKA_RAW_SCHEMA)
+ORDER_DDL = to_ddl(ORDER_SCHEMA)
+VALIDATED_ORDER_DDL = to_ddl(VALIDATED_ORDER_SCHEMA)
+VALID_ORDER_DDL = to_ddl(VALID_ORDER_SCHEMA)
+DLQ_RECORD_DDL = to_ddl(DLQ_RECORD_SCHEMA)
+STORE_DDL = to_ddl(STORE_SCHEMA)
+REVENUE_WINDOW_DDL = to_ddl(REVENUE_WINDOW_SCHEMA)
+ENRICHED_REVENUE_DDL = to_ddl(ENRICHED_REVENUE_SCHEMA)

@@ -1,0 +1,89 @@
+"""SparkSession construction shared by the streaming app, batch jobs and tests.
+
+One place decides the settings every session of the platform needs: UTC session
+time zone (the transformations assume it), few shuffle partitions (the local stack
+has 2 cores), no UI, and — only when the Delta jar is on the given jar list — the
+Delta SQL extension and catalog. Connector jars (Kafka, Delta) come from a local
+folder filled by ``make jvm``, never from Maven at session start, so sessions start
+offline and reproducibly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from spark_apps.transformations import required_spark_conf
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SPARK_JARS_DIR_ENV = "SPARK_JARS_DIR"
+DEFAULT_SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark-jars"
+
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+DELTA_CONF: Mapping[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+class SparkJarsMissingError(FileNotFoundError):
+    """The local connector-jar folder is missing or holds no jars."""
+
+
+def default_jar_dir() -> Path:
+    """``$SPARK_JARS_DIR`` if set, else ``<repo>/.jvm/spark-jars``."""
+    from_env = os.environ.get(SPARK_JARS_DIR_ENV)
+    return Path(from_env) if from_env else DEFAULT_SPARK_JARS_DIR
+
+
+def local_jar_paths(jar_dir: Path | None = None) -> list[str]:
+    """Absolute paths of the ``*.jar`` files in ``jar_dir`` (sorted, for stable classpaths)."""
+    folder = jar_dir if jar_dir is not None else default_jar_dir()
+    jars = sorted(str(p.resolve()) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    if not jars:
+        raise SparkJarsMissingError(
+            f"No Spark connector jars in {folder}: run `make jvm` to fetch the Kafka and Delta jars "
+            f"(or point {SPARK_JARS_DIR_ENV} at a folder that has them)."
+        )
+    return jars
+
+
+def _has_delta(jars: Sequence[str]) -> bool:
+    return any(Path(j).name.startswith("delta-spark") for j in jars)
+
+
+def spark_conf(
+    extra_conf: Mapping[str, str] | None = None, jars: Sequence[str] | None = None
+) -> dict[str, str]:
+    """The full configuration ``build_spark_session`` applies (``extra_conf`` wins)."""
+    conf = {**DEFAULT_CONF, **required_spark_conf()}
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+        if _has_delta(jars):
+            conf.update(DELTA_CONF)
+    conf.update(extra_conf or {})
+    return conf
+
+
+def build_spark_session(
+    app_name: str,
+    master: str = "local[2]",
+    extra_conf: dict[str, str] | None = None,
+    jars: list[str] | None = None,
+) -> SparkSession:
+    """Create (or reuse) the session with the platform's settings.
+
+    Note: ``spark.jars`` only takes effect when this call starts the JVM; a session
+    that already exists in the process keeps its classpath.
+    """
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in spark_conf(extra_conf, jars).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

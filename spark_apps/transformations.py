@@ -1,0 +1,461 @@
+"""Pure DataFrame transformations of the revenue pipeline.
+
+Each function takes DataFrames (and plain parameters) and returns a DataFrame or a
+Column; none reads or writes anything, so the same code runs inside the Structured
+Streaming job, inside ``foreachBatch`` and in batch back-fills, and unit tests can
+drive it with tiny in-memory DataFrames. The flow is: parse and validate raw Kafka
+order records (invalid ones become dead letters with a machine-readable reason),
+de-duplicate on ``order_id``, split by order type, aggregate revenue per location,
+order type and event-time window, and enrich the windows with the latest store
+data from the compacted ``stores`` topic.
+
+Callers must run with ``spark.sql.session.timeZone=UTC`` (see ``required_spark_conf``):
+parsing and windowing are zone-independent, but timestamps rendered as text (JSON
+values, revenue keys) use the session time zone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_apps.schemas import (
+    MONEY_DDL,
+    MONEY_SCALE,
+    ORDER_COLUMNS,
+    ORDER_LINE_ITEM_SCHEMA,
+    STORE_ADDRESS_COLUMNS,
+    STORE_VALUE_SCHEMA,
+)
+
+GENERAL: Final = "GENERAL"
+RESTAURANT: Final = "RESTAURANT"
+ORDER_TYPES: Final = (GENERAL, RESTAURANT)
+
+ORDERS_DLQ_TOPIC: Final = "orders_dlq"
+GENERAL_ORDERS_TOPIC: Final = "general_orders"
+RESTAURANT_ORDERS_TOPIC: Final = "restaurant_orders"
+
+# orderedDateTime is an ISO local date-time without zone, optionally with up to 6
+# fractional digits. We append "Z" and parse with an explicit offset so the instant is
+# UTC whatever the session time zone is.
+ORDERED_AT_PATTERN: Final = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX"
+# Rendering of timestamps in JSON values; XXX prints "Z" under a UTC session and a real
+# offset otherwise, so the text is always a correct instant.
+JSON_TIMESTAMP_PATTERN: Final = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
+REVENUE_KEY_TIMESTAMP_PATTERN: Final = "yyyy-MM-dd'T'HH:mm:ssXXX"
+# Nulls are written explicitly so every JSON value carries every field.
+JSON_WRITE_OPTIONS: Final = {"timestampFormat": JSON_TIMESTAMP_PATTERN, "ignoreNullFields": "false"}
+
+
+def required_spark_conf() -> dict[str, str]:
+    """Spark settings these transformations rely on (set them on every session)."""
+    return {"spark.sql.session.timeZone": "UTC"}
+
+
+class DlqReason:
+    """Machine-readable reasons an order record goes to the dead-letter topic.
+
+    Checked in this order; the first that applies wins:
+    empty_value, not_utf8, invalid_json, missing_field:<f> (orderId, locationId,
+    finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
+    orderLineItems), non_finite_amount, unknown_order_type, negative_amount,
+    unparseable_timestamp.
+    """
+
+    EMPTY_VALUE: Final = "empty_value"
+    NOT_UTF8: Final = "not_utf8"
+    INVALID_JSON: Final = "invalid_json"
+    MISSING_FIELD_PREFIX: Final = "missing_field:"
+    WRONG_TYPE_PREFIX: Final = "wrong_type:"
+    NON_FINITE_AMOUNT: Final = "non_finite_amount"
+    UNKNOWN_ORDER_TYPE: Final = "unknown_order_type"
+    NEGATIVE_AMOUNT: Final = "negative_amount"
+    UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
+
+    @staticmethod
+    def missing_field(name: str) -> str:
+        return f"{DlqReason.MISSING_FIELD_PREFIX}{name}"
+
+    @staticmethod
+    def wrong_type(name: str) -> str:
+        return f"{DlqReason.WRONG_TYPE_PREFIX}{name}"
+
+
+REQUIRED_ORDER_FIELDS: Final = ("orderId", "locationId", "finalAmount", "orderType", "orderedDateTime")
+OPTIONAL_ORDER_FIELDS: Final = ("orderLineItems",)
+
+# Type names as printed by schema_of_variant. JSON integer literals become integral
+# types; decimal literals become DECIMAL(p,s) with trailing zeros stripped (27.00 ->
+# DECIMAL(2,0)); exponent literals and >38-digit numbers become DOUBLE (rejected: not exact).
+_INTEGER_TYPE_RE: Final = r"^(TINYINT|SMALLINT|INT|BIGINT)$"
+_MONEY_TYPE_RE: Final = rf"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\(\d+,[0-{MONEY_SCALE}]\))$"
+# Jackson's non-standard number tokens; only accepted to report them precisely.
+_NON_FINITE_AMOUNT_RE: Final = r'(?<prefix>"finalAmount"\s*:\s*)[+-]?(NaN|Infinity|INF)'
+_LINE_ITEMS_TYPE: Final = f"array<{ORDER_LINE_ITEM_SCHEMA.simpleString()}>"
+
+# Temporary columns of parse_and_validate_orders (dropped before returning).
+_TEXT: Final = "_order_text"
+_STRICT: Final = "_order_json_strict"
+_JSON: Final = "_order_json"
+_NON_FINITE: Final = "_order_non_finite"
+_TYPED: Final = "_order_typed"
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing and validation
+# --------------------------------------------------------------------------------------------
+def _json_type(json: Column, path: str) -> Column:
+    """schema_of_variant name of the value at ``path``; null when absent, 'VOID' for JSON null."""
+    return F.schema_of_variant(F.variant_get(json, path, "variant"))
+
+
+def _is_absent(type_name: Column) -> Column:
+    return type_name.isNull() | (type_name == "VOID")
+
+
+def _is_missing(json: Column, field: str) -> Column:
+    """A required field is missing when absent, JSON null or (for locationId) blank."""
+    missing = _is_absent(_json_type(json, f"$.{field}"))
+    if field == "locationId":
+        # A blank location id cannot key anything downstream.
+        blank = F.trim(F.try_variant_get(json, "$.locationId", "string")) == ""
+        missing = missing | F.coalesce(blank, F.lit(False))
+    return missing
+
+
+def _is_money(json: Column, path: str) -> Column:
+    """Exact money check: an integer or a decimal literal with at most 2 fractional
+    digits (after stripping trailing zeros) that fits DECIMAL(18,2)."""
+    return _json_type(json, path).rlike(_MONEY_TYPE_RE) & F.try_variant_get(json, path, MONEY_DDL).isNotNull()
+
+
+def _optional_type_ok(element: Column, path: str, ok: Column) -> Column:
+    return _is_absent(_json_type(element, path)) | ok
+
+
+def _is_valid_line_item(element: Column) -> Column:
+    """Line-item element: a JSON object whose item/count/amount, when present, have exact types."""
+    return (
+        F.schema_of_variant(element).startswith("OBJECT")
+        & _optional_type_ok(element, "$.item", _json_type(element, "$.item") == "STRING")
+        & _optional_type_ok(
+            element,
+            "$.count",
+            _json_type(element, "$.count").rlike(_INTEGER_TYPE_RE)
+            & F.try_variant_get(element, "$.count", "int").isNotNull(),
+        )
+        & _optional_type_ok(element, "$.amount", _is_money(element, "$.amount"))
+    )
+
+
+def _line_items_ok(json: Column) -> Column:
+    type_name = _json_type(json, "$.orderLineItems")
+    elements = F.try_variant_get(json, "$.orderLineItems", "array<variant>")
+    well_typed = type_name.startswith("ARRAY") & F.coalesce(
+        F.forall(elements, _is_valid_line_item), F.lit(False)
+    )
+    return _is_absent(type_name) | well_typed
+
+
+def _wrong_type_checks(json: Column) -> list[tuple[Column, str]]:
+    """(is_wrong, reason) per field, in the documented order."""
+    ok = {
+        "orderId": _json_type(json, "$.orderId").rlike(_INTEGER_TYPE_RE)
+        & F.try_variant_get(json, "$.orderId", "bigint").isNotNull(),
+        "locationId": _json_type(json, "$.locationId") == "STRING",
+        "finalAmount": _is_money(json, "$.finalAmount"),
+        "orderType": _json_type(json, "$.orderType") == "STRING",
+        "orderedDateTime": _json_type(json, "$.orderedDateTime") == "STRING",
+        "orderLineItems": _line_items_ok(json),
+    }
+    return [(~F.coalesce(is_ok, F.lit(False)), DlqReason.wrong_type(name)) for name, is_ok in ok.items()]
+
+
+def _typed_order(json: Column) -> Column:
+    """Typed order fields as a struct; only meaningful once validation passed."""
+    ordered_at_text = F.try_variant_get(json, "$.orderedDateTime", "string")
+    return F.struct(
+        F.try_variant_get(json, "$.orderId", "bigint").alias("order_id"),
+        F.try_variant_get(json, "$.locationId", "string").alias("location_id"),
+        F.try_variant_get(json, "$.finalAmount", MONEY_DDL).alias("final_amount"),
+        F.try_variant_get(json, "$.orderType", "string").alias("order_type"),
+        F.try_variant_get(json, "$.orderLineItems", _LINE_ITEMS_TYPE).alias("order_line_items"),
+        F.try_to_timestamp(F.concat(ordered_at_text, F.lit("Z")), F.lit(ORDERED_AT_PATTERN)).alias(
+            "ordered_at"
+        ),
+    )
+
+
+def _dlq_reason(value: Column, text: Column, json: Column, non_finite: Column, typed: Column) -> Column:
+    """First applicable DLQ reason (CASE WHEN evaluates in order), null for a valid order."""
+    checks: list[tuple[Column, str]] = [
+        (value.isNull() | (F.length(value) == 0), DlqReason.EMPTY_VALUE),
+        (~F.is_valid_utf8(value), DlqReason.NOT_UTF8),
+        (
+            json.isNull()
+            | ~F.schema_of_variant(json).startswith("OBJECT")
+            # try_parse_json stops after the first value, so reject trailing garbage here.
+            | ~text.rlike(r"\}\s*$"),
+            DlqReason.INVALID_JSON,
+        ),
+        *[(_is_missing(json, f), DlqReason.missing_field(f)) for f in REQUIRED_ORDER_FIELDS],
+        *_wrong_type_checks(json),
+        (non_finite, DlqReason.NON_FINITE_AMOUNT),
+        (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
+        (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),
+        (typed["ordered_at"].isNull(), DlqReason.UNPARSEABLE_TIMESTAMP),
+    ]
+    condition, reason = checks[0]
+    case = F.when(condition, F.lit(reason))
+    for condition, reason in checks[1:]:
+        case = case.when(condition, F.lit(reason))
+    return case
+
+
+def parse_and_validate_orders(raw: DataFrame) -> DataFrame:
+    """Parse Kafka ``orders`` rows into typed order columns plus ``dlq_reason``.
+
+    Keeps every input column, adds order_id, location_id, final_amount, order_type,
+    order_line_items and ordered_at (all null for an invalid row) and dlq_reason
+    (null for a valid row; see ``DlqReason`` for the values and their order).
+
+    Types are checked exactly on a VARIANT parse of the value (which keeps the JSON
+    type of each literal) instead of ``from_json`` with a typed schema, which would
+    silently null or coerce wrong types. Unknown extra fields are ignored. Amounts are
+    kept exact: integer or decimal literals with at most two significant fractional
+    digits (``1.500`` is fine, ``19.999`` and ``2.7e1`` are ``wrong_type:finalAmount``).
+    """
+    text = F.col("value").cast("string")
+    sanitized = F.regexp_replace(F.col(_TEXT), _NON_FINITE_AMOUNT_RE, "${prefix}0")
+    staged = (
+        raw.withColumn(_TEXT, text)
+        .withColumn(_STRICT, F.try_parse_json(F.col(_TEXT)))
+        # Retry with a NaN/Infinity finalAmount replaced by 0: if that parses, the only
+        # defect is the non-finite amount, which gets its own reason after the type checks.
+        .withColumn(_JSON, F.coalesce(F.col(_STRICT), F.try_parse_json(sanitized)))
+        .withColumn(_NON_FINITE, F.col(_STRICT).isNull() & F.col(_JSON).isNotNull())
+        .withColumn(_TYPED, _typed_order(F.col(_JSON)))
+    )
+    reason = _dlq_reason(F.col("value"), F.col(_TEXT), F.col(_JSON), F.col(_NON_FINITE), F.col(_TYPED))
+    with_reason = staged.withColumn("dlq_reason", reason)
+    typed_columns = [
+        F.when(F.col("dlq_reason").isNull(), F.col(f"{_TYPED}.{name}")).alias(name) for name in ORDER_COLUMNS
+    ]
+    return with_reason.select(*raw.columns, *typed_columns, "dlq_reason")
+
+
+def valid_orders(validated: DataFrame) -> DataFrame:
+    """Valid orders only: typed order columns plus Kafka lineage (source_*)."""
+    return validated.filter(F.col("dlq_reason").isNull()).select(
+        *ORDER_COLUMNS,
+        F.col("topic").alias("source_topic"),
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        F.col("timestamp").alias("source_timestamp"),
+    )
+
+
+def invalid_orders(validated: DataFrame) -> DataFrame:
+    """Rejected rows only, all columns kept (input of ``to_dlq_records``)."""
+    return validated.filter(F.col("dlq_reason").isNotNull())
+
+
+# --------------------------------------------------------------------------------------------
+# Dead letters
+# --------------------------------------------------------------------------------------------
+def to_dlq_records(validated: DataFrame) -> DataFrame:
+    """Dead-letter rows (``DLQ_RECORD_SCHEMA``): original bytes, Kafka position and reason."""
+    return invalid_orders(validated).select(
+        F.col("key").alias("original_key"),
+        F.col("value").alias("original_value"),
+        F.col("topic").alias("source_topic"),
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        F.col("timestamp").alias("source_timestamp"),
+        F.col("dlq_reason"),
+    )
+
+
+def _base64(binary: str) -> Column:
+    """Single-line base64: Spark chunks base64 output MIME-style (CRLF every 76 chars) by default."""
+    return F.regexp_replace(F.base64(binary), r"[\r\n]", "")
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
+
+
+def to_dlq_kafka_records(dlq: DataFrame) -> DataFrame:
+    """Kafka sink columns (key, value, headers) for ``orders_dlq``.
+
+    The key is the original key bytes (so a replay lands in the same partition); the
+    value is JSON carrying base64 of the original bytes, which may not be UTF-8;
+    headers repeat reason and source position for consumers that only read headers.
+    """
+    value = F.struct(
+        "dlq_reason",
+        "source_topic",
+        "source_partition",
+        "source_offset",
+        "source_timestamp",
+        _base64("original_key").alias("original_key_base64"),
+        _base64("original_value").alias("original_value_base64"),
+    )
+    headers = F.array(
+        _header("dlq_reason", F.col("dlq_reason")),
+        _header("source_topic", F.col("source_topic")),
+        _header("source_partition", F.col("source_partition")),
+        _header("source_offset", F.col("source_offset")),
+    )
+    return dlq.select(
+        F.col("original_key").alias("key"),
+        F.to_json(value, JSON_WRITE_OPTIONS).alias("value"),
+        headers.alias("headers"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Orders: de-duplication, routing
+# --------------------------------------------------------------------------------------------
+def deduplicate_orders(orders: DataFrame, watermark: str) -> DataFrame:
+    """Keep one row per ``order_id``.
+
+    Streaming: ``dropDuplicatesWithinWatermark`` on an ``ordered_at`` watermark, so
+    state for an id is dropped once the watermark passes it (the first arrival wins).
+    Batch: Spark rejects dropDuplicatesWithinWatermark on batch DataFrames, so keep
+    the earliest ``ordered_at`` (then lowest source position, when present) per id,
+    which makes back-fills deterministic.
+    """
+    if orders.isStreaming:
+        return orders.withWatermark("ordered_at", watermark).dropDuplicatesWithinWatermark(["order_id"])
+    tie_breakers = [c for c in ("source_partition", "source_offset") if c in orders.columns]
+    earliest_first = Window.partitionBy("order_id").orderBy("ordered_at", *tie_breakers)
+    return (
+        orders.withColumn("_dedupe_rank", F.row_number().over(earliest_first))
+        .filter(F.col("_dedupe_rank") == 1)
+        .drop("_dedupe_rank")
+    )
+
+
+def split_by_order_type(orders: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(general, restaurant) orders."""
+    order_type = F.col("order_type")
+    return orders.filter(order_type == GENERAL), orders.filter(order_type == RESTAURANT)
+
+
+def to_kafka_records(
+    df: DataFrame, key_col: str = "location_id", value_cols: tuple[str, ...] = ORDER_COLUMNS
+) -> DataFrame:
+    """Kafka sink columns: string key from ``key_col``, JSON value of ``value_cols``.
+
+    Decimals are written by Spark as exact number literals (``27.00``), never via float.
+    """
+    value = F.struct(*value_cols)
+    return df.select(
+        F.col(key_col).cast("string").alias("key"), F.to_json(value, JSON_WRITE_OPTIONS).alias("value")
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Revenue
+# --------------------------------------------------------------------------------------------
+def windowed_revenue(
+    orders: DataFrame, size: str, slide: str | None = None, watermark: str | None = None
+) -> DataFrame:
+    """Order count and revenue per location, order type and event-time window.
+
+    Tumbling when ``slide`` is None or equal to ``size``, hopping otherwise. Pass
+    ``watermark`` only when the input has none yet: after ``deduplicate_orders`` leave
+    it None, since a streaming query fails with "Redefining watermark is disallowed".
+    Spark widens ``sum(DECIMAL(18,2))`` to DECIMAL(28,2);
+    revenue is cast back to DECIMAL(18,2), the platform's one money type.
+    """
+    if watermark is not None:
+        orders = orders.withWatermark("ordered_at", watermark)
+    if slide is None or slide == size:
+        window = F.window("ordered_at", size)
+    else:
+        window = F.window("ordered_at", size, slide)
+    aggregated = orders.groupBy("location_id", "order_type", window.alias("window")).agg(
+        F.count(F.lit(1)).alias("order_count"),
+        F.sum("final_amount").cast(MONEY_DDL).alias("revenue"),
+    )
+    return aggregated.select(
+        "location_id",
+        "order_type",
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        "order_count",
+        "revenue",
+    )
+
+
+def late_records(orders: DataFrame, threshold: Column | datetime | str) -> DataFrame:
+    """Orders whose ``ordered_at`` is before ``threshold`` (e.g. the current watermark)."""
+    limit = threshold if isinstance(threshold, Column) else F.lit(threshold).cast("timestamp")
+    return orders.filter(F.col("ordered_at") < limit)
+
+
+def revenue_window_key(revenue: DataFrame) -> Column:
+    """Deterministic key ``location_id|order_type|window_start`` (ISO, ``Z`` under UTC)
+    so the compacted revenue topic keeps the latest value of each window."""
+    return F.concat_ws(
+        "|",
+        revenue["location_id"],
+        revenue["order_type"],
+        F.date_format(revenue["window_start"], REVENUE_KEY_TIMESTAMP_PATTERN),
+    )
+
+
+def to_revenue_kafka_records(revenue: DataFrame) -> DataFrame:
+    """Kafka sink columns for the revenue topic: window key and JSON of all columns."""
+    return revenue.select(
+        revenue_window_key(revenue).alias("key"),
+        F.to_json(F.struct(*revenue.columns), JSON_WRITE_OPTIONS).alias("value"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Stores
+# --------------------------------------------------------------------------------------------
+def latest_stores(stores_raw: DataFrame) -> DataFrame:
+    """Table view of the compacted ``stores`` topic (batch semantics).
+
+    Latest record per key: highest offset within a partition (Kafka's order for a key),
+    and across partitions (only after re-partitioning) the latest Kafka timestamp. Keys
+    whose latest record is a tombstone (null or empty value) are dropped. Returns
+    ``STORE_SCHEMA``; the key is the location id, a malformed value gives null fields.
+    """
+    keyed = stores_raw.filter(F.col("key").isNotNull())
+    per_partition = keyed.groupBy("key", "partition").agg(
+        F.max_by(F.struct("timestamp", "value"), "offset").alias("latest")
+    )
+    per_key = per_partition.groupBy("key").agg(
+        F.max_by(F.col("latest.value"), F.struct(F.col("latest.timestamp"), F.col("partition"))).alias(
+            "value"
+        )
+    )
+    live = per_key.filter(F.col("value").isNotNull() & (F.length("value") > 0))
+    parsed = F.from_json(F.col("value").cast("string"), STORE_VALUE_SCHEMA)
+    return live.select(F.col("key").cast("string").alias("location_id"), parsed.alias("store")).select(
+        "location_id",
+        F.col("store.address.addressLine1").alias("address_line1"),
+        F.col("store.address.addressLine2").alias("address_line2"),
+        F.col("store.address.city").alias("city"),
+        F.col("store.address.state").alias("state"),
+        F.col("store.address.zip").alias("zip"),
+        F.col("store.contactNum").alias("contact_num"),
+    )
+
+
+def enrich_with_stores(revenue: DataFrame, stores: DataFrame) -> DataFrame:
+    """Left-join store address columns onto revenue rows; unknown stores give nulls."""
+    # The store table is small (one row per location): broadcasting avoids a shuffle
+    # and keeps the stream-static join cheap.
+    store_columns = F.broadcast(stores.select("location_id", *STORE_ADDRESS_COLUMNS))
+    joined = revenue.join(store_columns, on="location_id", how="left")
+    return joined.select(*revenue.columns, *STORE_ADDRESS_COLUMNS)

@@ -1,0 +1,70 @@
+"""Jar bookkeeping and local-stack settings: pure logic, no processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from revenue_platform.errors import ConfigError
+from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, airflow_environment, connection_env
+from revenue_platform.local_stack.jvm import artifact_name, prune_jars_shipped_by_pyspark
+from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, server_properties
+
+
+@pytest.mark.parametrize(
+    ("file_name", "artifact"),
+    [
+        ("jackson-core-2.13.5.jar", "jackson-core"),
+        ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "spark-sql-kafka-0-10_2.13"),
+        ("delta-spark_4.2_2.13-4.4.0.jar", "delta-spark_4.2_2.13"),
+        ("log4j-slf4j2-impl-2.25.3.jar", "log4j-slf4j2-impl"),
+        ("zstd-jni-1.5.7-3.jar", "zstd-jni"),
+    ],
+)
+def test_artifact_name_strips_only_the_version(file_name: str, artifact: str) -> None:
+    assert artifact_name(file_name) == artifact
+
+
+def test_prune_keeps_only_jars_pyspark_lacks(tmp_path: Path) -> None:
+    fetched, shipped = tmp_path / "fetched", tmp_path / "shipped"
+    fetched.mkdir()
+    shipped.mkdir()
+    for name in ("jackson-core-2.13.5.jar", "kafka-clients-3.9.2.jar", "slf4j-api-1.7.36.jar", "delta-spark_4.2_2.13-4.4.0.jar"):
+        (fetched / name).touch()
+    (shipped / "jackson-core-2.18.2.jar").touch()
+
+    removed = prune_jars_shipped_by_pyspark(fetched, shipped)
+
+    assert sorted(removed) == ["jackson-core-2.13.5.jar", "slf4j-api-1.7.36.jar"]
+    assert sorted(p.name for p in fetched.iterdir()) == ["delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar"]
+
+
+def test_broker_settings_from_env_reject_a_bad_port_naming_the_variable() -> None:
+    with pytest.raises(ConfigError, match="KAFKA_PORT='ninety'"):
+        KafkaBrokerSettings.from_env({"KAFKA_PORT": "ninety"})
+
+
+def test_server_properties_are_single_node_kraft_on_the_configured_ports(tmp_path: Path) -> None:
+    settings = KafkaBrokerSettings(port=19999, controller_port=19998, data_dir=tmp_path)
+    properties = dict(line.split("=", 1) for line in server_properties(settings).splitlines())
+    assert properties["process.roles"] == "broker,controller"
+    assert properties["listeners"] == "PLAINTEXT://localhost:19999,CONTROLLER://localhost:19998"
+    assert properties["controller.quorum.bootstrap.servers"] == "localhost:19998"
+    assert properties["log.dirs"] == str(tmp_path / "data")
+    assert properties["auto.create.topics.enable"] == "false"
+
+
+def test_connections_come_from_env_with_the_configured_broker() -> None:
+    env = connection_env("localhost:1234", "local[2]")
+    assert '"bootstrap.servers": "localhost:1234"' in env["AIRFLOW_CONN_KAFKA_DEFAULT"]
+    assert '"conn_type": "kafka"' in env["AIRFLOW_CONN_KAFKA_DEFAULT"]
+    assert '"host": "local[2]"' in env["AIRFLOW_CONN_SPARK_DEFAULT"]
+
+
+def test_airflow_environment_points_at_the_project(tmp_path: Path) -> None:
+    env = airflow_environment(AirflowLocalSettings(home=tmp_path, port=18123))
+    assert env["AIRFLOW_HOME"] == str(tmp_path)
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"].endswith("/dags")
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://localhost:18123/execution/"
+    assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
