@@ -125,7 +125,7 @@ def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
 
 
 def parse_override(assignment: str) -> tuple[str, Any]:
-    """`window.size=1 minute` -> ('window.size', '1 minute'); the value is read as YAML (ints, null, bools)."""
+    """`window.size=1 minute` -> ('window.size', '1 minute'); the value is read as YAML (ints, null)."""
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise AppConfigError(f"override {assignment!r} must look like section.field=value")
@@ -135,7 +135,7 @@ def parse_override(assignment: str) -> tuple[str, Any]:
 def load_config(
     path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
 ) -> StreamingAppConfig:
-    """Load the YAML file (if any), apply dotted overrides, validate; raise AppConfigError naming the field."""
+    """Load the YAML file (if any), apply dotted overrides, validate; AppConfigError names the field."""
     tree: dict[str, Any] = {}
     if path is not None:
         try:

@@ -30,11 +30,11 @@ from pyspark.sql.streaming import StreamingQuery
 from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
 from spark_apps.observability import BatchCounters, ProgressPublisher
+from spark_apps.session import DELTA_CONF, spark_conf
 from spark_apps.transformations import (
     deduplicate_orders,
     enrich_with_stores,
     parse_and_validate_orders,
-    required_spark_conf,
     split_by_order_type,
     to_dlq_kafka_records,
     to_dlq_records,
@@ -144,14 +144,15 @@ def start_queries(
 def build_session(config: StreamingAppConfig) -> SparkSession:
     """The app's SparkSession; master and jars come from spark-submit (or the caller's builder)."""
     builder = SparkSession.builder.appName(f"orders-revenue-{config.deployment_id}")
-    for key, value in {
-        **required_spark_conf(),
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-        # Both queries share the driver; FAIR keeps one from starving the other.
-        "spark.scheduler.mode": "FAIR",
-    }.items():
+    conf = spark_conf(
+        {
+            **DELTA_CONF,
+            "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+            # Both queries share the driver; FAIR keeps one from starving the other.
+            "spark.scheduler.mode": "FAIR",
+        }
+    )
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

@@ -228,6 +228,10 @@ def parse_and_validate_orders(raw: DataFrame) -> DataFrame:
     silently null or coerce wrong types. Unknown extra fields are ignored. Amounts are
     kept exact: integer or decimal literals with at most two significant fractional
     digits (``1.500`` is fine, ``19.999`` and ``2.7e1`` are ``wrong_type:finalAmount``).
+    Other edge rules: JSON null counts as missing; a blank locationId is missing;
+    duplicate keys, trailing content and NaN/Infinity outside finalAmount are
+    invalid_json; orderedDateTime must be ``yyyy-MM-ddTHH:mm:ss[.ffffff]`` with no zone
+    (a zone suffix is unparseable_timestamp) and is read as UTC.
     """
     text = F.col("value").cast("string")
     sanitized = F.regexp_replace(F.col(_TEXT), _NON_FINITE_AMOUNT_RE, "${prefix}0")

@@ -10,8 +10,10 @@ at import time, before any test module imports airflow.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +41,12 @@ TEST_AIRFLOW = AirflowLocalSettings(
     spark_master="local[2]",
 )
 os.environ.update(airflow_environment(TEST_AIRFLOW))
+# PySpark converts naive Python datetimes with the process time zone; pin it to UTC so
+# expected values written as naive datetimes mean UTC on any host.
+os.environ["TZ"] = "UTC"
+time.tzset()
+# py4j logs its own shutdown at interpreter exit, after pytest closed the capture streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
 
 
@@ -77,6 +85,7 @@ def spark() -> Iterator[SparkSession]:
         jars=local_jar_paths(),
         extra_conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )
+    session.sparkContext.setLogLevel("WARN")
     try:
         yield session
     finally:

@@ -18,11 +18,16 @@ class ConsumedRecord:
     offset: int
 
 
-def create_topics(bootstrap: str, topics: dict[str, int], configs: dict[str, dict[str, str]] | None = None) -> None:
+def create_topics(
+    bootstrap: str, topics: dict[str, int], configs: dict[str, dict[str, str]] | None = None
+) -> None:
     """Create `topics` (name -> partitions) and wait for it; existing topics are an error."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
-        [NewTopic(name, partitions, 1, config=(configs or {}).get(name, {})) for name, partitions in topics.items()]
+        [
+            NewTopic(name, partitions, 1, config=(configs or {}).get(name, {}))
+            for name, partitions in topics.items()
+        ]
     )
     for future in futures.values():
         future.result(timeout=30)
@@ -35,12 +40,19 @@ def unique_suffix() -> str:
 def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[ConsumedRecord]:
     """Every record currently in `topic`, read from the beginning up to the high watermarks."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"test-reader-{unique_suffix()}", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-reader-{unique_suffix()}",
+            "enable.auto.commit": False,
+        }
     )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s)
         partitions = list(metadata.topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in partitions}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
+            for p in partitions
+        }
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         records: list[ConsumedRecord] = []
         remaining = {p for p, end in ends.items() if end > 0}
@@ -50,7 +62,11 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Cons
             assert message.error() is None, message.error()
             records.append(
                 ConsumedRecord(
-                    message.key(), message.value(), dict(message.headers() or []), message.partition(), message.offset()
+                    message.key(),
+                    message.value(),
+                    dict(message.headers() or []),
+                    message.partition(),
+                    message.offset(),
                 )
             )
             if message.offset() + 1 >= ends[message.partition()]:

@@ -18,7 +18,11 @@ from decimal import Decimal
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack.airflow_api import AirflowApiClient
-from revenue_platform.local_stack.airflow_local import LOCAL_ADMIN_PASSWORD, LOCAL_ADMIN_USER, AirflowLocalSettings
+from revenue_platform.local_stack.airflow_local import (
+    LOCAL_ADMIN_PASSWORD,
+    LOCAL_ADMIN_USER,
+    AirflowLocalSettings,
+)
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.paths import REPO_ROOT, state_dir
@@ -94,10 +98,17 @@ def print_windowed_revenue(lake_root: str, since: datetime) -> None:
     from spark_apps.naming import DeploymentNames
 
     table = DeltaTable(DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table)
-    rows = [row for row in table.to_pyarrow_table().to_pylist() if row["window_start"].replace(tzinfo=None) >= since]
+    rows = [
+        row
+        for row in table.to_pyarrow_table().to_pylist()
+        if row["window_start"].replace(tzinfo=None) >= since
+    ]
     rows.sort(key=lambda r: (r["window_start"], r["location_id"], r["order_type"]))
     _say(f"[demo] 4/4 windowed revenue (gold table {table.table_uri}), windows from this run:\n")
-    header = f"{'window_start (UTC)':20} {'window_end':9} {'location':11} {'type':10} {'orders':>6} {'revenue':>10}  city"
+    header = (
+        f"{'window_start (UTC)':20} {'window_end':9} {'location':11} {'type':10} "
+        f"{'orders':>6} {'revenue':>10}  city"
+    )
     _say(header)
     _say("-" * len(header))
     for row in rows:
@@ -106,7 +117,10 @@ def print_windowed_revenue(lake_root: str, since: datetime) -> None:
             f"{row['order_type']:10} {row['order_count']:>6} {row['revenue']:>10}  {row['city'] or '-'}"
         )
     total = sum((row["revenue"] for row in rows), Decimal("0.00"))
-    _say(f"\n{len(rows)} windows, {sum(r['order_count'] for r in rows)} orders, revenue {total} (DECIMAL, exact)")
+    _say(
+        f"\n{len(rows)} windows, {sum(r['order_count'] for r in rows)} orders, "
+        f"revenue {total} (DECIMAL, exact)"
+    )
 
 
 def main() -> int:
@@ -122,7 +136,8 @@ def main() -> int:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     _say(
-        f"\nThe stack keeps running: Airflow UI {airflow.base_url} (login {LOCAL_ADMIN_USER}/{LOCAL_ADMIN_PASSWORD}), "
+        f"\nThe stack keeps running: Airflow UI {airflow.base_url} "
+        f"(login {LOCAL_ADMIN_USER}/{LOCAL_ADMIN_PASSWORD}), "
         f"Kafka {kafka.bootstrap_servers}.\nStop it with `make down`."
     )
     return 0

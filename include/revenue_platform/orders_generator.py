@@ -119,11 +119,11 @@ def generate_stores(count: int) -> list[GeneratedRecord]:
 def _order(rng: random.Random, order_id: int, location_id: str, ordered_at: datetime) -> dict[str, Any]:
     order_type = rng.choice(ORDER_TYPES)
     catalog = GENERAL_ITEMS if order_type == "GENERAL" else RESTAURANT_ITEMS
-    lines = []
+    lines: list[dict[str, Any]] = []
     for item in rng.sample(sorted(catalog), k=rng.randint(1, 3)):
         count = rng.randint(1, 4)
         lines.append({"item": item, "count": count, "amount": catalog[item] * count})
-    total = sum((line["amount"] for line in lines), Decimal("0.00"))
+    total = sum((Decimal(line["amount"]) for line in lines), Decimal("0.00"))
     return {
         "orderId": order_id,
         "locationId": location_id,
@@ -157,13 +157,17 @@ def _dumps_with_raw_numbers(value: Any) -> str:
     if isinstance(value, _RawNumber):
         return str(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)}: {_dumps_with_raw_numbers(v)}" for k, v in value.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(k)}: {_dumps_with_raw_numbers(v)}" for k, v in value.items()) + "}"
+        )
     if isinstance(value, list):
         return "[" + ", ".join(_dumps_with_raw_numbers(v) for v in value) + "]"
     return json.dumps(value)
 
 
-def _bad_record(kind: str, rng: random.Random, location_id: str, order_id: int, start: datetime) -> GeneratedRecord:
+def _bad_record(
+    kind: str, rng: random.Random, location_id: str, order_id: int, start: datetime
+) -> GeneratedRecord:
     key = location_id.encode()
     good = _order(rng, order_id, location_id, start)
     if kind == "empty":
@@ -226,7 +230,7 @@ def expected_windows(
         ordered_at = datetime.strptime(order["orderedDateTime"], "%Y-%m-%dT%H:%M:%S")
         epoch = int((ordered_at - datetime(1970, 1, 1)).total_seconds())
         window_start = datetime(1970, 1, 1) + timedelta(seconds=epoch - epoch % window_seconds)
-        window = windows[(order["locationId"], order["orderType"], window_start)]
+        window = windows[order["locationId"], order["orderType"], window_start]
         window.order_count += 1
         window.revenue += order["finalAmount"]
     return dict(windows)

@@ -8,13 +8,19 @@ import pytest
 
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_stack import processes
-from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker, broker_answers_metadata
+from revenue_platform.local_stack.kafka_broker import (
+    KafkaBrokerSettings,
+    LocalKafkaBroker,
+    broker_answers_metadata,
+)
 
 pytestmark = pytest.mark.integration
 
 
 def test_start_and_stop_are_idempotent_and_leave_nothing_running(tmp_path: Path) -> None:
-    broker = LocalKafkaBroker(KafkaBrokerSettings(port=19192, controller_port=19193, data_dir=tmp_path / "kafka"))
+    broker = LocalKafkaBroker(
+        KafkaBrokerSettings(port=19192, controller_port=19193, data_dir=tmp_path / "kafka")
+    )
     messages: list[str] = []
     try:
         broker.start(progress=messages.append)

@@ -66,11 +66,16 @@ def provision(bootstrap: str, config: StreamingAppConfig) -> None:
             kafka.restaurant_orders_topic: 1,
             kafka.revenue_topic: 1,
         },
-        configs={kafka.stores_topic: {"cleanup.policy": "compact"}, kafka.revenue_topic: {"cleanup.policy": "compact"}},
+        configs={
+            kafka.stores_topic: {"cleanup.policy": "compact"},
+            kafka.revenue_topic: {"cleanup.policy": "compact"},
+        },
     )
 
 
-def gold_as_dict(spark: SparkSession, config: StreamingAppConfig) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+def gold_as_dict(
+    spark: SparkSession, config: StreamingAppConfig
+) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
     rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
     return {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
 
@@ -82,7 +87,9 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     config = app_config(kafka_bootstrap, tmp_path / "lake", suffix, **{"kafka.max_offsets_per_trigger": 150})
     provision(kafka_bootstrap, config)
     on_time = list(
-        generate_orders(GeneratorSettings(orders=400, stores=4, span_seconds=90, duplicate_every=9, bad_every=40))
+        generate_orders(
+            GeneratorSettings(orders=400, stores=4, span_seconds=90, duplicate_every=9, bad_every=40)
+        )
     )
     produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(3))  # store_1004 stays unknown
     produce(kafka_bootstrap, config.kafka.orders_topic, on_time)
@@ -91,10 +98,18 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
 
     # Phase 2, restarted from the checkpoints: late orders (an hour behind the watermark) and a store update.
     late_start = GeneratorSettings().start - timedelta(hours=1)
-    late = list(generate_orders(GeneratorSettings(orders=5, stores=4, start=late_start, first_order_id=10_000, seed=7)))
+    late = list(
+        generate_orders(
+            GeneratorSettings(orders=5, stores=4, start=late_start, first_order_id=10_000, seed=7)
+        )
+    )
     moved = store_record("store_1001", 0) | {"contactNum": "555"}
     produce(kafka_bootstrap, config.kafka.orders_topic, late)
-    produce(kafka_bootstrap, config.kafka.stores_topic, [type(late[0])(key=b"store_1001", value=json.dumps(moved).encode())])
+    produce(
+        kafka_bootstrap,
+        config.kafka.stores_topic,
+        [type(late[0])(key=b"store_1001", value=json.dumps(moved).encode())],
+    )
     run(config, spark)
 
     expected = expected_windows(on_time, window_seconds=15)
@@ -112,11 +127,18 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     bad_values = {r.value for r in on_time if r.bad_kind}
     import base64
 
-    assert {base64.b64decode(json.loads(d.value)["original_value_base64"]) for d in dead_letters} == bad_values
+    assert {
+        base64.b64decode(json.loads(d.value)["original_value_base64"]) for d in dead_letters
+    } == bad_values
 
     valid = [r.order for r in on_time + late if r.order is not None]
-    for order_type, topic in (("GENERAL", config.kafka.general_orders_topic), ("RESTAURANT", config.kafka.restaurant_orders_topic)):
-        routed = Counter(json.loads(record.value)["order_id"] for record in read_topic(kafka_bootstrap, topic))
+    for order_type, topic in (
+        ("GENERAL", config.kafka.general_orders_topic),
+        ("RESTAURANT", config.kafka.restaurant_orders_topic),
+    ):
+        routed = Counter(
+            json.loads(record.value)["order_id"] for record in read_topic(kafka_bootstrap, topic)
+        )
         assert set(routed) == {o["orderId"] for o in valid if o["orderType"] == order_type}
 
     latest_per_key: dict[str, dict] = {}
@@ -132,5 +154,7 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
 
     bronze = spark.read.format("delta").load(config.names.bronze_orders_table)
     assert bronze.count() == len(on_time) + len(late)
-    progress = json.loads((Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json").read_text())
+    progress = json.loads(
+        (Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json").read_text()
+    )
     assert progress["rows_dropped_by_watermark"] >= 1

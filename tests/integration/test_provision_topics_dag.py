@@ -25,9 +25,10 @@ from confluent_kafka.admin import (
 )
 
 from revenue_platform.errors import BrokerUnreachableError
+from revenue_platform.kafka_connection import KafkaConnectionConfigError, broker_unreachable
 from revenue_platform.paths import DAGS_DIR
-from revenue_platform.topics.admin import describe_cluster
-from revenue_platform.topics.errors import TopicSpecError
+from revenue_platform.topics.admin import ApplyResult, TopicApplyError, describe_cluster
+from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
 from revenue_platform.topics.provision import load_spec_step
 from revenue_platform.topics.spec import DEFAULT_SPEC_PATH
 
@@ -322,3 +323,20 @@ def test_an_unreachable_broker_is_reported_with_the_servers_and_a_fix() -> None:
     with pytest.raises(BrokerUnreachableError, match=r"localhost:1.*make kafka-up"):
         describe_cluster({"bootstrap.servers": "localhost:1"}, timeout_s=1, attempts=2)
     assert time.monotonic() - started < 15
+
+
+def test_errors_that_retrying_cannot_fix_fail_the_task_at_once(provision_dag: Any) -> None:
+    from airflow.sdk import RetryAction
+
+    final = [
+        TopicSpecError([]),
+        DestructiveChangeRefused([]),
+        broker_unreachable("localhost:1", "timed out"),
+        KafkaConnectionConfigError("no bootstrap.servers"),
+    ]
+    transient = TopicApplyError({"create x": "REQUEST_TIMED_OUT"}, ApplyResult())
+    for task in provision_dag.tasks:
+        assert task.retries == 1
+        for error in final:
+            assert task.retry_policy.evaluate(error, 1, 2).action == RetryAction.FAIL, (task.task_id, error)
+        assert task.retry_policy.evaluate(transient, 1, 2).action == RetryAction.DEFAULT

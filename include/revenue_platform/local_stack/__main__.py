@@ -38,6 +38,16 @@ def _check() -> None:
     print(f"java {major}: ok; maven: ok")
 
 
+def _up() -> None:
+    _broker().start()
+    _airflow().start()
+
+
+def _down() -> None:
+    _airflow().stop()
+    _broker().stop()
+
+
 COMMANDS = {
     "check": _check,
     "jvm": jvm.fetch_jvm_artifacts,
@@ -45,8 +55,8 @@ COMMANDS = {
     "kafka-down": lambda: _broker().stop(),
     "airflow-up": lambda: _airflow().start(),
     "airflow-down": lambda: _airflow().stop(),
-    "up": lambda: (_broker().start(), _airflow().start()),
-    "down": lambda: (_airflow().stop(), _broker().stop()),
+    "up": _up,
+    "down": _down,
     "status": _status,
 }
 

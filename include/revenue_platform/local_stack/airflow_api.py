@@ -54,7 +54,9 @@ class AirflowApiClient:
             self._token = answer["access_token"]
         return self._token
 
-    def wait_for_dag(self, dag_id: str, timeout_s: float = 120.0, progress: Callable[[str], None] = print) -> None:
+    def wait_for_dag(
+        self, dag_id: str, timeout_s: float = 120.0, progress: Callable[[str], None] = print
+    ) -> None:
         """Wait until the DAG processor has parsed `dag_id` (a fresh stack needs a few seconds)."""
         started = time.monotonic()
         while True:
@@ -65,7 +67,9 @@ class AirflowApiClient:
             except PlatformError:
                 pass
             if time.monotonic() - started > timeout_s:
-                raise PlatformError(f"DAG {dag_id} was not parsed within {timeout_s:.0f}s; check the import errors.")
+                raise PlatformError(
+                    f"DAG {dag_id} was not parsed within {timeout_s:.0f}s; check the import errors."
+                )
             progress(f"[airflow] waiting for DAG {dag_id} to be parsed ...")
             time.sleep(3)
 
@@ -99,7 +103,11 @@ class AirflowApiClient:
         progress(f"[airflow] {dag_id} run {run_id} succeeded")
 
     def run_and_wait(
-        self, dag_id: str, conf: dict[str, Any], timeout_s: float = 600.0, progress: Callable[[str], None] = print
+        self,
+        dag_id: str,
+        conf: dict[str, Any],
+        timeout_s: float = 600.0,
+        progress: Callable[[str], None] = print,
     ) -> str:
         """Trigger `dag_id` and block until it succeeds; return the run id."""
         self.wait_for_dag(dag_id, progress=progress)

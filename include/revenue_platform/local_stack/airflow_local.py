@@ -27,7 +27,7 @@ from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, REPO_ROOT, state_dir
 
 LOCAL_ADMIN_USER = "admin"
 # A fixed password for the single-machine stack only; docs/local-stack.md says so.
-LOCAL_ADMIN_PASSWORD = "admin"  # noqa: S105
+LOCAL_ADMIN_PASSWORD = "admin"
 
 
 @dataclass(frozen=True)
@@ -146,12 +146,15 @@ class LocalAirflow:
     def healthy(self) -> bool:
         """True when the API server reports the metadatabase and scheduler healthy."""
         try:
-            with urllib.request.urlopen(f"{self.settings.base_url}/api/v2/monitor/health", timeout=3) as response:
+            with urllib.request.urlopen(
+                f"{self.settings.base_url}/api/v2/monitor/health", timeout=3
+            ) as response:
                 health = json.load(response)
         except (urllib.error.URLError, OSError, ValueError):
             return False
         return all(
-            health.get(component, {}).get("status") == "healthy" for component in ("metadatabase", "scheduler")
+            health.get(component, {}).get("status") == "healthy"
+            for component in ("metadatabase", "scheduler")
         )
 
     def start(self, timeout_s: float = 240.0, progress: Callable[[str], None] = print) -> None:
@@ -180,7 +183,10 @@ class LocalAirflow:
                     f"Airflow did not become healthy within {timeout_s:.0f}s; see {self.log_path}."
                 )
             if time.monotonic() - last_report >= 10:
-                progress(f"[airflow] waiting for the API server and scheduler ({time.monotonic() - started:.0f}s) ...")
+                progress(
+                    "[airflow] waiting for the API server and scheduler "
+                    f"({time.monotonic() - started:.0f}s) ..."
+                )
                 last_report = time.monotonic()
             time.sleep(1)
         progress(

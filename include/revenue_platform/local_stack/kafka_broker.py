@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from revenue_platform.errors import BrokerUnreachableError, ConfigError, PrerequisiteError
 from revenue_platform.local_stack import processes
@@ -153,7 +154,13 @@ class LocalKafkaBroker:
         ).stdout.split()[-1]
         formatted = subprocess.run(
             self._java(
-                "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(self.config_path)
+                "kafka.tools.StorageTool",
+                "format",
+                "--standalone",
+                "-t",
+                cluster_id,
+                "-c",
+                str(self.config_path),
             ),
             capture_output=True,
             text=True,
@@ -180,7 +187,12 @@ class LocalKafkaBroker:
             self.log4j_path.write_text(LOG4J2_PROPERTIES)
             self._format_storage_once()
             command = self._java("kafka.Kafka", str(self.config_path))
-            command[1:1] = [f"-Xmx{self.settings.heap}", "-Xms256m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+            command[1:1] = [
+                f"-Xmx{self.settings.heap}",
+                "-Xms256m",
+                "-XX:+UseG1GC",
+                "-Djava.awt.headless=true",
+            ]
             processes.spawn_detached(command, self.pid_path, self.log_path)
             progress(f"[kafka] starting on {self.settings.bootstrap_servers}, log: {self.log_path}")
         self._wait_until_ready(timeout_s, progress)
@@ -195,7 +207,10 @@ class LocalKafkaBroker:
                     f"{processes.tail(self.log_path, 25)}"
                 )
             if self.answers_metadata(timeout_s=2.0):
-                progress(f"[kafka] ready on {self.settings.bootstrap_servers} after {time.monotonic() - started:.0f}s")
+                progress(
+                    f"[kafka] ready on {self.settings.bootstrap_servers} "
+                    f"after {time.monotonic() - started:.0f}s"
+                )
                 return
             if time.monotonic() - last_report >= 5:
                 progress(f"[kafka] waiting for the broker to answer ({time.monotonic() - started:.0f}s) ...")
@@ -228,7 +243,8 @@ def broker_answers_metadata(bootstrap_servers: str, timeout_s: float = 3.0) -> b
     quiet = logging.getLogger("revenue_platform.kafka_probe")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": quiet})
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": quiet}
+    admin = AdminClient(settings)
     try:
         admin.list_topics(timeout=timeout_s)
     except Exception:

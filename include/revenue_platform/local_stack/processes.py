@@ -6,6 +6,7 @@ contain an expected fragment, so a recycled pid never gets signalled by mistake.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,11 @@ from pathlib import Path
 
 
 def spawn_detached(
-    command: list[str], pid_path: Path, log_path: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    command: list[str],
+    pid_path: Path,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> int:
     """Start `command` in its own session (so it survives its parent), log to `log_path`, write its pid."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,14 +96,10 @@ def terminate(pid: int, grace_s: float, first_signal: signal.Signals = signal.SI
     while time.monotonic() < deadline and group_members(group):
         time.sleep(0.2)
     for leftover in group_members(group):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(leftover, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def tail(path: Path, lines: int) -> str:

@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from revenue_platform.errors import ConfigError
-from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, airflow_environment, connection_env
+from revenue_platform.local_stack.airflow_local import (
+    AirflowLocalSettings,
+    airflow_environment,
+    connection_env,
+)
 from revenue_platform.local_stack.jvm import artifact_name, prune_jars_shipped_by_pyspark
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, server_properties
 
@@ -30,14 +34,22 @@ def test_prune_keeps_only_jars_pyspark_lacks(tmp_path: Path) -> None:
     fetched, shipped = tmp_path / "fetched", tmp_path / "shipped"
     fetched.mkdir()
     shipped.mkdir()
-    for name in ("jackson-core-2.13.5.jar", "kafka-clients-3.9.2.jar", "slf4j-api-1.7.36.jar", "delta-spark_4.2_2.13-4.4.0.jar"):
+    for name in (
+        "jackson-core-2.13.5.jar",
+        "kafka-clients-3.9.2.jar",
+        "slf4j-api-1.7.36.jar",
+        "delta-spark_4.2_2.13-4.4.0.jar",
+    ):
         (fetched / name).touch()
     (shipped / "jackson-core-2.18.2.jar").touch()
 
     removed = prune_jars_shipped_by_pyspark(fetched, shipped)
 
     assert sorted(removed) == ["jackson-core-2.13.5.jar", "slf4j-api-1.7.36.jar"]
-    assert sorted(p.name for p in fetched.iterdir()) == ["delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar"]
+    assert sorted(p.name for p in fetched.iterdir()) == [
+        "delta-spark_4.2_2.13-4.4.0.jar",
+        "kafka-clients-3.9.2.jar",
+    ]
 
 
 def test_broker_settings_from_env_reject_a_bad_port_naming_the_variable() -> None:

@@ -41,7 +41,7 @@ def test_old_java_is_refused_with_the_fix(tmp_path: Path) -> None:
 
 def test_missing_java_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(PrerequisiteError, match="Java not found on PATH.*openjdk-17"):
+    with pytest.raises(PrerequisiteError, match=r"Java not found on PATH.*openjdk-17"):
         prerequisites.require_java("java")
 
 
@@ -58,11 +58,11 @@ def test_taken_port_is_reported_with_the_variable_to_change() -> None:
 
 def test_full_disk_is_reported(tmp_path: Path) -> None:
     free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
-    with pytest.raises(PrerequisiteError, match="MiB free at .*PLATFORM_STATE_DIR"):
+    with pytest.raises(PrerequisiteError, match=r"MiB free at .*PLATFORM_STATE_DIR"):
         prerequisites.require_free_disk(tmp_path / "not" / "yet" / "there", minimum_bytes=free * 2)
 
 
 def test_missing_maven_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(PrerequisiteError, match="Maven .* not found"):
+    with pytest.raises(PrerequisiteError, match=r"Maven .* not found"):
         prerequisites.require_maven()

@@ -1,11 +1,13 @@
-"""Fixtures for the Spark unit tests: one local SparkSession (no connector jars) for the
-whole test session, and a factory for Kafka-shaped input DataFrames."""
+"""Fixtures for the Spark unit tests: a factory for Kafka-shaped input DataFrames.
+
+The SparkSession itself is the session-wide `spark` fixture of tests/conftest.py: a process
+can hold only one, and the integration tests need it with the connector jars."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +15,6 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.schemas import KAFKA_RAW_SCHEMA
-from spark_apps.session import build_spark_session
 
 # PySpark converts naive Python datetimes with the process time zone; pin it to UTC so
 # expected values written as naive datetimes mean UTC on any host.
@@ -21,14 +22,6 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 KafkaDfFactory = Callable[[list[Mapping[str, Any]]], DataFrame]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    session = build_spark_session("spark-apps-unit-tests", master="local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

@@ -18,10 +18,13 @@ from spark_apps.session import (
 from spark_apps.transformations import required_spark_conf
 
 
-def test_fixture_session_is_utc_without_delta(spark: SparkSession) -> None:
+def test_fixture_session_is_utc_with_kafka_and_delta_jars(spark: SparkSession) -> None:
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
-    assert spark.conf.get("spark.sql.extensions", None) is None
+    assert spark.conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
+    jars = spark.sparkContext.getConf().get("spark.jars", "")
+    assert "spark-sql-kafka-0-10_2.13-4.2.0.jar" in jars
+    assert "delta-spark_4.2_2.13" in jars
 
 
 def test_conf_without_jars_has_no_delta_or_jars() -> None:
