@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from revenue_platform.orders_generator import (
@@ -154,6 +155,14 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
 
     bronze = spark.read.format("delta").load(config.names.bronze_orders_table)
     assert bronze.count() == len(on_time) + len(late)
+    group = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": config.names.consumer_group})
+    try:
+        committed = group.committed(
+            [TopicPartition(config.kafka.orders_topic, partition) for partition in (0, 1)], timeout=30
+        )
+    finally:
+        group.close()
+    assert sum(tp.offset for tp in committed) == len(on_time) + len(late), "processed offsets not committed"
     progress = json.loads(
         (Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json").read_text()
     )

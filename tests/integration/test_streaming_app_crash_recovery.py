@@ -1,0 +1,171 @@
+"""Crash recovery: SIGKILL the real driver three times while it processes 100,000 orders.
+
+The app runs as a real spark-submit process group (JVM + Python driver). It is killed
+without warning at three different points: during its first micro-batch, right after a
+batch committed, and in the middle of a later batch. It then restarts from its
+checkpoints each time, and a final bounded run drains the rest. Gold must equal the
+independent Decimal oracle exactly, and bronze must hold every consumed record exactly
+once: nothing lost, nothing counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from revenue_platform.orders_generator import (
+    GeneratorSettings,
+    expected_windows,
+    generate_orders,
+    generate_stores,
+    produce,
+)
+from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+from spark_apps import io
+from spark_apps.config import StreamingAppConfig, load_config
+from tests.kafka_helpers import create_topics, unique_suffix
+
+pytestmark = pytest.mark.integration
+
+ORDERS = 100_000
+
+
+def _overrides(bootstrap: str, lake: Path, suffix: str) -> dict[str, object]:
+    return {
+        "deployment_id": "crash",
+        "lake_root": str(lake),
+        "kafka.bootstrap_servers": bootstrap,
+        "kafka.orders_topic": f"orders_{suffix}",
+        "kafka.stores_topic": f"stores_{suffix}",
+        "kafka.dlq_topic": f"orders_dlq_{suffix}",
+        "kafka.general_orders_topic": f"general_orders_{suffix}",
+        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
+        "kafka.revenue_topic": f"revenue_windows_{suffix}",
+        "kafka.max_offsets_per_trigger": 12_000,
+        # The test is about crashes, not lateness: a wide watermark keeps every order on time
+        # even when partitions drift apart between micro-batches.
+        "window.watermark": "30 minutes",
+        "trigger.interval": "1 second",
+        "shuffle_partitions": 2,
+    }
+
+
+def _launch(overrides: dict[str, object], log: Path, trigger_mode: str) -> subprocess.Popen[bytes]:
+    args: list[str] = []
+    for key, value in {**overrides, "trigger.mode": trigger_mode}.items():
+        args += ["--set", f"{key}={value}"]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            spark_submit_command("orders_streaming_app.py", args),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=spark_submit_env(),
+            start_new_session=True,  # the group holds the JVM and its Python driver: kill both at once
+        )
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def _revenue_batch(config: StreamingAppConfig) -> int:
+    progress = Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json"
+    try:
+        return int(json.loads(progress.read_text())["batch_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+
+
+def _wait_for(
+    condition: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, timeout_s: float
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert process.poll() is None, f"app exited early ({process.returncode}):\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"timed out; app log tail:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+
+
+def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
+) -> None:
+    suffix = unique_suffix()
+    overrides = _overrides(kafka_bootstrap, tmp_path / "lake", suffix)
+    config = load_config(overrides=overrides)
+    create_topics(
+        kafka_bootstrap,
+        {
+            f"orders_{suffix}": 4,
+            f"stores_{suffix}": 1,
+            f"orders_dlq_{suffix}": 1,
+            f"general_orders_{suffix}": 2,
+            f"restaurant_orders_{suffix}": 2,
+            f"revenue_windows_{suffix}": 2,
+        },
+        configs={f"stores_{suffix}": {"cleanup.policy": "compact"}},
+    )
+    records = list(
+        generate_orders(
+            GeneratorSettings(
+                orders=ORDERS, stores=6, span_seconds=1800, duplicate_every=97, bad_every=1000, seed=3
+            )
+        )
+    )
+    produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(6))
+    produce(kafka_bootstrap, config.kafka.orders_topic, records, total=len(records))
+    log = tmp_path / "app.log"
+
+    # Kill 1: during the very first micro-batch (the JVM is up, nothing committed yet).
+    app = _launch(overrides, log, "processing_time")
+    _wait_for(
+        lambda: (tmp_path / "lake" / "checkpoints" / "crash" / "revenue" / "offsets").is_dir(), app, log, 180
+    )
+    time.sleep(2)
+    _kill_group(app)
+    first_kill_batch = _revenue_batch(config)
+
+    # Kill 2: right after a batch committed its progress.
+    app = _launch(overrides, log, "processing_time")
+    _wait_for(lambda: _revenue_batch(config) > max(first_kill_batch, 0), app, log, 300)
+    _kill_group(app)
+    second_kill_batch = _revenue_batch(config)
+    assert second_kill_batch >= 1, "the second kill must come after at least one committed batch"
+
+    # Kill 3: in the middle of a later batch.
+    app = _launch(overrides, log, "processing_time")
+    _wait_for(lambda: _revenue_batch(config) > second_kill_batch, app, log, 300)
+    time.sleep(3)
+    _kill_group(app)
+
+    assert _revenue_batch(config) > second_kill_batch
+
+    # Drain what is left with a bounded run from the same checkpoints.
+    app = _launch(overrides, log, "available_now")
+    assert app.wait(timeout=900) == 0, log.read_text()[-3000:]
+
+    expected = {
+        k: (w.order_count, w.revenue) for k, w in expected_windows(records, window_seconds=15).items()
+    }
+    gold_rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
+    gold: dict[tuple[str, str, datetime], tuple[int, Decimal]] = {
+        (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in gold_rows
+    }
+    assert len(gold_rows) == len(gold), "a window key appears twice in gold"
+    assert gold == expected
+    assert sum(c for c, _ in gold.values()) == len({r.order["orderId"] for r in records if r.order})
+    assert sum((v for _, v in gold.values()), Decimal("0")) == sum(w[1] for w in expected.values())
+
+    bronze = spark.read.format("delta").load(config.names.bronze_orders_table)
+    assert bronze.count() == len(records)
+    assert bronze.select("partition", "offset").distinct().count() == len(records)

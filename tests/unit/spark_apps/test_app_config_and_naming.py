@@ -1,0 +1,97 @@
+"""The streaming app's typed config and the deployment naming helper: pure logic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_apps.config import AppConfigError, interval_seconds, load_config
+from spark_apps.naming import DeploymentNames
+from spark_apps.observability import summarize_progress
+
+SHIPPED_CONFIG = Path(__file__).resolve().parents[3] / "include" / "config" / "streaming_app.yaml"
+
+
+def test_the_shipped_config_loads_with_the_seed_window() -> None:
+    config = load_config(SHIPPED_CONFIG)
+    assert config.window.size == "15 seconds"
+    assert config.window.slide is None
+    assert config.kafka.orders_topic == "orders"
+
+
+def test_overrides_are_parsed_as_yaml_and_applied() -> None:
+    config = load_config(
+        SHIPPED_CONFIG, ["window.slide=5 seconds", "kafka.max_offsets_per_trigger=10", "deployment_id=green"]
+    )
+    assert config.window.slide == "5 seconds"
+    assert config.kafka.max_offsets_per_trigger == 10
+    assert config.names.gold_revenue_table.endswith("/gold/revenue_windows/green")
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("window.size=fifteen", "window.size"),
+        ("window.slide=1 minute", "window"),  # longer than the 15-second size
+        ("kafka.max_offsets_per_trigger=0", "kafka.max_offsets_per_trigger"),
+        ("trigger.mode=sometimes", "trigger.mode"),
+        ("deployment_id=Blue Team", "deployment_id"),
+        ("window.sizee=1 minute", "window.sizee"),
+        ("shuffle_partitions=-1", "shuffle_partitions"),
+    ],
+)
+def test_invalid_config_fails_naming_the_field(override: str, field: str) -> None:
+    with pytest.raises(AppConfigError, match=rf"invalid streaming app config: {field}\b"):
+        load_config(SHIPPED_CONFIG, [override])
+
+
+def test_unreadable_config_file_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("- just\n- a list\n")
+    with pytest.raises(AppConfigError, match="mapping at the top level"):
+        load_config(tmp_path / "bad.yaml")
+    with pytest.raises(AppConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("15 seconds", 15), ("1 minute", 60), ("2 hours", 7200), ("1 day", 86400)]
+)
+def test_interval_seconds(text: str, seconds: int) -> None:
+    assert interval_seconds(text) == seconds
+
+
+def _owned(names: DeploymentNames) -> set[str]:
+    return {
+        names.gold_revenue_table,
+        names.bronze_orders_table,
+        names.checkpoint("revenue"),
+        names.progress_dir,
+        names.consumer_group,
+    }
+
+
+def test_names_keep_deployments_apart() -> None:
+    blue, green = DeploymentNames("s3a://lake/", "blue"), DeploymentNames("s3a://lake/", "green")
+    assert _owned(blue).isdisjoint(_owned(green))
+    assert blue.checkpoint("revenue") == "s3a://lake/checkpoints/blue/revenue"
+    with pytest.raises(ValueError, match="deployment_id"):
+        DeploymentNames("/lake", "../etc")
+
+
+def test_progress_summary_reads_lag_late_rows_and_offsets() -> None:
+    progress = {
+        "name": "blue__revenue",
+        "batchId": 7,
+        "numInputRows": 120,
+        "durationMs": {"triggerExecution": 900},
+        "sources": [{"endOffset": '{"orders":{"0":40,"1":80}}', "metrics": {"maxOffsetsBehindLatest": "12"}}],
+        "stateOperators": [{"numRowsDroppedByWatermark": 3}, {"numRowsDroppedByWatermark": 2}],
+        "eventTime": {"watermark": "2026-11-22T09:00:00.000Z"},
+    }
+    summary = summarize_progress(progress, {"dead_letters": 4})
+    assert summary["end_offsets"] == {"orders": {"0": 40, "1": 80}}
+    assert summary["max_offsets_behind_latest"] == 12
+    assert summary["rows_dropped_by_watermark"] == 5
+    assert summary["batch_duration_ms"] == 900
+    assert summary["counters"] == {"dead_letters": 4}
