@@ -74,3 +74,33 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Cons
         return records
     finally:
         consumer.close()
+
+
+APP_TOPIC_FIELDS = {
+    "orders_topic": "orders",
+    "stores_topic": "stores",
+    "dlq_topic": "orders_dlq",
+    "general_orders_topic": "general_orders",
+    "restaurant_orders_topic": "restaurant_orders",
+    "revenue_topic": "revenue_windows",
+}
+COMPACTED_APP_TOPICS = ("stores", "revenue_windows")
+
+
+def app_topic_overrides(suffix: str) -> dict[str, str]:
+    """Streaming-app config overrides that point every topic at a test-private `<name>_<suffix>`."""
+    return {f"kafka.{field}": f"{base}_{suffix}" for field, base in APP_TOPIC_FIELDS.items()}
+
+
+def create_app_topics(
+    bootstrap: str, suffix: str, orders_partitions: int = 2, other_partitions: int = 1
+) -> None:
+    """Create the app topics for `suffix`; stores and revenue are compacted as in include/topics/topics.yaml."""
+    create_topics(
+        bootstrap,
+        {
+            f"{base}_{suffix}": orders_partitions if base == "orders" else other_partitions
+            for base in APP_TOPIC_FIELDS.values()
+        },
+        configs={f"{base}_{suffix}": {"cleanup.policy": "compact"} for base in COMPACTED_APP_TOPICS},
+    )

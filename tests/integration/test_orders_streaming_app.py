@@ -28,20 +28,12 @@ from revenue_platform.orders_generator import (
 from spark_apps import io
 from spark_apps.config import StreamingAppConfig, load_config
 from spark_apps.orders_streaming_app import run
-from tests.kafka_helpers import create_topics, read_topic, unique_suffix
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
 
 
 def app_config(bootstrap: str, lake: Path, suffix: str, **overrides: object) -> StreamingAppConfig:
-    topics = {
-        "kafka.orders_topic": f"orders_{suffix}",
-        "kafka.stores_topic": f"stores_{suffix}",
-        "kafka.dlq_topic": f"orders_dlq_{suffix}",
-        "kafka.general_orders_topic": f"general_orders_{suffix}",
-        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
-        "kafka.revenue_topic": f"revenue_windows_{suffix}",
-    }
     return load_config(
         overrides={
             "deployment_id": "itest",
@@ -49,28 +41,9 @@ def app_config(bootstrap: str, lake: Path, suffix: str, **overrides: object) -> 
             "kafka.bootstrap_servers": bootstrap,
             "trigger.mode": "available_now",
             "shuffle_partitions": 2,
-            **topics,
+            **app_topic_overrides(suffix),
             **overrides,
         }
-    )
-
-
-def provision(bootstrap: str, config: StreamingAppConfig) -> None:
-    kafka = config.kafka
-    create_topics(
-        bootstrap,
-        {
-            kafka.orders_topic: 2,
-            kafka.stores_topic: 1,
-            kafka.dlq_topic: 1,
-            kafka.general_orders_topic: 1,
-            kafka.restaurant_orders_topic: 1,
-            kafka.revenue_topic: 1,
-        },
-        configs={
-            kafka.stores_topic: {"cleanup.policy": "compact"},
-            kafka.revenue_topic: {"cleanup.policy": "compact"},
-        },
     )
 
 
@@ -86,7 +59,7 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
 ) -> None:
     suffix = unique_suffix()
     config = app_config(kafka_bootstrap, tmp_path / "lake", suffix, **{"kafka.max_offsets_per_trigger": 150})
-    provision(kafka_bootstrap, config)
+    create_app_topics(kafka_bootstrap, suffix)
     on_time = list(
         generate_orders(
             GeneratorSettings(orders=400, stores=4, span_seconds=90, duplicate_every=9, bad_every=40)

@@ -33,7 +33,7 @@ from revenue_platform.orders_generator import (
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps import io
 from spark_apps.config import StreamingAppConfig, load_config
-from tests.kafka_helpers import create_topics, unique_suffix
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +45,7 @@ def _overrides(bootstrap: str, lake: Path, suffix: str) -> dict[str, object]:
         "deployment_id": "crash",
         "lake_root": str(lake),
         "kafka.bootstrap_servers": bootstrap,
-        "kafka.orders_topic": f"orders_{suffix}",
-        "kafka.stores_topic": f"stores_{suffix}",
-        "kafka.dlq_topic": f"orders_dlq_{suffix}",
-        "kafka.general_orders_topic": f"general_orders_{suffix}",
-        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
-        "kafka.revenue_topic": f"revenue_windows_{suffix}",
+        **app_topic_overrides(suffix),
         "kafka.max_offsets_per_trigger": 12_000,
         # The test is about crashes, not lateness: a wide watermark keeps every order on time
         # even when partitions drift apart between micro-batches.
@@ -103,18 +98,7 @@ def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
     suffix = unique_suffix()
     overrides = _overrides(kafka_bootstrap, tmp_path / "lake", suffix)
     config = load_config(overrides=overrides)
-    create_topics(
-        kafka_bootstrap,
-        {
-            f"orders_{suffix}": 4,
-            f"stores_{suffix}": 1,
-            f"orders_dlq_{suffix}": 1,
-            f"general_orders_{suffix}": 2,
-            f"restaurant_orders_{suffix}": 2,
-            f"revenue_windows_{suffix}": 2,
-        },
-        configs={f"stores_{suffix}": {"cleanup.policy": "compact"}},
-    )
+    create_app_topics(kafka_bootstrap, suffix, orders_partitions=4, other_partitions=2)
     records = list(
         generate_orders(
             GeneratorSettings(
