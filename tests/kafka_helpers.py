@@ -95,7 +95,7 @@ def app_topic_overrides(suffix: str) -> dict[str, str]:
 def create_app_topics(
     bootstrap: str, suffix: str, orders_partitions: int = 2, other_partitions: int = 1
 ) -> None:
-    """Create the app topics for `suffix`; stores and revenue are compacted as in include/topics/topics.yaml."""
+    """Create the app topics for `suffix` (stores and revenue compacted like include/topics/)."""
     create_topics(
         bootstrap,
         {
