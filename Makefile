@@ -8,10 +8,12 @@ VENV        ?= .venv
 PY_BOOT     ?= python3
 PYTHON      := $(VENV)/bin/python
 STACK       := $(PYTHON) -m revenue_platform.local_stack
-SITE_PTH     = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/orders_revenue_platform.pth
 INSTALLED   := $(VENV)/.installed
 JVM_STAMP   := .jvm/.fetched
 PYTEST_ARGS ?=
+# The project's code on sys.path for every Python that make starts (the venv's .pth file
+# does the same for Pythons started outside make, e.g. by Airflow or spark-submit).
+export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
 # The test suite's own broker (see tests/conftest.py); stopped after every run.
 TEST_KAFKA_ENV := KAFKA_PORT=$${TEST_KAFKA_PORT:-19092} KAFKA_CONTROLLER_PORT=$${TEST_KAFKA_CONTROLLER_PORT:-19093} KAFKA_DATA_DIR=$(CURDIR)/.local/test/kafka
@@ -28,7 +30,9 @@ $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt
 	@$(PYTHON) -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	@# pyspark-client (pulled by the Spark provider) shares pyspark's package folder: versions must match.
 	@$(PYTHON) -c 'from importlib.metadata import version as v; a, b = v("pyspark"), v("pyspark-client"); assert a == b, f"pyspark {a} != pyspark-client {b}"'
-	@printf '%s\n%s\n' "$(CURDIR)" "$(CURDIR)/include" > "$(SITE_PTH)"
+	@# A .pth file puts the repo root (spark_apps) and include/ (revenue_platform) on sys.path.
+	@site=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	  printf '%s\n%s\n' "$(CURDIR)" "$(CURDIR)/include" > "$$site/orders_revenue_platform.pth"
 	@touch $@
 
 .PHONY: install

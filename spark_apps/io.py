@@ -57,6 +57,27 @@ def read_stores_table(spark: SparkSession, config: StreamingAppConfig) -> DataFr
     return latest_stores(raw)
 
 
+def read_orders_batch(
+    spark: SparkSession, config: StreamingAppConfig, starting: str, ending: str
+) -> DataFrame:
+    """A bounded batch of raw `orders` records between explicit per-partition offsets (JSON)."""
+    return (
+        spark.read.format("kafka")
+        .options(**_kafka_client_options(config))
+        .option("subscribe", config.kafka.orders_topic)
+        .option("startingOffsets", starting)
+        .option("endingOffsets", ending)
+        .option("failOnDataLoss", "true")
+        .load()
+        .select(*KAFKA_RAW_COLUMNS)
+    )
+
+
+def read_bronze_raw(spark: SparkSession, table_path: str) -> DataFrame:
+    """The raw Kafka records archived in bronze (same columns as a Kafka read)."""
+    return spark.read.format("delta").load(table_path).select(*KAFKA_RAW_COLUMNS)
+
+
 def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str) -> None:
     """Batch-write Kafka sink columns (key, value[, headers]) to `topic` (at-least-once)."""
     (records.write.format("kafka").options(**_kafka_client_options(config)).option("topic", topic).save())
@@ -102,6 +123,33 @@ def merge_gold(updates: DataFrame, table_path: str) -> None:
         .merge(updates.alias("updates"), condition)
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def replace_gold_windows(recomputed: DataFrame, table_path: str, range_start: Any, range_end: Any) -> None:
+    """Make gold's windows inside [start, end) equal `recomputed`: the batch result wins.
+
+    Changed windows are updated, missing ones inserted, and gold windows in the range that
+    the recomputation does not have are deleted; windows outside the range are untouched.
+    """
+    from delta.tables import DeltaTable
+
+    spark = recomputed.sparkSession
+    if not DeltaTable.isDeltaTable(spark, table_path):
+        recomputed.limit(0).write.format("delta").mode("ignore").save(table_path)
+    condition = " AND ".join(f"gold.{column} = fixed.{column}" for column in GOLD_KEY_COLUMNS)
+    in_range = (
+        f"gold.window_start >= CAST('{range_start.isoformat()}' AS TIMESTAMP) "
+        f"AND gold.window_end <= CAST('{range_end.isoformat()}' AS TIMESTAMP)"
+    )
+    (
+        DeltaTable.forPath(spark, table_path)
+        .alias("gold")
+        .merge(recomputed.alias("fixed"), condition)
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .whenNotMatchedBySourceDelete(condition=in_range)
         .execute()
     )
 

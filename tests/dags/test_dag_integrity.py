@@ -20,7 +20,7 @@ import pytest
 from revenue_platform.paths import DAGS_DIR
 
 HEAVY_MODULES = ("pyspark", "great_expectations", "deltalake", "confluent_kafka", "pandas")
-EXPECTED_DAG_IDS = {"provision_topics"}
+EXPECTED_DAG_IDS = {"provision_topics", "revenue_quality_checks"}
 
 _PARSE_SCRIPT = textwrap.dedent(
     """

@@ -1,0 +1,154 @@
+"""The revenue quality gate as a reusable Airflow task group: `quality_gate(...)`.
+
+`revenue_quality_checks` uses it, and so can any DAG that must not promote or publish a deployment
+whose gold table fails the checks (blue-green replay, reprocessing): put `quality_gate("green")`
+before the step it guards. Every argument may be a plain value, a Jinja string or an XComArg; what is
+left as None is resolved at run time from the run's params (same names as the
+`revenue_quality_checks` trigger form), the triggering gold asset event and the run's data interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule, get_current_context, task, task_group
+
+from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY
+from revenue_platform.errors import ConfigError
+from revenue_platform.quality.config import default_lake_root, load_quality_config
+from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMissing
+
+log = logging.getLogger(__name__)
+
+# Until the deployment registry can name the live deployment, "blue" is the default; once it lands,
+# a None deployment resolves to the registry's live deployment here.
+DEFAULT_DEPLOYMENT: Final = "blue"
+# Runs without a data interval (asset-triggered) check the hour before the run was created.
+DEFAULT_INTERVAL: Final = timedelta(hours=1)
+THRESHOLD_PARAMS: Final = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
+
+# Failed expectations, missing tables and bad arguments do not change on a retry.
+NO_RETRY_ON_VERDICT = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=[QualityCheckFailed, QualityInputMissing, ConfigError],
+            action=RetryAction.FAIL,
+            reason="a quality verdict or a configuration error; see the error message",
+        )
+    ]
+)
+
+
+def _parse_time(value: Any, name: str) -> datetime:
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError as error:
+            raise ConfigError(f"{name}: {value!r} is not an ISO date-time") from error
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def resolve_interval(
+    context: Any, interval_start: Any = None, interval_end: Any = None
+) -> tuple[datetime, datetime]:
+    """Explicit bounds, else the params' interval_start/interval_end, else the run's data interval.
+
+    A run without a data interval (asset-triggered) ends at its `run_after` (when it was created,
+    stable across retries; never the wall clock at check time) and spans DEFAULT_INTERVAL.
+    """
+    params = context.get("params") or {}
+    start = interval_start if interval_start is not None else params.get("interval_start")
+    end = interval_end if interval_end is not None else params.get("interval_end")
+    if end is None:
+        end = context.get("data_interval_end") or context["dag_run"].run_after
+    end_time = _parse_time(end, "interval_end")
+    if start is None:
+        data_start = context.get("data_interval_start")
+        use_data_interval = (
+            data_start is not None and interval_end is None and params.get("interval_end") is None
+        )
+        start = data_start if use_data_interval else end_time - DEFAULT_INTERVAL
+    return _parse_time(start, "interval_start"), end_time
+
+
+def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
+    """Explicit id, else the deployment named by a triggering gold asset event, else params, else blue."""
+    if deployment_id:
+        return deployment_id
+    events = context.get("triggering_asset_events") or {}
+    named = {
+        event.extra.get(DEPLOYMENT_EXTRA_KEY)
+        for asset_events in events.values()
+        for event in asset_events
+        if event.extra and event.extra.get(DEPLOYMENT_EXTRA_KEY)
+    }
+    if len(named) == 1:
+        return str(named.pop())
+    if len(named) > 1:
+        log.warning("Asset events name several deployments %s; using the params' deployment", sorted(named))
+    return str((context.get("params") or {}).get("deployment_id") or DEFAULT_DEPLOYMENT)
+
+
+def check_revenue_quality(
+    deployment_id: str | None = None,
+    interval_start: Any = None,
+    interval_end: Any = None,
+    thresholds: dict[str, Any] | None = None,
+    lake_root: str | None = None,
+) -> dict[str, Any]:
+    """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
+    from revenue_platform.quality.runner import run_revenue_checks
+
+    context = get_current_context()
+    params = context.get("params") or {}
+    deployment = resolve_deployment(context, deployment_id)
+    start, end = resolve_interval(context, interval_start, interval_end)
+    overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
+    config = load_quality_config(overrides=overrides)
+    root = lake_root or params.get("lake_root") or default_lake_root()
+    dag_run = context["dag_run"]
+    run_name = f"{deployment}__{dag_run.dag_id}__{dag_run.run_id}"
+    log.info("Quality gate for deployment %r over [%s, %s), lake %s", deployment, start, end, root)
+    try:
+        report = run_revenue_checks(deployment, root, start, end, config, run_name=run_name)
+    except QualityCheckFailed as failed:
+        log.error("Data Docs (open in a browser): file://%s", failed.report.data_docs_index)
+        raise
+    log.info("Data Docs (open in a browser): file://%s", report.data_docs_index)
+    return report.to_dict()
+
+
+def quality_gate(
+    deployment_id: Any = None,
+    *,
+    interval_start: Any = None,
+    interval_end: Any = None,
+    thresholds: dict[str, Any] | None = None,
+    lake_root: Any = None,
+    group_id: str = "quality_gate",
+) -> Any:
+    """A task group whose task fails (no retry) when the revenue checks fail; returns the TaskGroup.
+
+    Downstream tasks of the group run only when every expectation passed; the task's XCom is the
+    report (`QualityReport.to_dict()`), including `data_docs_index`.
+    """
+
+    @task_group(group_id=group_id)
+    def gate() -> None:
+        @task(task_id="check_revenue_quality", multiple_outputs=False, retry_policy=NO_RETRY_ON_VERDICT)
+        def check(
+            deployment_id: str | None,
+            interval_start: Any,
+            interval_end: Any,
+            thresholds: dict[str, Any] | None,
+            lake_root: str | None,
+        ) -> dict[str, Any]:
+            return check_revenue_quality(deployment_id, interval_start, interval_end, thresholds, lake_root)
+
+        check(deployment_id, interval_start, interval_end, thresholds, lake_root)
+
+    return gate()

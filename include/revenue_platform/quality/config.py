@@ -1,0 +1,136 @@
+"""Thresholds and window geometry of the revenue quality checks, as one validated, frozen config.
+
+Window size, slide and watermark must be the streaming app's own (`include/config/streaming_app.yaml`),
+so `from_app_config` copies them from the app's typed config; thresholds (revenue ceiling, freshness
+lag, DLQ and late shares) are the gate's own and can be overridden per run, e.g. from a DAG's params.
+Invalid values raise `ConfigError` naming the field, before any table is read.
+"""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from revenue_platform.errors import ConfigError
+from revenue_platform.paths import INCLUDE_DIR, state_dir
+from spark_apps.config import StreamingAppConfig, interval_seconds, load_config
+
+DEFAULT_APP_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
+# GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
+MAX_REVENUE_CEILING = Decimal("10000000000000.00")
+
+
+def default_lake_root() -> str:
+    """`$PLATFORM_LAKE_ROOT`, else `<state dir>/lake` (where `make demo` and the app write)."""
+    return os.environ.get("PLATFORM_LAKE_ROOT") or str(state_dir() / "lake")
+
+
+class QualityConfig(BaseModel):
+    """Everything the revenue checks need besides the deployment and the interval."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window_size: str = "15 seconds"
+    """Window length of the gold table (the app's `window.size`)."""
+    window_slide: str | None = None
+    """Hop between window starts (the app's `window.slide`); None = tumbling (slide = size)."""
+    watermark: str = "30 seconds"
+    """The app's `window.watermark`: a window is closed (final) once its end is this far behind."""
+    freshness_max_lag: str = "15 minutes"
+    """The newest closed window may end at most this long before the interval end."""
+    revenue_ceiling: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_REVENUE_CEILING)
+    """Upper bound (exclusive) of one window's revenue; higher is treated as corrupt."""
+    max_dlq_share: float = Field(default=0.05, ge=0, le=1)
+    """Largest allowed share of the interval's records that went to the dead-letter topic."""
+    max_late_share: float = Field(default=0.01, ge=0, le=1)
+    """Largest allowed share of the interval's valid records that were late (see docs/quality.md)."""
+    bronze_lookback: str = "1 day"
+    """Bronze partitions (by ingest date) read before the checked windows, for dedupe and lateness."""
+    sample_size: int = Field(default=5, ge=1, le=100)
+    """How many offending keys an error message and the results table show per expectation."""
+
+    @field_validator("window_size", "watermark", "freshness_max_lag", "bronze_lookback", "window_slide")
+    @classmethod
+    def _interval(cls, value: str | None) -> str | None:
+        if value is not None and interval_seconds(value) <= 0:
+            raise ValueError("must be positive")
+        return value
+
+    @field_validator("revenue_ceiling")
+    @classmethod
+    def _cents(cls, value: Decimal) -> Decimal:
+        # The ceiling is compared in integer cents; a fraction of a cent would be silently dropped.
+        if value != value.quantize(Decimal("0.01")):
+            raise ValueError("must have at most 2 decimal places")
+        return value
+
+    @model_validator(mode="after")
+    def _slide_within_size(self) -> QualityConfig:
+        if self.window_slide is not None and self.slide_seconds > self.size_seconds:
+            raise ValueError("window_slide must not be longer than window_size")
+        return self
+
+    @property
+    def size_seconds(self) -> int:
+        return interval_seconds(self.window_size)
+
+    @property
+    def slide_seconds(self) -> int:
+        """Hop in seconds; equals the size for tumbling windows."""
+        return interval_seconds(self.window_slide) if self.window_slide is not None else self.size_seconds
+
+    @property
+    def watermark_seconds(self) -> int:
+        return interval_seconds(self.watermark)
+
+    @property
+    def freshness_max_lag_seconds(self) -> int:
+        return interval_seconds(self.freshness_max_lag)
+
+    @property
+    def bronze_lookback_seconds(self) -> int:
+        return interval_seconds(self.bronze_lookback)
+
+    @property
+    def revenue_ceiling_cents(self) -> int:
+        return int(self.revenue_ceiling * 100)
+
+    def with_overrides(self, overrides: dict[str, Any] | None) -> QualityConfig:
+        """A copy with `overrides` applied (None values mean "keep"); ConfigError names a bad field."""
+        changes = {key: value for key, value in (overrides or {}).items() if value is not None}
+        return build_quality_config({**self.model_dump(), **changes})
+
+    @classmethod
+    def from_app_config(cls, app: StreamingAppConfig, **thresholds: Any) -> QualityConfig:
+        """Window geometry from the streaming app's config, thresholds from keyword arguments."""
+        window = {"window_size": app.window.size, "window_slide": app.window.slide}
+        return build_quality_config({**window, "watermark": app.window.watermark, **thresholds})
+
+
+def build_quality_config(values: dict[str, Any]) -> QualityConfig:
+    """Validate `values` into a QualityConfig; ConfigError lists every bad field."""
+    try:
+        return QualityConfig.model_validate(values)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}"
+            for issue in error.errors()
+        )
+        raise ConfigError(f"invalid quality config: {problems}") from error
+
+
+def load_quality_config(
+    app_config_path: str | Path | None = DEFAULT_APP_CONFIG_PATH, overrides: dict[str, Any] | None = None
+) -> QualityConfig:
+    """The app's window geometry from its YAML (the one the app runs with) plus threshold overrides."""
+    if app_config_path is None:
+        return QualityConfig().with_overrides(overrides)
+    try:
+        app = load_config(app_config_path)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    return QualityConfig.from_app_config(app).with_overrides(overrides)

@@ -1,0 +1,134 @@
+"""Read the gold and bronze Delta tables with delta-rs into pandas, and parse bronze orders without Spark.
+
+The reconciliation is only worth something if the bronze side is computed independently of the
+Spark transformations it checks, so order values are parsed here with Python's `json` (numbers as
+`Decimal`, never float) and `datetime`, not taken from Spark's parsed columns. Only the app's
+validity verdict (`dlq_reason` is null) is taken from bronze.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+
+from revenue_platform.quality.errors import QualityInputMissing
+
+# Bronze columns the checks need; `key` and the raw Spark-parsed order columns are not read.
+BRONZE_COLUMNS = ["value", "topic", "partition", "offset", "timestamp", "dlq_reason", "ingest_date"]
+# Columns of `parse_bronze_orders`' result.
+PARSED_ORDER_COLUMNS = [
+    "order_id",
+    "location_id",
+    "order_type",
+    "final_amount",
+    "ordered_at",
+    "parse_error",
+]
+
+
+@dataclass(frozen=True)
+class GoldTable:
+    """The gold table's rows and its Delta schema (column name -> Delta type such as `decimal(18,2)`)."""
+
+    rows: pd.DataFrame
+    schema: dict[str, str]
+
+
+def _open(path: str, what: str) -> Any:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError as error:
+        raise QualityInputMissing(
+            f"{what} table not found at {path}: check deployment_id and lake_root, "
+            "or wait until the streaming app has written its first batch"
+        ) from error
+
+
+def _delta_type_name(data_type: Any) -> str:
+    # Primitive types carry their name in `.type` ("decimal(18,2)", "timestamp"); nested ones do not.
+    return str(getattr(data_type, "type", data_type))
+
+
+def load_gold(path: str) -> GoldTable:
+    """Every row of the gold windowed-revenue table plus its schema."""
+    table = _open(path, "gold revenue")
+    schema = {field.name: _delta_type_name(field.type) for field in table.schema().fields}
+    return GoldTable(rows=table.to_pandas(), schema=schema)
+
+
+def load_bronze(path: str, since: datetime) -> pd.DataFrame:
+    """Bronze records whose ingest date (Kafka timestamp's date) is on or after `since`'s date."""
+    table = _open(path, "bronze orders")
+    filters = [("ingest_date", ">=", since.astimezone(UTC).date())]
+    partition_columns = table.metadata().partition_columns
+    frame: pd.DataFrame = table.to_pandas(
+        columns=BRONZE_COLUMNS, filters=filters if "ingest_date" in partition_columns else None
+    )
+    if "ingest_date" not in partition_columns:
+        frame = frame[pd.to_datetime(frame["ingest_date"]).dt.date >= since.astimezone(UTC).date()]
+    return frame.reset_index(drop=True)
+
+
+def _parse_ordered_at(text: str) -> datetime:
+    # The producers' format is a zone-less ISO date-time read as UTC; a zone suffix is invalid upstream.
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is not None:
+        raise ValueError(f"orderedDateTime {text!r} carries a zone")
+    return parsed.replace(tzinfo=UTC)
+
+
+def parse_order_value(value: bytes | None) -> dict[str, Any]:
+    """The fields revenue depends on, from one raw order value; `parse_error` says why it failed."""
+    empty: dict[str, Any] = dict.fromkeys(PARSED_ORDER_COLUMNS)
+    try:
+        if not value:
+            raise ValueError("empty value")
+        # parse_float=Decimal keeps 19.99 exact; an integer literal stays int and converts exactly.
+        order = json.loads(bytes(value).decode("utf-8"), parse_float=Decimal)
+        amount = order["finalAmount"]
+        if isinstance(amount, bool) or not isinstance(amount, int | Decimal):
+            raise TypeError(f"finalAmount {amount!r} is not a number")
+        if Decimal(amount) != Decimal(amount).quantize(Decimal("0.01")):
+            raise ValueError(f"finalAmount {amount!r} has more than 2 decimal places")
+        return {
+            "order_id": int(order["orderId"]),
+            "location_id": str(order["locationId"]),
+            "order_type": str(order["orderType"]),
+            "final_amount": Decimal(amount).quantize(Decimal("0.01")),
+            "ordered_at": _parse_ordered_at(order["orderedDateTime"]),
+            "parse_error": None,
+        }
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as error:
+        return {**empty, "parse_error": f"{type(error).__name__}: {error}"}
+
+
+def parse_bronze_orders(bronze: pd.DataFrame) -> pd.DataFrame:
+    """Valid bronze records (dlq_reason null) with independently parsed order fields, in arrival order.
+
+    Arrival order is (Kafka timestamp, partition, offset), which is also what "first occurrence"
+    of a duplicated order id means. Rows the independent parser rejects keep `parse_error`.
+    """
+    valid = bronze[bronze["dlq_reason"].isna()]
+    valid = valid.sort_values(["timestamp", "partition", "offset"], kind="stable").reset_index(drop=True)
+    parsed = pd.DataFrame(
+        [parse_order_value(value) for value in valid["value"]], columns=PARSED_ORDER_COLUMNS
+    )
+    parsed["ordered_at"] = pd.to_datetime(parsed["ordered_at"], utc=True)
+    parsed["order_id"] = parsed["order_id"].astype("Int64")
+    lineage = valid[["topic", "partition", "offset", "timestamp"]].reset_index(drop=True)
+    return pd.concat([lineage, parsed], axis=1)
+
+
+def bronze_since(
+    interval_start: datetime, size_seconds: int, watermark_seconds: int, lookback: int
+) -> datetime:
+    """Earliest ingest time worth reading: the first checked window's start, minus the lookback."""
+    return interval_start - timedelta(seconds=watermark_seconds + size_seconds + lookback)

@@ -1,0 +1,137 @@
+"""History of quality runs as two append-only Delta tables under `<lake_root>/quality/`.
+
+`results`: one row per expectation per run (deployment, interval, check, verdict, counts, sample keys).
+`failing_windows`: one row per offending window per failed expectation per run, so "which checks has
+this window failed, and when" is one filter away. Both are written with delta-rs (no Spark) and an
+explicit Arrow schema, so concurrent gates of different deployments append safely to the same tables.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from revenue_platform.quality.report import QualityReport
+from revenue_platform.quality.suites import SUITE_VERSION
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_TS = pa.timestamp("us", tz="UTC")
+RESULTS_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("deployment_id", pa.string(), nullable=False),
+        pa.field("suite_version", pa.string(), nullable=False),
+        pa.field("checked_at", _TS, nullable=False),
+        pa.field("interval_start", _TS, nullable=False),
+        pa.field("interval_end", _TS, nullable=False),
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("suite", pa.string(), nullable=False),
+        pa.field("check", pa.string(), nullable=False),
+        pa.field("expectation_type", pa.string(), nullable=False),
+        pa.field("success", pa.bool_(), nullable=False),
+        pa.field("element_count", pa.int64()),
+        pa.field("unexpected_count", pa.int64()),
+        pa.field("observed", pa.string()),
+        pa.field("failing_keys_sample", pa.list_(pa.string())),
+        pa.field("data_docs_index", pa.string()),
+    ]
+)
+FAILING_WINDOWS_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("deployment_id", pa.string(), nullable=False),
+        pa.field("checked_at", _TS, nullable=False),
+        pa.field("interval_end", _TS, nullable=False),
+        pa.field("check", pa.string(), nullable=False),
+        pa.field("location_id", pa.string()),
+        pa.field("order_type", pa.string()),
+        pa.field("window_start", _TS),
+    ]
+)
+
+
+def results_table_path(lake_root: str) -> str:
+    return "/".join([lake_root.rstrip("/"), "quality", "results"])
+
+
+def failing_windows_table_path(lake_root: str) -> str:
+    return "/".join([lake_root.rstrip("/"), "quality", "failing_windows"])
+
+
+def store_report(report: QualityReport, lake_root: str, checked_at: datetime | None = None) -> None:
+    """Append the report's rows to both history tables (the failing-windows one only when needed)."""
+    from deltalake import write_deltalake
+
+    # checked_at is audit metadata (when the gate ran); no check result depends on it.
+    checked = checked_at or datetime.now(UTC)
+    rows: list[dict[str, Any]] = [
+        {
+            "run_id": report.run_id,
+            "deployment_id": report.deployment_id,
+            "suite_version": SUITE_VERSION,
+            "checked_at": checked,
+            "interval_start": report.interval_start,
+            "interval_end": report.interval_end,
+            "dataset": outcome.dataset,
+            "suite": outcome.suite,
+            "check": outcome.check,
+            "expectation_type": outcome.expectation_type,
+            "success": outcome.success,
+            "element_count": outcome.element_count,
+            "unexpected_count": outcome.unexpected_count,
+            "observed": outcome.observed,
+            "failing_keys_sample": list(outcome.failing_keys),
+            "data_docs_index": report.data_docs_index,
+        }
+        for outcome in report.outcomes
+    ]
+    write_deltalake(
+        results_table_path(lake_root), pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA), mode="append"
+    )
+    windows = [
+        {
+            "run_id": report.run_id,
+            "deployment_id": report.deployment_id,
+            "checked_at": checked,
+            "interval_end": report.interval_end,
+            "check": outcome.check,
+            "location_id": location_id,
+            "order_type": order_type,
+            "window_start": window_start,
+        }
+        for outcome in report.failures
+        for location_id, order_type, window_start in outcome.failing_windows
+    ]
+    if windows:
+        write_deltalake(
+            failing_windows_table_path(lake_root),
+            pa.Table.from_pylist(windows, schema=FAILING_WINDOWS_SCHEMA),
+            mode="append",
+        )
+
+
+def read_results(lake_root: str, deployment_id: str | None = None) -> pd.DataFrame:
+    """The results history (optionally of one deployment), oldest first."""
+    from deltalake import DeltaTable
+
+    filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
+    frame = DeltaTable(results_table_path(lake_root)).to_pandas(filters=filters)
+    return frame.sort_values(["checked_at", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def read_failing_windows(lake_root: str, deployment_id: str | None = None) -> pd.DataFrame:
+    """Every recorded failing window (optionally of one deployment); empty if none ever failed."""
+    import pandas as pd
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(failing_windows_table_path(lake_root))
+    except TableNotFoundError:
+        return pd.DataFrame(columns=FAILING_WINDOWS_SCHEMA.names)
+    filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
+    return table.to_pandas(filters=filters)

@@ -1,0 +1,215 @@
+"""Batch reprocessing: recompute the closed windows of a time range, reconcile, repair gold.
+
+Reads the raw orders of [--from, --to) from Kafka (offsets found by append time, bounded by
+the high watermarks at start) or, when retention already deleted part of the range (or on
+request), from the deployment's bronze archive; recomputes windowed revenue with the same
+transformations as the streaming app; compares it with gold window by window (missing,
+extra, different); writes a JSON reconciliation report; and, unless --no-repair, makes gold
+equal the recomputation for the windows inside the range. Rerunning a range changes nothing.
+
+Run: spark-submit spark_apps/reprocess_revenue_job.py --config include/config/streaming_app.yaml \
+        --from 2026-11-22T09:00:00 --to 2026-11-22T10:00:00 --report /tmp/report.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_apps import io
+from spark_apps.config import AppConfigError, StreamingAppConfig, interval_seconds, load_config
+from spark_apps.kafka_ranges import find_topic_range
+from spark_apps.reconciliation import EQUAL, closed_window_revenue, gold_in_range, reconcile_windows
+from spark_apps.session import DELTA_CONF, spark_conf
+from spark_apps.transformations import enrich_with_stores
+
+LOG = logging.getLogger("reprocess_revenue_job")
+Source = Literal["auto", "kafka", "bronze"]
+# Producers' clocks may run behind the event time they stamp; read this much earlier.
+CLOCK_SKEW = timedelta(minutes=5)
+REPORT_SAMPLE = 200
+
+
+class RangeNotCoveredError(RuntimeError):
+    """Neither Kafka nor bronze holds the whole range; the message names the gap."""
+
+
+@dataclass
+class ReconciliationReport:
+    deployment_id: str
+    range_start: str
+    range_end: str
+    source: str
+    records_read: int
+    windows_recomputed: int
+    windows_in_gold_before: int
+    missing: int = 0
+    extra: int = 0
+    different: int = 0
+    repaired: bool = False
+    fixed_windows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def changes(self) -> int:
+        return self.missing + self.extra + self.different
+
+
+def parse_range(start: str, end: str, window_size: str) -> tuple[datetime, datetime]:
+    """Naive UTC datetimes of [start, end); both must align to the window size, and start < end."""
+    begin, finish = (datetime.fromisoformat(v.replace("Z", "+00:00")) for v in (start, end))
+    begin, finish = (v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo else v for v in (begin, finish))
+    if begin >= finish:
+        raise ValueError(f"--from {start} must be before --to {end}")
+    size = interval_seconds(window_size)
+    for name, value in (("--from", begin), ("--to", finish)):
+        if int((value - datetime(1970, 1, 1)).total_seconds()) % size:
+            raise ValueError(f"{name} {value.isoformat()} is not aligned to the {window_size} windows")
+    return begin, finish
+
+
+def _epoch_ms(value: datetime) -> int:
+    return int((value - datetime(1970, 1, 1)).total_seconds() * 1000)
+
+
+def read_range(
+    spark: SparkSession, config: StreamingAppConfig, start: datetime, end: datetime, source: Source
+) -> tuple[DataFrame, str]:
+    """Raw order records that can hold [start, end), from the source chosen by `source`."""
+    kafka_range = None
+    if source in ("auto", "kafka"):
+        kafka_range = find_topic_range(
+            io.kafka_admin_config(config), config.kafka.orders_topic, _epoch_ms(start - CLOCK_SKEW)
+        )
+        if kafka_range.covered:
+            starting, ending = kafka_range.spark_offsets()
+            LOG.info(
+                "reading %d records of %s from Kafka", kafka_range.record_count, config.kafka.orders_topic
+            )
+            return io.read_orders_batch(spark, config, starting, ending), "kafka"
+        if source == "kafka":
+            raise RangeNotCoveredError(
+                "Kafka no longer holds the whole range: " + "; ".join(kafka_range.gaps)
+            )
+    bronze_path = config.names.bronze_orders_table
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, bronze_path):
+        gaps = "; ".join(kafka_range.gaps) if kafka_range else "not checked"
+        raise RangeNotCoveredError(f"no bronze archive at {bronze_path}, and Kafka gaps: {gaps}")
+    bronze = io.read_bronze_raw(spark, bronze_path)
+    newest = bronze.agg(F.max("timestamp").alias("newest")).first()
+    if newest is None or newest["newest"] is None or newest["newest"] < end:
+        raise RangeNotCoveredError(
+            f"bronze at {bronze_path} holds records appended only until "
+            f"{newest['newest'] if newest else None}, "
+            f"before the range end {end.isoformat()}: the streaming app has not archived the whole range yet"
+        )
+    return bronze.filter(F.col("timestamp") >= F.lit(start - CLOCK_SKEW)), "bronze"
+
+
+def reprocess(
+    spark: SparkSession,
+    config: StreamingAppConfig,
+    start: datetime,
+    end: datetime,
+    source: Source = "auto",
+    repair: bool = True,
+) -> ReconciliationReport:
+    """Recompute, reconcile and (optionally) repair gold for [start, end); return the report."""
+    raw, used = read_range(spark, config, start, end, source)
+    raw = raw.persist()
+    try:
+        recomputed = closed_window_revenue(raw, config.window.size, config.window.slide, start, end)
+        enriched = enrich_with_stores(recomputed, io.read_stores_table(spark, config)).withColumn(
+            "batch_id",
+            F.lit(-1).cast("long"),  # -1 marks windows written by batch reprocessing
+        )
+        enriched = enriched.persist()
+        gold_path = config.names.gold_revenue_table
+        from delta.tables import DeltaTable
+
+        gold = (
+            gold_in_range(io.read_gold(spark, gold_path), start, end)
+            if DeltaTable.isDeltaTable(spark, gold_path)
+            else enriched.limit(0)
+        )
+        diff = reconcile_windows(enriched, gold).filter(F.col("status") != EQUAL).persist()
+        counts = {row["status"]: row["count"] for row in diff.groupBy("status").count().collect()}
+        report = ReconciliationReport(
+            deployment_id=config.deployment_id,
+            range_start=start.isoformat(),
+            range_end=end.isoformat(),
+            source=used,
+            records_read=raw.count(),
+            windows_recomputed=enriched.count(),
+            windows_in_gold_before=gold.count(),
+            missing=counts.get("missing", 0),
+            extra=counts.get("extra", 0),
+            different=counts.get("different", 0),
+        )
+        report.fixed_windows = [
+            {k: (str(v) if v is not None else None) for k, v in row.asDict().items()}
+            for row in diff.orderBy("window_start", "location_id", "order_type")
+            .limit(REPORT_SAMPLE)
+            .collect()
+        ]
+        if repair and report.changes:
+            io.replace_gold_windows(enriched, gold_path, start, end)
+            report.repaired = True
+        return report
+    finally:
+        raw.unpersist()
+
+
+def build_session(config: StreamingAppConfig) -> SparkSession:
+    builder = SparkSession.builder.appName(f"reprocess-revenue-{config.deployment_id}")
+    for key, value in spark_conf(
+        {**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)}
+    ).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Recompute, reconcile and repair windowed revenue for a range"
+    )
+    parser.add_argument("--config", help="YAML config file of the streaming app")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--from", dest="range_start", required=True, help="range start (ISO, UTC)")
+    parser.add_argument("--to", dest="range_end", required=True, help="range end, exclusive (ISO, UTC)")
+    parser.add_argument("--source", choices=["auto", "kafka", "bronze"], default="auto")
+    parser.add_argument("--report", help="write the JSON reconciliation report here")
+    parser.add_argument("--no-repair", dest="repair", action="store_false", help="only report")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.config, args.overrides)
+        start, end = parse_range(args.range_start, args.range_end, config.window.size)
+    except (AppConfigError, ValueError) as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 2
+    try:
+        report = reprocess(build_session(config), config, start, end, args.source, args.repair)
+    except RangeNotCoveredError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 3
+    document = {**asdict(report), "changes": report.changes}
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(json.dumps(document, indent=2))
+    print(json.dumps({k: v for k, v in document.items() if k != "fixed_windows"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
