@@ -54,7 +54,7 @@ up: jvm ## Start the local stack: Kafka (KRaft) on :9092 and Airflow on :8080
 	@$(STACK) up
 
 .PHONY: down
-down: ## Stop the local stack (Airflow, Kafka); keeps data
+down: ## Stop the local stack (streaming apps, Airflow, Kafka); keeps data
 	@if [ -x $(PYTHON) ]; then $(STACK) down; else echo "nothing to stop (not installed)"; fi
 
 .PHONY: status

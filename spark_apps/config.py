@@ -47,6 +47,9 @@ class KafkaConfig(_Strict):
     revenue_topic: str = "revenue_windows"
     starting_offsets: str = "earliest"
     """Where a NEW deployment starts: earliest, latest, or Spark's per-partition JSON; a checkpoint wins."""
+    starting_timestamp_ms: int | None = Field(default=None, ge=0)
+    """If set, a NEW deployment starts at the first offset at/after this time (epoch ms) in every
+    partition (Spark's `startingTimestamp`, which takes precedence over starting_offsets)."""
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     """Upper bound of records per micro-batch (back-pressure); None = unbounded."""
     options: dict[str, str] = Field(default_factory=dict)
@@ -102,6 +105,11 @@ class StreamingAppConfig(_Strict):
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     shuffle_partitions: int = Field(default=4, ge=1)
     """spark.sql.shuffle.partitions; also fixes the state store layout, so keep it stable per checkpoint."""
+    lease_token: str | None = None
+    """Fencing token issued by the deployment registry; when set, the app refuses to start unless the
+    registry's current token for this deployment is the same (never two drivers per deployment)."""
+    registry_root: str | None = None
+    """Lake root holding the deployment registry (`<root>/_registry`); None means lake_root."""
 
     @field_validator("deployment_id")
     @classmethod

@@ -38,6 +38,8 @@ def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataF
         .option("failOnDataLoss", "true")
         .option("includeHeaders", "false")
     )
+    if config.kafka.starting_timestamp_ms is not None:
+        reader = reader.option("startingTimestamp", str(config.kafka.starting_timestamp_ms))
     if config.kafka.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
     return reader.load().select(*KAFKA_RAW_COLUMNS)

@@ -48,9 +48,14 @@ class DeploymentNames:
         """Delta archive of every consumed order record, valid or not."""
         return _join(self.lake_root, "bronze", "orders_raw", self.deployment_id)
 
+    @property
+    def checkpoint_root(self) -> str:
+        """Folder holding the checkpoints of every query of this deployment."""
+        return _join(self.lake_root, "checkpoints", self.deployment_id)
+
     def checkpoint(self, query_name: str) -> str:
         """Checkpoint folder of one streaming query of this deployment."""
-        return _join(self.lake_root, "checkpoints", self.deployment_id, query_name)
+        return _join(self.checkpoint_root, query_name)
 
     @property
     def progress_dir(self) -> str:
@@ -65,3 +70,34 @@ class DeploymentNames:
     def query_name(self, role: str) -> str:
         """Spark streaming query name, unique per deployment (shown in logs and the Spark UI)."""
         return f"{self.deployment_id}__{role}"
+
+    @property
+    def driver_status_file(self) -> str:
+        """JSON the running driver rewrites every few seconds: its pid, host, lease token, heartbeat."""
+        return _join(self.progress_dir, "_driver.json")
+
+
+@dataclass(frozen=True)
+class RegistryNames:
+    """Names of the deployment registry's Delta tables under one lake root (shared by all deployments)."""
+
+    lake_root: str
+
+    @property
+    def root(self) -> str:
+        return _join(self.lake_root, "_registry")
+
+    @property
+    def deployments_table(self) -> str:
+        """One current row per deployment (desired/observed state, lease, driver handle, live flag)."""
+        return _join(self.root, "deployments")
+
+    @property
+    def events_table(self) -> str:
+        """Append-only audit log of every change (registrations, launches, restarts, stops, live switches)."""
+        return _join(self.root, "events")
+
+
+def local_driver_dir(state_root: str, deployment_id: str) -> str:
+    """Folder (on the machine that launched it) for a local driver's pid file and logs."""
+    return _join(state_root, "streaming_apps", validate_deployment_id(deployment_id))

@@ -20,7 +20,10 @@ import argparse
 import logging
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -29,6 +32,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
+from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.observability import BatchCounters, ProgressPublisher
 from spark_apps.session import DELTA_CONF, spark_conf
 from spark_apps.transformations import (
@@ -157,32 +161,101 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
     return builder.getOrCreate()
 
 
+HEARTBEAT_INTERVAL_S = 5.0
+LEASE_CHECK_INTERVAL_S = 30.0
+
+
+# Status messages of a query that got through a trigger (a first batch with data must complete).
+_READY_MESSAGES = ("Waiting for next trigger", "Waiting for data to arrive")
+
+
+def _query_states(queries: list[StreamingQuery], ready: set[str]) -> list[dict[str, Any]]:
+    """State of each query; adds to `ready` the queries that got through their first trigger."""
+    states = []
+    for query in queries:
+        status = query.status if query.isActive else {}
+        message = status.get("message") or ""
+        if query.isActive and (query.lastProgress is not None or message.startswith(_READY_MESSAGES)):
+            ready.add(query.name)
+        states.append(
+            {
+                "name": query.name,
+                "active": query.isActive,
+                "ready": query.name in ready,
+                "trigger_active": bool(status.get("isTriggerActive", False)),
+                "message": message,
+            }
+        )
+    return states
+
+
 def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
-    """Run the app until its queries end (available_now) or it is told to stop (SIGTERM/SIGINT)."""
+    """Run the app until its queries end (available_now), one fails, or it is told to stop (SIGTERM).
+
+    SIGTERM is a graceful stop: each query is stopped only while no micro-batch is running, so the
+    batch in flight finishes and commits first. Whoever sent it forces a kill after its own timeout.
+    """
     session = spark or build_session(config)
     session.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    names = config.names
+    registry_root = config.registry_root or config.lake_root
+    started_at = datetime.now(UTC)
     queries, publisher = start_queries(session, config)
     LOG.info("deployment %s running queries %s", config.deployment_id, [q.name for q in queries])
+    stop_requested = threading.Event()
 
-    def stop_gracefully(signum: int, _frame: Any) -> None:
-        LOG.info("signal %s: stopping queries", signum)
-        for query in queries:
-            query.stop()
+    def request_stop(signum: int, _frame: Any) -> None:
+        # Only a flag: stopping a query from a signal handler would cut a batch in half.
+        LOG.info("signal %s: stopping queries after their current micro-batch", signum)
+        stop_requested.set()
 
     if spark is None:  # only the spark-submit entry point owns the process's signals
-        signal.signal(signal.SIGTERM, stop_gracefully)
+        signal.signal(signal.SIGTERM, request_stop)
+    superseded: LeaseRejectedError | None = None
+    ready: set[str] = set()
+    next_heartbeat = 0.0
+    next_lease_check = time.monotonic() + LEASE_CHECK_INTERVAL_S
     try:
-        for query in queries:
-            query.awaitTermination()
+        while any(q.isActive for q in queries):
+            if any(q.exception() is not None for q in queries):
+                break  # one query failed: stop the other too, so the supervisor restarts both
+            if stop_requested.is_set():
+                for query in queries:
+                    if query.isActive and not query.status.get("isTriggerActive", False):
+                        query.stop()
+            now = time.monotonic()
+            # Until every query is ready, check each turn: the first "ready" heartbeat is what a
+            # deploy waits for, so an app that fails on its first trigger is reported as failed.
+            if now >= next_heartbeat or len(ready) < len(queries):
+                states = _query_states(queries, ready)
+                write_driver_status(names, config.lease_token, started_at, states, len(ready) == len(queries))
+                next_heartbeat = now + HEARTBEAT_INTERVAL_S
+            if config.lease_token is not None and now >= next_lease_check:
+                next_lease_check = now + LEASE_CHECK_INTERVAL_S
+                try:
+                    verify_lease(registry_root, config.deployment_id, config.lease_token)
+                except LeaseRejectedError as error:
+                    LOG.error("%s", error)
+                    superseded = error
+                    stop_requested.set()
+            time.sleep(0.5)
     finally:
         for query in queries:
+            if query.isActive:
+                query.stop()
+        # A stopped query's last progress event may never reach the listener: do not hold a stop for it.
+        publish_timeout_s = 5.0 if stop_requested.is_set() else 30.0
+        for query in queries:
             if query.lastProgress:
-                publisher.wait_until_published(query.name, query.lastProgress["batchId"])
+                publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
         session.streams.removeListener(publisher)
         publisher.close()
+        write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
     failures = [q.exception() for q in queries if q.exception() is not None]
     if failures:
         raise RuntimeError(f"streaming query failed: {failures[0]}")
+    if superseded is not None:
+        raise superseded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,13 +269,33 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=VALUE",
         help="override a config field, e.g. --set window.size='1 minute' (repeatable)",
     )
+    parser.add_argument(
+        "--lease-token",
+        help="fencing token from the deployment registry; the app exits (status 3) unless it is current",
+    )
+    parser.add_argument("--registry-root", help="lake root of the deployment registry (default: lake_root)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config, args.overrides)
+        if args.lease_token is not None or args.registry_root is not None:
+            config = config.model_copy(
+                update={
+                    "lease_token": args.lease_token or config.lease_token,
+                    "registry_root": args.registry_root or config.registry_root,
+                }
+            )
     except AppConfigError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
+    if config.lease_token is not None:
+        # Before any Spark work: a fenced-off driver must not even start its queries.
+        try:
+            verify_lease(config.registry_root or config.lake_root, config.deployment_id, config.lease_token)
+        except LeaseRejectedError as error:
+            print(f"ERROR: {error}", file=sys.stderr)
+            return 3
+        LOG.info("lease %s of deployment %s verified", config.lease_token, config.deployment_id)
     run(config)
     return 0
 

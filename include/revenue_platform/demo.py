@@ -1,20 +1,22 @@
 """`make demo`: the platform's main job on the embedded stack, as a user would run it.
 
 Assumes `make up` has started Kafka and Airflow (the Makefile does that first). Then:
-provision the topics through the `provision_topics` DAG (triggered over Airflow's REST
-API), produce stores and a batch of orders in the seed's JSON format (with a few
-malformed and duplicate records), run the streaming app over them with spark-submit
-(a bounded `availableNow` run), and print the windowed revenue it wrote to gold, read
-back with the `deltalake` package (no Spark needed to read the results).
+provision the topics through the `provision_topics` DAG and deploy the streaming app
+through the `deploy_streaming_app` DAG (both triggered over Airflow's REST API; the app
+keeps running, supervised), produce stores and a batch of orders in the seed's JSON
+format (with a few malformed and duplicate records), wait until the app has caught up,
+and print the windowed revenue it wrote to gold, read back with the `deltalake` package
+(no Spark needed to read the results).
 """
 
 from __future__ import annotations
 
-import subprocess
+import json
 import sys
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack.airflow_api import AirflowApiClient
@@ -24,9 +26,16 @@ from revenue_platform.local_stack.airflow_local import (
     AirflowLocalSettings,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings
-from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
-from revenue_platform.paths import REPO_ROOT, state_dir
-from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+from revenue_platform.orders_generator import (
+    GeneratedRecord,
+    GeneratorSettings,
+    expected_windows,
+    generate_orders,
+    generate_stores,
+    produce,
+)
+from revenue_platform.paths import state_dir
+from revenue_platform.registry import registry_lake_root
 
 DEMO_DEPLOYMENT = "demo"
 DEMO_ORDERS = 3000
@@ -36,13 +45,12 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def provision_topics(airflow: AirflowLocalSettings) -> None:
-    client = AirflowApiClient(airflow.base_url, LOCAL_ADMIN_USER, LOCAL_ADMIN_PASSWORD)
-    _say("[demo] 1/4 provisioning topics with the provision_topics DAG ...")
+def provision_topics(client: AirflowApiClient) -> None:
+    _say("[demo] 1/5 provisioning topics with the provision_topics DAG ...")
     client.run_and_wait("provision_topics", {"dry_run": False}, timeout_s=300, progress=_say)
 
 
-def produce_sample_data(bootstrap: str) -> GeneratorSettings:
+def produce_sample_data(bootstrap: str) -> tuple[GeneratorSettings, list[GeneratedRecord]]:
     # Event times start at the current minute, so every demo run adds new windows.
     now = datetime.now(UTC).replace(second=0, microsecond=0, tzinfo=None)
     settings = GeneratorSettings(
@@ -55,41 +63,87 @@ def produce_sample_data(bootstrap: str) -> GeneratorSettings:
         bad_every=100,
         first_order_id=int(now.timestamp()) * 10_000,
     )
-    _say(f"[demo] 2/4 producing 5 stores and {DEMO_ORDERS} orders (event time from {now:%H:%M} UTC) ...")
+    records = list(generate_orders(settings))
+    _say(f"[demo] 3/5 producing 5 stores and {DEMO_ORDERS} orders (event time from {now:%H:%M} UTC) ...")
     produce(bootstrap, "stores", generate_stores(settings.stores), progress=_say)
-    produce(bootstrap, "orders", generate_orders(settings), total=DEMO_ORDERS, progress=_say)
-    return settings
+    produce(bootstrap, "orders", records, total=len(records), progress=_say)
+    return settings, records
 
 
-def run_streaming_app(bootstrap: str, lake_root: str) -> None:
-    log_path = state_dir() / "demo" / "orders_streaming_app.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = spark_submit_command(
-        "orders_streaming_app.py",
-        [
-            "--config",
-            str(REPO_ROOT / "include" / "config" / "streaming_app.yaml"),
-            "--set",
-            f"deployment_id={DEMO_DEPLOYMENT}",
-            "--set",
-            f"lake_root={lake_root}",
-            "--set",
-            f"kafka.bootstrap_servers={bootstrap}",
-            "--set",
-            "trigger.mode=available_now",
-        ],
+def deploy_streaming_app(client: AirflowApiClient) -> None:
+    _say(
+        f"[demo] 2/5 deploying the streaming app as deployment {DEMO_DEPLOYMENT!r} with the "
+        "deploy_streaming_app DAG (runs until stopped) ..."
     )
-    _say(f"[demo] 3/4 running the streaming app (spark-submit, availableNow); log: {log_path}")
+    client.run_and_wait(
+        "deploy_streaming_app",
+        {
+            "deployment_id": DEMO_DEPLOYMENT,
+            "colour": None,
+            "version": "demo",
+            "config_overrides": {"trigger.mode": "processing_time"},
+            "starting_offsets": "earliest",
+            "start_timeout_s": 240,
+        },
+        timeout_s=420,
+        progress=_say,
+    )
+
+
+def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from spark_apps.naming import DeploymentNames
+
+    try:
+        table = DeltaTable(DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table)
+    except TableNotFoundError:
+        return {}
+    return {
+        (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
+            r["order_count"],
+            r["revenue"],
+        )
+        for r in table.to_pyarrow_table().to_pylist()
+    }
+
+
+def _revenue_lag(lake_root: str) -> int | None:
+    from spark_apps.naming import DeploymentNames
+
+    names = DeploymentNames(lake_root, DEMO_DEPLOYMENT)
+    path = Path(names.progress_dir) / f"{names.query_name('revenue')}.json"
+    try:
+        lag = json.loads(path.read_text()).get("max_offsets_behind_latest")
+    except (OSError, ValueError):
+        return None
+    return int(lag) if lag is not None else None
+
+
+def wait_until_caught_up(lake_root: str, records: list[GeneratedRecord], timeout_s: float = 300.0) -> None:
+    """Block until gold holds exactly this run's windows and the app reports no lag (bounded)."""
+    expected = {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
+    _say(f"[demo] 4/5 waiting until the running app has caught up ({len(expected)} windows expected) ...")
     started = time.monotonic()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=spark_submit_env())
-        while process.poll() is None:
-            time.sleep(5)
-            _say(f"[demo]     ... Spark still working ({time.monotonic() - started:.0f}s)")
-    if process.returncode != 0:
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-25:])
-        raise PlatformError(f"the streaming app failed (exit {process.returncode}); last log lines:\n{tail}")
-    _say(f"[demo]     done in {time.monotonic() - started:.0f}s")
+    while True:
+        gold = _gold_windows(lake_root)
+        done = sum(1 for key, value in expected.items() if gold.get(key) == value)
+        lag = _revenue_lag(lake_root)
+        if done == len(expected) and lag == 0:
+            _say(f"[demo]     caught up after {time.monotonic() - started:.0f}s")
+            return
+        if time.monotonic() - started > timeout_s:
+            raise PlatformError(
+                f"the streaming app did not catch up within {timeout_s:.0f}s ({done}/{len(expected)} windows "
+                f"exact, offsets behind latest: {lag}); see the driver log under "
+                f"{state_dir() / 'streaming_apps' / DEMO_DEPLOYMENT} and the deploy_streaming_app task log"
+            )
+        _say(
+            f"[demo]     ... {done}/{len(expected)} windows complete in gold, offsets behind latest: {lag} "
+            f"({time.monotonic() - started:.0f}s)"
+        )
+        time.sleep(5)
 
 
 def print_windowed_revenue(lake_root: str, since: datetime) -> None:
@@ -104,7 +158,7 @@ def print_windowed_revenue(lake_root: str, since: datetime) -> None:
         if row["window_start"].replace(tzinfo=None) >= since
     ]
     rows.sort(key=lambda r: (r["window_start"], r["location_id"], r["order_type"]))
-    _say(f"[demo] 4/4 windowed revenue (gold table {table.table_uri}), windows from this run:\n")
+    _say(f"[demo] 5/5 windowed revenue (gold table {table.table_uri}), windows from this run:\n")
     header = (
         f"{'window_start (UTC)':20} {'window_end':9} {'location':11} {'type':10} "
         f"{'orders':>6} {'revenue':>10}  city"
@@ -126,19 +180,25 @@ def print_windowed_revenue(lake_root: str, since: datetime) -> None:
 def main() -> int:
     kafka = KafkaBrokerSettings.from_env()
     airflow = AirflowLocalSettings.from_env(kafka.bootstrap_servers)
-    lake_root = str(state_dir() / "lake")
+    lake_root = registry_lake_root()
+    client = AirflowApiClient(airflow.base_url, LOCAL_ADMIN_USER, LOCAL_ADMIN_PASSWORD)
     try:
-        provision_topics(airflow)
-        settings = produce_sample_data(kafka.bootstrap_servers)
-        run_streaming_app(kafka.bootstrap_servers, lake_root)
+        provision_topics(client)
+        deploy_streaming_app(client)
+        settings, records = produce_sample_data(kafka.bootstrap_servers)
+        wait_until_caught_up(lake_root, records)
         print_windowed_revenue(lake_root, settings.start)
     except PlatformError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     _say(
         f"\nThe stack keeps running: Airflow UI {airflow.base_url} "
-        f"(login {LOCAL_ADMIN_USER}/{LOCAL_ADMIN_PASSWORD}), "
-        f"Kafka {kafka.bootstrap_servers}.\nStop it with `make down`."
+        f"(login {LOCAL_ADMIN_USER}/{LOCAL_ADMIN_PASSWORD}), Kafka {kafka.bootstrap_servers}, and the "
+        f"streaming app (deployment {DEMO_DEPLOYMENT!r}, supervised every minute by "
+        "supervise_streaming_apps)."
+        "\nStop everything with `make down`, or only the app with:\n  AIRFLOW_HOME=.local/airflow "
+        ".venv/bin/airflow dags trigger stop_streaming_app "
+        f'--conf \'{{"deployment_id": "{DEMO_DEPLOYMENT}"}}\''
     )
     return 0
 

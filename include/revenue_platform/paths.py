@@ -24,3 +24,11 @@ SPARK_JARS_DIR = Path(os.environ.get("SPARK_JARS_DIR", JVM_ARTIFACTS_DIR / "spar
 def state_dir() -> Path:
     """Root of the local stack's state (git-ignored `.local/` unless overridden)."""
     return Path(os.environ.get("PLATFORM_STATE_DIR", REPO_ROOT / ".local"))
+
+
+LAKE_ROOT_ENV = "PLATFORM_LAKE_ROOT"
+
+
+def lake_root() -> str:
+    """Delta tables, checkpoints, registry and reports: $PLATFORM_LAKE_ROOT, else `<state dir>/lake`."""
+    return os.environ.get(LAKE_ROOT_ENV) or str(state_dir() / "lake")

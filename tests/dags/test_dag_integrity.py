@@ -20,7 +20,14 @@ import pytest
 from revenue_platform.paths import DAGS_DIR
 
 HEAVY_MODULES = ("pyspark", "great_expectations", "deltalake", "confluent_kafka", "pandas")
-EXPECTED_DAG_IDS = {"provision_topics", "revenue_quality_checks"}
+EXPECTED_DAG_IDS = {
+    "provision_topics",
+    "revenue_quality_checks",
+    "deploy_streaming_app",
+    "supervise_streaming_apps",
+    "stop_streaming_app",
+    "reprocess_revenue",
+}
 
 _PARSE_SCRIPT = textwrap.dedent(
     """

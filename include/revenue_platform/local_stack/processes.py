@@ -81,25 +81,30 @@ def group_members(group: int) -> list[int]:
     return members
 
 
-def terminate(pid: int, grace_s: float, first_signal: signal.Signals = signal.SIGTERM) -> None:
+def terminate(
+    pid: int, grace_s: float, first_signal: signal.Signals = signal.SIGTERM, signal_pid: int | None = None
+) -> bool:
     """Ask `pid` to stop with `first_signal`, wait for its whole process group, then SIGKILL leftovers.
 
-    Only the leader gets the polite signal: it stops and reaps its own children (a
-    group-wide signal would orphan them, and not every init reaps orphans).
+    Only the leader (or `signal_pid`, a member that owns the shutdown, e.g. a Python driver under
+    its JVM) gets the polite signal: it stops and reaps its own children (a group-wide signal would
+    orphan them, and not every init reaps orphans). Returns True if anything had to be SIGKILLed.
     """
     try:
         group = os.getpgid(pid)
-        os.kill(pid, first_signal)
+        os.kill(signal_pid or pid, first_signal)
     except ProcessLookupError:
-        return
+        return False
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and group_members(group):
         time.sleep(0.2)
-    for leftover in group_members(group):
+    leftovers = group_members(group)
+    for leftover in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(leftover, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+    return bool(leftovers)
 
 
 def tail(path: Path, lines: int) -> str:

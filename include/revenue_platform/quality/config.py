@@ -8,7 +8,6 @@ Invalid values raise `ConfigError` naming the field, before any table is read.
 
 from __future__ import annotations
 
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from revenue_platform.errors import ConfigError
-from revenue_platform.paths import INCLUDE_DIR, state_dir
+from revenue_platform.paths import INCLUDE_DIR, lake_root
 from spark_apps.config import StreamingAppConfig, interval_seconds, load_config
 
 DEFAULT_APP_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
@@ -26,7 +25,7 @@ MAX_REVENUE_CEILING = Decimal("10000000000000.00")
 
 def default_lake_root() -> str:
     """`$PLATFORM_LAKE_ROOT`, else `<state dir>/lake` (where `make demo` and the app write)."""
-    return os.environ.get("PLATFORM_LAKE_ROOT") or str(state_dir() / "lake")
+    return lake_root()
 
 
 class QualityConfig(BaseModel):

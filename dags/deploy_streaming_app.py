@@ -1,0 +1,145 @@
+"""
+Deploy a long-running deployment of the orders streaming app. `validate_request` checks the trigger form
+(deployment id, colour, version label, dotted config overrides such as `{"window.size": "1 minute"}`,
+starting offsets `earliest`/`latest`/epoch-ms timestamp) with the app's own config loader before anything
+is touched; a bad value fails the task naming the field. `deploy` then registers the deployment in the
+registry (`<lake>/_registry`), takes a new lease (fencing token) unless a live driver already holds one
+(then it is a no-op: never a second driver), launches the app through the `spark_default` connection so it
+keeps running after the task ends (a detached spark-submit for a client-mode master, a no-wait cluster
+submission otherwise) and waits, bounded, for its first heartbeat; an app that fails at start is marked
+failed and its error (the tail of its log, whose path the task log shows) fails the task. Example:
+`airflow dags trigger deploy_streaming_app --conf '{"deployment_id": "green", "version": "1.4.0"}'`.
+See docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule, dag, get_current_context, task
+
+from revenue_platform.errors import ConfigError
+from revenue_platform.kafka_connection import KafkaConnectionConfigError
+from revenue_platform.registry import RegistryConflictError
+from revenue_platform.streaming.deploy import DeploymentFailedError
+
+SPARK_CONN_ID = "spark_default"
+KAFKA_CONN_ID = "kafka_default"
+
+# A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
+# run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.
+NO_RETRY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=[ConfigError, DeploymentFailedError, RegistryConflictError, KafkaConnectionConfigError],
+            action=RetryAction.FAIL,
+            reason="not fixable by retrying; see the error message",
+        )
+    ]
+)
+
+
+@dag(
+    schedule=None,
+    catchup=False,
+    # One deploy at a time: two runs racing for the same lease would only make one of them fail.
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["streaming", "deployment"],
+    default_args={
+        "owner": "platform",
+        "retries": 1,
+        "retry_delay": timedelta(seconds=30),
+        "retry_policy": NO_RETRY,
+    },
+    params={
+        "deployment_id": Param(
+            "blue",
+            type="string",
+            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            description="Namespace of checkpoints, tables and consumer group (e.g. blue, green).",
+        ),
+        "colour": Param(
+            None,
+            type=["null", "string"],
+            enum=[None, "blue", "green", "other"],
+            description="blue/green/other; empty derives it from the deployment id.",
+        ),
+        "version": Param("dev", type="string", description="App version label recorded with the deployment."),
+        "config_overrides": Param(
+            {},
+            type="object",
+            description='Dotted config field -> value, e.g. {"window.size": "1 minute", "trigger.interval": '
+            '"10 seconds"}; see spark_apps/config.py.',
+        ),
+        "starting_offsets": Param(
+            "earliest",
+            type="string",
+            pattern="^(earliest|latest|[0-9]{1,16})$",
+            description="Where a NEW checkpoint starts: earliest, latest, or a timestamp in epoch ms.",
+        ),
+        "start_timeout_s": Param(
+            180, type="integer", minimum=10, description="Bound on waiting for the app's first heartbeat."
+        ),
+    },
+)
+def deploy_streaming_app() -> None:
+    @task(multiple_outputs=False)
+    def validate_request() -> dict[str, Any]:
+        from revenue_platform.registry import registry_lake_root
+        from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
+
+        params = get_current_context()["params"]
+        request = DeployRequest(
+            deployment_id=params["deployment_id"],
+            colour=params["colour"],
+            app_version=params["version"],
+            config_overrides=params["config_overrides"],
+            starting_offsets=str(params["starting_offsets"]),
+            start_timeout_s=float(params["start_timeout_s"]),
+        )
+        config = resolve_config(request, registry_lake_root(), _kafka_bootstrap())
+        document, digest = config_document(config)
+        print(f"[deploy] config {digest[:12]} of {request.deployment_id} is valid:\n{document}")
+        return {
+            "deployment_id": request.deployment_id,
+            "colour": request.colour,
+            "app_version": request.app_version,
+            "config_overrides": dict(request.config_overrides),
+            "starting_offsets": request.starting_offsets,
+            "start_timeout_s": request.start_timeout_s,
+        }
+
+    @task(multiple_outputs=False)
+    def deploy(request: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.registry import DeploymentRegistry
+        from revenue_platform.streaming.deploy import DeployRequest
+        from revenue_platform.streaming.deploy import deploy as deploy_deployment
+        from revenue_platform.streaming.launcher import spark_target_from_connection
+
+        context = get_current_context()
+        return deploy_deployment(
+            DeployRequest(**request),
+            spark_target_from_connection(SPARK_CONN_ID),
+            DeploymentRegistry(),
+            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            kafka_bootstrap=_kafka_bootstrap(),
+        )
+
+    # At parse time this is an XComArg standing in for the request dict.
+    request: Any = validate_request()
+    deploy(request)
+
+
+def _kafka_bootstrap() -> str | None:
+    """Bootstrap servers of the kafka_default connection (None without one: the config file's default)."""
+    from revenue_platform.kafka_connection import bootstrap_servers, client_config_from_airflow
+
+    try:
+        return bootstrap_servers(client_config_from_airflow(KAFKA_CONN_ID))
+    except KafkaConnectionConfigError:
+        return None
+
+
+deploy_streaming_app()

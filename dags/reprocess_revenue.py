@@ -1,0 +1,121 @@
+"""
+Recompute the closed revenue windows of each data interval from the raw orders, reconcile them
+with the live gold table and repair it (the batch result wins). Reads Kafka (offsets found by
+append time) or, when retention already removed part of the range, the bronze archive; calls the
+same transformations as the streaming app (spark_apps/reprocess_revenue_job.py, submitted with
+SparkSubmitOperator on `spark_default`). Idempotent: rerunning an interval changes nothing.
+
+Each scheduled run waits until its interval's windows are closed (interval end + watermark),
+then reprocesses [data_interval_start, data_interval_end). Backfill a past range with
+`airflow backfill create --dag-id reprocess_revenue --from-date 2026-11-20 --to-date 2026-11-21`,
+or recompute an ad-hoc range from the trigger form (`range_start`, `range_end`, `source`).
+The reconciliation report of every range is written under `<lake>/reports/reconciliation/` and
+summarized in the `summarize_reconciliation` task log; the gold Asset event triggers the checks.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Param, dag, get_current_context, task
+
+from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
+
+
+def _plan_field(name: str) -> str:
+    """Jinja for one field of the plan_reprocessing XCom (rendered as a native object)."""
+    return "{{ ti.xcom_pull(task_ids='plan_reprocessing')['" + name + "'] }}"
+
+
+@dag(
+    # Hourly by default; REPROCESS_SCHEDULE (a cron expression) changes it per environment.
+    schedule=os.environ.get("REPROCESS_SCHEDULE", "@hourly"),
+    start_date=datetime(2026, 11, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=2,
+    doc_md=__doc__,
+    tags=["spark", "reprocessing", "revenue"],
+    # Lets the Spark task take a list of arguments straight from the plan's XCom.
+    render_template_as_native_obj=True,
+    user_defined_macros={"spark_jars_csv": spark_jars_csv, "spark_env": spark_env},
+    default_args={"owner": "platform", "retries": 1, "retry_delay": timedelta(minutes=2)},
+    params={
+        "range_start": Param(
+            None, type=["null", "string"], description="Ad-hoc range start (UTC ISO); empty = data interval."
+        ),
+        "range_end": Param(
+            None, type=["null", "string"], description="Ad-hoc range end, exclusive; empty = data interval."
+        ),
+        "deployment_id": Param(
+            None, type=["null", "string"], description="Deployment to repair; empty = the live one."
+        ),
+        "source": Param(
+            "auto",
+            type="string",
+            enum=list(SOURCES),
+            description="auto: Kafka if it still holds the range, else bronze.",
+        ),
+        "repair": Param(
+            True, type="boolean", description="Write the batch result to gold; off = report only."
+        ),
+        "config_overrides": Param(
+            {}, type="object", description="Streaming-app config overrides (dotted keys)."
+        ),
+        "lake_root": Param(
+            None,
+            type=["null", "string"],
+            description="Lake root; empty = $PLATFORM_LAKE_ROOT or .local/lake.",
+        ),
+    },
+)
+def reprocess_revenue() -> None:
+    @task(multiple_outputs=False)
+    def plan_reprocessing() -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_config_from_airflow
+        from revenue_platform.registry import resolve_live_deployment
+        from revenue_platform.reprocessing import plan_reprocessing as plan
+
+        context = get_current_context()
+        params = dict(context["params"])
+        bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
+        live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
+        return plan(
+            params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
+        )
+
+    @task.sensor(poke_interval=30, timeout=2 * 3600, mode="reschedule")
+    def wait_until_windows_closed(plan: dict[str, Any]) -> bool:
+        """Streaming may still update windows younger than the watermark; reprocess only closed ones."""
+        return datetime.now(UTC) >= datetime.fromisoformat(plan["grace_ends"])
+
+    submit_reprocess_job = SparkSubmitOperator(
+        task_id="submit_reprocess_job",
+        conn_id="spark_default",
+        application=str(REPROCESS_JOB),
+        name="reprocess-revenue",
+        application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
+        jars="{{ spark_jars_csv() }}",
+        env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
+        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
+    )
+
+    @task(outlets=[revenue_gold_asset()], multiple_outputs=False)
+    def summarize_reconciliation(plan: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.reprocessing import summarize_reconciliation as summarize
+
+        summary = summarize(plan["report_path"])
+        get_current_context()["outlet_events"][revenue_gold_asset()].extra = gold_asset_extra(
+            plan["deployment_id"], range_start=plan["range_start"], range_end=plan["range_end"]
+        )
+        return summary
+
+    # At parse time this is an XComArg standing in for the plan dict (see provision_topics).
+    plan: Any = plan_reprocessing()
+    wait_until_windows_closed(plan) >> submit_reprocess_job >> summarize_reconciliation(plan)
+
+
+reprocess_revenue()

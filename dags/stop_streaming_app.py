@@ -1,0 +1,69 @@
+"""
+Stop a streaming app deployment. The registry's desired state becomes `stopped` (so the supervisor leaves
+it alone), the driver gets SIGTERM and stops its queries between micro-batches (the batch in flight
+finishes and commits), and whatever is left after `timeout_s` is killed. The registry then records
+observed state `stopped`, the lease is released, and an audit event says whether the stop was graceful or
+forced. Example: `airflow dags trigger stop_streaming_app --conf '{"deployment_id": "blue"}'`.
+See docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule, dag, get_current_context, task
+
+from revenue_platform.registry import DeploymentNotFoundError
+from revenue_platform.streaming.stop import StopError
+
+NO_RETRY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=[DeploymentNotFoundError, StopError],
+            action=RetryAction.FAIL,
+            reason="not fixable by retrying; see the error message",
+        )
+    ]
+)
+
+
+@dag(
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["streaming", "deployment"],
+    default_args={
+        "owner": "platform",
+        "retries": 1,
+        "retry_delay": timedelta(seconds=10),
+        "retry_policy": NO_RETRY,
+    },
+    params={
+        "deployment_id": Param("blue", type="string", pattern="^[a-z][a-z0-9_-]{0,62}$"),
+        "timeout_s": Param(
+            60, type="integer", minimum=1, description="Graceful-stop budget before the driver is killed."
+        ),
+    },
+)
+def stop_streaming_app() -> None:
+    @task(multiple_outputs=False)
+    def stop() -> dict[str, Any]:
+        from revenue_platform.registry import DeploymentRegistry
+        from revenue_platform.streaming.stop import stop_deployment
+
+        context = get_current_context()
+        params = context["params"]
+        return stop_deployment(
+            DeploymentRegistry(),
+            params["deployment_id"],
+            float(params["timeout_s"]),
+            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            reason="stop_streaming_app",
+        )
+
+    stop()
+
+
+stop_streaming_app()

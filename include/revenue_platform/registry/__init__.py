@@ -1,0 +1,39 @@
+"""The deployment registry: what runs where, who holds the lease, and which deployment is live.
+
+Stored as Delta tables under `<lake>/_registry/` (see `store`), so Airflow workers, the
+Spark driver and `make down` on different machines all see the same truth.
+"""
+
+from __future__ import annotations
+
+from revenue_platform.registry.models import (
+    Colour,
+    DeploymentRecord,
+    DesiredState,
+    ObservedState,
+    RegistryEvent,
+    colour_for,
+)
+from revenue_platform.registry.store import (
+    DeploymentNotFoundError,
+    DeploymentRegistry,
+    RegistryConflictError,
+    RegistryError,
+    registry_lake_root,
+    resolve_live_deployment,
+)
+
+__all__ = [
+    "Colour",
+    "DeploymentNotFoundError",
+    "DeploymentRecord",
+    "DeploymentRegistry",
+    "DesiredState",
+    "ObservedState",
+    "RegistryConflictError",
+    "RegistryError",
+    "RegistryEvent",
+    "colour_for",
+    "registry_lake_root",
+    "resolve_live_deployment",
+]

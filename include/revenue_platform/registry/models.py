@@ -1,0 +1,216 @@
+"""Records of the deployment registry: one row per deployment, one row per audit event.
+
+Plain dataclasses with an explicit Arrow schema each, so the Delta tables have stable,
+typed columns no matter which writer (Airflow task, `make down`, a test) created them.
+Structured fields that only the control plane reads (restart history, last progress)
+are stored as JSON strings: they change shape more often than the table should.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class DesiredState(StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class ObservedState(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    DEAD = "dead"
+
+
+class Colour(StrEnum):
+    BLUE = "blue"
+    GREEN = "green"
+    OTHER = "other"
+
+
+def colour_for(deployment_id: str, colour: str | None) -> Colour:
+    """The given colour, else blue/green when the id says so, else other."""
+    if colour:
+        return Colour(colour)
+    return Colour(deployment_id) if deployment_id in (Colour.BLUE, Colour.GREEN) else Colour.OTHER
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def deployment_schema() -> pa.Schema:
+    """Arrow schema of `<lake>/_registry/deployments` (pyarrow is imported lazily: DAGs import this)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema(
+        [
+            ("deployment_id", pa.string()),
+            ("app_version", pa.string()),
+            ("colour", pa.string()),
+            ("config_json", pa.string()),
+            ("config_hash", pa.string()),
+            ("lake_root", pa.string()),
+            ("checkpoint_dir", pa.string()),
+            ("gold_table", pa.string()),
+            ("bronze_table", pa.string()),
+            ("progress_dir", pa.string()),
+            ("desired_state", pa.string()),
+            ("observed_state", pa.string()),
+            ("spark_master", pa.string()),
+            ("driver_kind", pa.string()),
+            ("driver_host", pa.string()),
+            ("driver_pid", pa.int64()),
+            ("driver_log_path", pa.string()),
+            ("submission_id", pa.string()),
+            ("lease_epoch", pa.int64()),
+            ("lease_token", pa.string()),
+            ("lease_acquired_at", ts),
+            ("launched_at", ts),
+            ("heartbeat_at", ts),
+            ("last_progress_json", pa.string()),
+            ("last_error", pa.string()),
+            ("restart_history_json", pa.string()),
+            ("is_live", pa.bool_()),
+            ("registered_at", ts),
+            ("updated_at", ts),
+            ("updated_by", pa.string()),
+            ("row_version", pa.int64()),
+        ]
+    )
+
+
+def event_schema() -> pa.Schema:
+    """Arrow schema of the append-only `<lake>/_registry/events`."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema(
+        [
+            ("event_id", pa.string()),
+            ("at", ts),
+            ("deployment_id", pa.string()),
+            ("kind", pa.string()),
+            ("actor", pa.string()),
+            ("from_value", pa.string()),
+            ("to_value", pa.string()),
+            ("reason", pa.string()),
+            ("details_json", pa.string()),
+        ]
+    )
+
+
+@dataclass
+class DeploymentRecord:
+    """The registry's current row for one deployment."""
+
+    deployment_id: str
+    app_version: str = "dev"
+    colour: str = Colour.OTHER.value
+    config_json: str = "{}"
+    config_hash: str = ""
+    lake_root: str = ""
+    checkpoint_dir: str = ""
+    gold_table: str = ""
+    bronze_table: str = ""
+    progress_dir: str = ""
+    desired_state: str = DesiredState.STOPPED.value
+    observed_state: str = ObservedState.STOPPED.value
+    spark_master: str | None = None
+    driver_kind: str | None = None
+    """local (host + pid + log path) or cluster (submission id)."""
+    driver_host: str | None = None
+    driver_pid: int | None = None
+    driver_log_path: str | None = None
+    submission_id: str | None = None
+    lease_epoch: int = 0
+    """Increases with every lease: the fencing token's order."""
+    lease_token: str | None = None
+    lease_acquired_at: datetime | None = None
+    launched_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    last_progress_json: str | None = None
+    last_error: str | None = None
+    restart_history_json: str = "[]"
+    is_live: bool = False
+    registered_at: datetime = field(default_factory=utc_now)
+    updated_at: datetime = field(default_factory=utc_now)
+    updated_by: str = ""
+    row_version: int = 0
+
+    @property
+    def restart_history(self) -> list[dict[str, Any]]:
+        """Supervisor restarts since the last deploy: [{at, reason, outcome}], oldest first."""
+        history: list[dict[str, Any]] = json.loads(self.restart_history_json or "[]")
+        return history
+
+    @property
+    def config(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.config_json or "{}")
+        return loaded
+
+    @property
+    def last_progress(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.last_progress_json or "{}")
+        return loaded
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> DeploymentRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in row.items() if key in names})
+
+
+@dataclass
+class RegistryEvent:
+    """One audit entry: who/what changed which deployment, when, from what, to what, and why."""
+
+    deployment_id: str
+    kind: str
+    actor: str
+    from_value: str | None = None
+    to_value: str | None = None
+    reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    at: datetime = field(default_factory=utc_now)
+    event_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "at": self.at,
+            "deployment_id": self.deployment_id,
+            "kind": self.kind,
+            "actor": self.actor,
+            "from_value": self.from_value,
+            "to_value": self.to_value,
+            "reason": self.reason,
+            "details_json": json.dumps(self.details, default=str, sort_keys=True),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RegistryEvent:
+        return cls(
+            deployment_id=row["deployment_id"],
+            kind=row["kind"],
+            actor=row["actor"],
+            from_value=row["from_value"],
+            to_value=row["to_value"],
+            reason=row["reason"],
+            details=json.loads(row["details_json"] or "{}"),
+            at=row["at"],
+            event_id=row["event_id"],
+        )

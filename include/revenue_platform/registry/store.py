@@ -1,0 +1,311 @@
+"""The deployment registry as two Delta tables in the lake, read and written with `deltalake` (no Spark).
+
+`<lake>/_registry/deployments` holds the current row per deployment and is only changed by
+MERGE; `<lake>/_registry/events` is an append-only audit log. The lake (not Airflow's
+metadata DB) is the one store both the control plane and the Spark driver can reach when
+they run on different machines. Every read-modify-write reads a snapshot and MERGEs
+against that same snapshot with a `row_version` guard, so a concurrent writer makes the
+commit fail (`RegistryConflictError`) instead of being silently overwritten: that is what
+makes lease acquisition a compare-and-swap. The live pointer is the `is_live` column; a
+switch flips the old and the new row in one MERGE, i.e. one atomic Delta commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from revenue_platform.errors import PlatformError
+from revenue_platform.paths import lake_root
+from revenue_platform.registry.models import (
+    DeploymentRecord,
+    RegistryEvent,
+    deployment_schema,
+    event_schema,
+    utc_now,
+)
+from spark_apps.naming import RegistryNames
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+LOG = logging.getLogger(__name__)
+_CONFLICT_RETRIES = 5
+
+
+class RegistryError(PlatformError):
+    """The registry is unusable or inconsistent."""
+
+
+class DeploymentNotFoundError(RegistryError):
+    """No deployment with that id is registered."""
+
+
+class RegistryConflictError(RegistryError):
+    """Someone else changed the deployment between our read and our write (a lost race, by design)."""
+
+
+def registry_lake_root() -> str:
+    """Lake root of the registry: $PLATFORM_LAKE_ROOT, else `<state dir>/lake`."""
+    return lake_root()
+
+
+def _sql_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class DeploymentRegistry:
+    """Read and change deployment rows and their audit trail under one lake root."""
+
+    def __init__(self, lake_root: str | None = None, storage_options: Mapping[str, str] | None = None):
+        self.lake_root = lake_root or registry_lake_root()
+        self.names = RegistryNames(self.lake_root)
+        self.storage_options = dict(storage_options) if storage_options else None
+
+    # --- tables -------------------------------------------------------------------------------
+    def _existing(self, path: str) -> DeltaTable | None:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(path, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+
+    def _table(self, path: str, schema: pa.Schema) -> DeltaTable:
+        """The table at `path`, created empty with `schema` on first use (writers only)."""
+        from deltalake import DeltaTable, write_deltalake
+        from deltalake.exceptions import DeltaError
+
+        existing = self._existing(path)
+        if existing is not None:
+            return existing
+        if "://" not in path:
+            os.makedirs(path, exist_ok=True)
+        try:
+            # "ignore": a writer that lost the creation race leaves the winner's table alone.
+            write_deltalake(path, schema.empty_table(), mode="ignore", storage_options=self.storage_options)
+        except DeltaError as error:
+            LOG.info("registry table %s created concurrently (%s)", path, error)
+        return DeltaTable(path, storage_options=self.storage_options)
+
+    def _deployments(self) -> DeltaTable:
+        return self._table(self.names.deployments_table, deployment_schema())
+
+    @staticmethod
+    def _rows(table: DeltaTable) -> list[DeploymentRecord]:
+        return [DeploymentRecord.from_row(row) for row in table.to_pyarrow_table().to_pylist()]
+
+    # --- reads --------------------------------------------------------------------------------
+    def deployments(self) -> list[DeploymentRecord]:
+        """Every registered deployment, sorted by id (reading never creates the tables)."""
+        table = self._existing(self.names.deployments_table)
+        return sorted(self._rows(table), key=lambda r: r.deployment_id) if table is not None else []
+
+    def find(self, deployment_id: str) -> DeploymentRecord | None:
+        return next((r for r in self.deployments() if r.deployment_id == deployment_id), None)
+
+    def get(self, deployment_id: str) -> DeploymentRecord:
+        record = self.find(deployment_id)
+        if record is None:
+            raise DeploymentNotFoundError(
+                f"deployment {deployment_id!r} is not registered in {self.names.deployments_table}; "
+                "deploy it with the deploy_streaming_app DAG first."
+            )
+        return record
+
+    def events(self, deployment_id: str | None = None) -> list[RegistryEvent]:
+        """Audit events (of one deployment, or all), oldest first."""
+        table = self._existing(self.names.events_table)
+        rows = table.to_pyarrow_table().to_pylist() if table is not None else []
+        events = [RegistryEvent.from_row(row) for row in rows]
+        if deployment_id is not None:
+            events = [e for e in events if e.deployment_id == deployment_id]
+        return sorted(events, key=lambda e: e.at)
+
+    def live_deployment(self) -> str | None:
+        live = [r.deployment_id for r in self.deployments() if r.is_live]
+        if len(live) > 1:
+            raise RegistryError(f"more than one live deployment in {self.names.deployments_table}: {live}")
+        return live[0] if live else None
+
+    # --- writes -------------------------------------------------------------------------------
+    def append_events(self, events: Iterable[RegistryEvent]) -> None:
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        rows = [event.to_row() for event in events]
+        if not rows:
+            return
+        self._table(self.names.events_table, event_schema())
+        write_deltalake(
+            self.names.events_table,
+            pa.Table.from_pylist(rows, schema=event_schema()),
+            mode="append",
+            storage_options=self.storage_options,
+        )
+
+    def _merge(
+        self,
+        table: DeltaTable,
+        rows: list[DeploymentRecord],
+        columns: list[str] | None,
+        insert: bool,
+        expected_versions: dict[str, int],
+    ) -> dict[str, Any]:
+        """One MERGE (one commit) of `rows` against the snapshot `table` was read from."""
+        import pyarrow as pa
+        from deltalake.exceptions import CommitFailedError
+
+        source = pa.Table.from_pylist([r.to_row() for r in rows], schema=deployment_schema())
+        expected = [expected_versions.get(r.deployment_id, -1) for r in rows]
+        source = source.append_column("expected_version", pa.array(expected, pa.int64()))
+        merger = table.merge(
+            source, predicate="t.deployment_id = s.deployment_id", source_alias="s", target_alias="t"
+        )
+        if insert:
+            merger = merger.when_not_matched_insert({name: f"s.{name}" for name in deployment_schema().names})
+        else:
+            updated = columns or deployment_schema().names
+            merger = merger.when_matched_update(
+                {name: f"s.{name}" for name in updated if name != "deployment_id"},
+                predicate="t.row_version = s.expected_version",
+            )
+        try:
+            metrics: dict[str, Any] = merger.execute()
+        except CommitFailedError as error:
+            raise RegistryConflictError(f"concurrent registry change: {error}") from error
+        return metrics
+
+    def register(self, record: DeploymentRecord, actor: str, events: Iterable[RegistryEvent] = ()) -> None:
+        """Insert a new deployment row; RegistryConflictError if one with that id exists."""
+        record.row_version, record.updated_at, record.updated_by = 1, utc_now(), actor
+        metrics = self._merge(self._deployments(), [record], None, insert=True, expected_versions={})
+        if metrics.get("num_target_rows_inserted", 0) != 1:
+            raise RegistryConflictError(f"deployment {record.deployment_id!r} is already registered")
+        self.append_events([RegistryEvent(record.deployment_id, "registered", actor), *events])
+
+    def update(
+        self,
+        deployment_id: str,
+        changes: Mapping[str, Any],
+        actor: str,
+        *,
+        expected_version: int | None = None,
+        expected_lease: str | None = None,
+        events: Iterable[RegistryEvent] = (),
+    ) -> DeploymentRecord:
+        """Change some columns of one row; return the new row.
+
+        With `expected_version` or `expected_lease` the write is a compare-and-swap that raises
+        RegistryConflictError if the row moved on; without them a lost race is re-read and retried.
+        """
+        unknown = set(changes) - set(deployment_schema().names)
+        if unknown:
+            raise RegistryError(f"unknown registry columns: {sorted(unknown)}")
+        guarded = expected_version is not None or expected_lease is not None
+        for attempt in range(_CONFLICT_RETRIES):
+            table = self._deployments()
+            current = next((r for r in self._rows(table) if r.deployment_id == deployment_id), None)
+            if current is None:
+                raise DeploymentNotFoundError(f"deployment {deployment_id!r} is not registered")
+            if expected_version is not None and current.row_version != expected_version:
+                raise RegistryConflictError(
+                    f"deployment {deployment_id!r} changed (version {current.row_version}, "
+                    f"expected {expected_version})"
+                )
+            if expected_lease is not None and current.lease_token != expected_lease:
+                raise RegistryConflictError(
+                    f"deployment {deployment_id!r} is held by lease {current.lease_token!r}, not ours "
+                    f"({expected_lease!r})"
+                )
+            new = DeploymentRecord.from_row({**current.to_row(), **changes})
+            new.row_version, new.updated_at, new.updated_by = current.row_version + 1, utc_now(), actor
+            columns = [*changes, "row_version", "updated_at", "updated_by"]
+            try:
+                metrics = self._merge(
+                    table,
+                    [new],
+                    columns,
+                    insert=False,
+                    expected_versions={deployment_id: current.row_version},
+                )
+            except RegistryConflictError:
+                if guarded or attempt == _CONFLICT_RETRIES - 1:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            if metrics.get("num_target_rows_updated", 0) != 1:
+                raise RegistryConflictError(f"deployment {deployment_id!r} changed during the update")
+            self.append_events(events)
+            return new
+        raise RegistryConflictError(f"deployment {deployment_id!r}: too many concurrent changes")
+
+    def acquire_lease(
+        self, deployment_id: str, expected_version: int, actor: str, changes: Mapping[str, Any], reason: str
+    ) -> DeploymentRecord:
+        """Issue a new fencing token (compare-and-swap on `expected_version`) together with `changes`."""
+        current = self.get(deployment_id)
+        epoch = current.lease_epoch + 1
+        token = f"{epoch}-{uuid.uuid4().hex[:12]}"
+        return self.update(
+            deployment_id,
+            {**changes, "lease_epoch": epoch, "lease_token": token, "lease_acquired_at": utc_now()},
+            actor,
+            expected_version=expected_version,
+            events=[
+                RegistryEvent(
+                    deployment_id,
+                    "lease_acquired",
+                    actor,
+                    current.lease_token,
+                    token,
+                    reason,
+                    {"epoch": epoch},
+                )
+            ],
+        )
+
+    def switch_live(self, deployment_id: str, actor: str, reason: str) -> str | None:
+        """Point `live` at `deployment_id` in one Delta commit; return the previous live deployment."""
+        table = self._deployments()
+        records = self._rows(table)
+        if not any(r.deployment_id == deployment_id for r in records):
+            raise DeploymentNotFoundError(f"cannot make unregistered deployment {deployment_id!r} live")
+        previous = [r for r in records if r.is_live]
+        if [r.deployment_id for r in previous] == [deployment_id]:
+            return deployment_id
+        now = utc_now()
+        changed = []
+        for record in records:
+            if record.is_live == (record.deployment_id == deployment_id):
+                continue
+            expected = record.row_version
+            record.is_live = record.deployment_id == deployment_id
+            record.row_version, record.updated_at, record.updated_by = expected + 1, now, actor
+            changed.append((record, expected))
+        metrics = self._merge(
+            table,
+            [r for r, _ in changed],
+            ["is_live", "row_version", "updated_at", "updated_by"],
+            insert=False,
+            expected_versions={r.deployment_id: v for r, v in changed},
+        )
+        if metrics.get("num_target_rows_updated", 0) != len(changed):
+            # Cannot happen against one snapshot unless the table was rewritten underneath us.
+            raise RegistryConflictError(f"live switch to {deployment_id!r} raced with another change")
+        before = previous[0].deployment_id if previous else None
+        self.append_events(
+            [RegistryEvent(deployment_id, "live_switched", actor, before, deployment_id, reason)]
+        )
+        return before
+
+
+def resolve_live_deployment(lake_root: str | None = None) -> str | None:
+    """The deployment whose outputs readers must use, or None: THE one way to read the live pointer."""
+    return DeploymentRegistry(lake_root).live_deployment()

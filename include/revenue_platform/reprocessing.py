@@ -1,0 +1,162 @@
+"""Control-plane side of batch reprocessing: what range a run covers and how the job is submitted.
+
+The `reprocess_revenue` DAG stays thin: `plan_reprocessing` turns a run's data interval (or
+the trigger form's explicit range) into the batch job's arguments, and
+`summarize_reconciliation` reads the job's JSON report back for the task log and the
+Asset event. The job itself is spark_apps/reprocess_revenue_job.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from revenue_platform.errors import ConfigError
+from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR
+from revenue_platform.paths import lake_root as paths_lake_root
+
+log = logging.getLogger(__name__)
+
+APP_CONFIG_PATH = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
+REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
+SOURCES = ("auto", "kafka", "bronze")
+DEFAULT_DEPLOYMENT = "blue"
+
+
+def _as_utc(value: Any, name: str) -> datetime:
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError as error:
+            raise ConfigError(
+                f"{name}={value!r} is not an ISO date-time such as 2026-11-22T09:00:00Z"
+            ) from error
+    return (moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)).replace(microsecond=0)
+
+
+def resolve_range(
+    params: dict[str, Any], data_interval_start: Any, data_interval_end: Any
+) -> tuple[datetime, datetime]:
+    """The trigger form's explicit range when given, else the run's data interval; start < end."""
+    start = params.get("range_start") or data_interval_start
+    end = params.get("range_end") or data_interval_end
+    if start is None or end is None:
+        raise ConfigError("range_start/range_end are required for a run without a data interval")
+    begin, finish = _as_utc(start, "range_start"), _as_utc(end, "range_end")
+    if begin >= finish:
+        raise ConfigError(f"range_start {begin.isoformat()} must be before range_end {finish.isoformat()}")
+    return begin, finish
+
+
+def report_path(lake_root: str, deployment_id: str, start: datetime, end: datetime) -> str:
+    """Where the job writes the reconciliation report of one range (one file per range: reruns replace it)."""
+    stamp = f"{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
+    return str(Path(lake_root) / "reports" / "reconciliation" / deployment_id / f"{stamp}.json")
+
+
+def plan_reprocessing(
+    params: dict[str, Any],
+    data_interval_start: Any,
+    data_interval_end: Any,
+    kafka_bootstrap_servers: str,
+    live_deployment: str | None,
+) -> dict[str, Any]:
+    """Everything `submit_reprocess_job` needs, validated before Spark starts."""
+    source = params.get("source") or "auto"
+    if source not in SOURCES:
+        raise ConfigError(f"source={source!r} must be one of {SOURCES}")
+    start, end = resolve_range(params, data_interval_start, data_interval_end)
+    deployment_id = params.get("deployment_id") or live_deployment or DEFAULT_DEPLOYMENT
+    lake_root = params.get("lake_root") or paths_lake_root()
+    report = report_path(lake_root, deployment_id, start, end)
+    overrides = {
+        "deployment_id": deployment_id,
+        "lake_root": lake_root,
+        "kafka.bootstrap_servers": kafka_bootstrap_servers,
+        **(params.get("config_overrides") or {}),
+    }
+    from spark_apps.config import AppConfigError, interval_seconds, load_config
+
+    try:
+        config = load_config(APP_CONFIG_PATH, overrides)
+    except AppConfigError as error:
+        raise ConfigError(str(error)) from error
+    size = interval_seconds(config.window.size)
+    for name, moment in (("range_start", start), ("range_end", end)):
+        if int(moment.timestamp()) % size:
+            raise ConfigError(
+                f"{name} {moment.isoformat()} is not aligned to the {config.window.size} windows"
+            )
+    args = ["--config", str(APP_CONFIG_PATH)]
+    for key, value in overrides.items():
+        args += ["--set", f"{key}={value}"]
+    args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", source, "--report", report]
+    if not params.get("repair", True):
+        args.append("--no-repair")
+    return {
+        "deployment_id": deployment_id,
+        "range_start": start.isoformat(),
+        "range_end": end.isoformat(),
+        "grace_ends": (end + timedelta(seconds=interval_seconds(config.window.watermark))).isoformat(),
+        "report_path": report,
+        "spark_args": args,
+    }
+
+
+def spark_jars_csv() -> str:
+    """Comma-separated local connector jars for SparkSubmitOperator(jars=...)."""
+    from revenue_platform.spark_submit import spark_jars
+
+    return ",".join(spark_jars())
+
+
+def spark_env() -> dict[str, str]:
+    """Environment of the spark-submit process: this Python, the project's code importable."""
+    import os
+
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+    }
+
+
+def summarize_reconciliation(report_file: str) -> dict[str, Any]:
+    """Read the job's report, log what it found and fixed, and return its summary."""
+    try:
+        report = json.loads(Path(report_file).read_text())
+    except OSError as error:
+        raise ConfigError(f"the reprocessing job wrote no report at {report_file}: {error}") from error
+    fixed = report.pop("fixed_windows", [])
+    log.info(
+        "Reconciliation of %s [%s, %s) from %s: %d windows recomputed, "
+        "%d missing, %d extra, %d different; %s",
+        report["deployment_id"],
+        report["range_start"],
+        report["range_end"],
+        report["source"],
+        report["windows_recomputed"],
+        report["missing"],
+        report["extra"],
+        report["different"],
+        "gold repaired" if report["repaired"] else "gold unchanged",
+    )
+    for window in fixed[:50]:
+        log.info(
+            "  %-9s %s %s %s expected %s/%s gold %s/%s",
+            window["status"],
+            window["window_start"],
+            window["location_id"],
+            window["order_type"],
+            window["expected_order_count"],
+            window["expected_revenue"],
+            window["actual_order_count"],
+            window["actual_revenue"],
+        )
+    return {**report, "fixed_windows_sample": fixed[:20]}

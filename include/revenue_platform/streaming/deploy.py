@@ -1,0 +1,367 @@
+"""Deploy a streaming app deployment: validate, register, take the lease, launch, wait for its heartbeat.
+
+Everything is validated before anything is touched. A deployment whose driver is alive is
+left alone (deploying twice never starts a second driver); otherwise a new fencing token
+is taken with a compare-and-swap on the registry row, the driver is launched with it, and
+the call waits, bounded, for the driver's first heartbeat. A driver that exits first, or
+stays silent, is recorded as failed with the tail of its log, and DeploymentFailedError
+carries that tail to the Airflow task log. The supervisor restarts through the same
+`launch_and_wait`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.local_stack import processes
+from revenue_platform.paths import INCLUDE_DIR
+from revenue_platform.registry import (
+    DeploymentRecord,
+    DeploymentRegistry,
+    DesiredState,
+    ObservedState,
+    RegistryEvent,
+    colour_for,
+)
+from revenue_platform.streaming.launcher import (
+    DriverHandle,
+    LaunchError,
+    SparkTarget,
+    launch,
+    log_tail,
+    observe_driver,
+)
+from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
+from spark_apps.naming import validate_deployment_id
+
+LOG = logging.getLogger(__name__)
+DEFAULT_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
+STARTING_POSITIONS = ("earliest", "latest")
+DEFAULT_HEARTBEAT_STALE_S = 60.0
+
+
+class DeploymentFailedError(PlatformError):
+    """The driver failed at start (or never reported); the message carries its error."""
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What the deploy_streaming_app DAG's trigger form asks for."""
+
+    deployment_id: str
+    colour: str | None = None
+    app_version: str = "dev"
+    config_overrides: Mapping[str, Any] = field(default_factory=dict)
+    starting_offsets: str = "earliest"
+    """earliest, latest, or an epoch-millisecond timestamp; only used by a NEW checkpoint."""
+    start_timeout_s: float = 180.0
+
+
+def starting_overrides(starting_offsets: str) -> dict[str, Any]:
+    """Config overrides for where a new checkpoint starts reading `orders`."""
+    value = str(starting_offsets).strip()
+    if value in STARTING_POSITIONS:
+        return {"kafka.starting_offsets": value, "kafka.starting_timestamp_ms": None}
+    if value.isdigit():
+        return {"kafka.starting_timestamp_ms": int(value)}
+    raise ConfigError(
+        f"starting_offsets: {starting_offsets!r} must be 'earliest', 'latest' or a timestamp in epoch ms"
+    )
+
+
+def resolve_config(
+    request: DeployRequest, registry_root: str, kafka_bootstrap: str | None = None
+) -> StreamingAppConfig:
+    """The app config the deployment will run with; ConfigError naming the field if it is invalid."""
+    try:
+        validate_deployment_id(request.deployment_id)
+        colour_for(request.deployment_id, request.colour)
+    except ValueError as error:
+        raise ConfigError(f"invalid deployment request: {error}") from error
+    overrides = dict(request.config_overrides)
+    for reserved in ("deployment_id", "app_version", "lease_token", "registry_root"):
+        if reserved in overrides:
+            raise ConfigError(
+                f"config override {reserved!r} is not allowed: it comes from the deploy request / registry"
+            )
+    base: dict[str, Any] = {"lake_root": registry_root}
+    if kafka_bootstrap:
+        base["kafka.bootstrap_servers"] = kafka_bootstrap
+    merged = {
+        **base,
+        **overrides,
+        **starting_overrides(request.starting_offsets),
+        "deployment_id": request.deployment_id,
+        "app_version": request.app_version,
+        "registry_root": registry_root,
+    }
+    try:
+        return load_config(DEFAULT_CONFIG_PATH, merged)
+    except AppConfigError as error:
+        raise ConfigError(str(error)) from error
+
+
+def config_document(config: StreamingAppConfig) -> tuple[str, str]:
+    """The config as stored in the registry (canonical JSON, no lease token) and its SHA-256."""
+    document = json.dumps(config.model_dump(mode="json", exclude={"lease_token"}), sort_keys=True)
+    return document, hashlib.sha256(document.encode()).hexdigest()
+
+
+def registration_fields(config: StreamingAppConfig, colour: str | None) -> dict[str, Any]:
+    document, digest = config_document(config)
+    names = config.names
+    return {
+        "app_version": config.app_version,
+        "colour": colour_for(config.deployment_id, colour).value,
+        "config_json": document,
+        "config_hash": digest,
+        "lake_root": config.lake_root,
+        "checkpoint_dir": names.checkpoint_root,
+        "gold_table": names.gold_revenue_table,
+        "bronze_table": names.bronze_orders_table,
+        "progress_dir": names.progress_dir,
+        "desired_state": DesiredState.RUNNING.value,
+    }
+
+
+def mark_failed(
+    registry: DeploymentRegistry, record: DeploymentRecord, error: str, actor: str, reason: str
+) -> DeploymentRecord:
+    return registry.update(
+        record.deployment_id,
+        {"observed_state": ObservedState.FAILED.value, "last_error": error[-4000:]},
+        actor,
+        events=[
+            RegistryEvent(
+                record.deployment_id,
+                "failed",
+                actor,
+                record.observed_state,
+                ObservedState.FAILED.value,
+                reason,
+                {"error": error[-2000:], "lease_token": record.lease_token},
+            )
+        ],
+    )
+
+
+def wait_for_first_heartbeat(
+    registry: DeploymentRegistry,
+    record: DeploymentRecord,
+    timeout_s: float,
+    actor: str,
+    progress: Callable[[str], None],
+) -> DeploymentRecord:
+    """Block until the driver of `record`'s lease reports, exits, or `timeout_s` passes."""
+    started = time.monotonic()
+    last_report = started
+    while True:
+        observation = observe_driver(record, datetime.now(UTC))
+        if observation.status is not None and observation.status.get("ready"):
+            heartbeat = datetime.fromisoformat(observation.status["heartbeat_at"])
+            progress(
+                f"[deploy] {record.deployment_id}: driver pid {observation.status['pid']} reported its first "
+                f"heartbeat after {time.monotonic() - started:.0f}s"
+            )
+            return registry.update(
+                record.deployment_id,
+                {
+                    "observed_state": ObservedState.RUNNING.value,
+                    "heartbeat_at": heartbeat,
+                    "last_error": None,
+                },
+                actor,
+                expected_lease=record.lease_token,
+                events=[
+                    RegistryEvent(
+                        record.deployment_id,
+                        "started",
+                        actor,
+                        ObservedState.STARTING.value,
+                        ObservedState.RUNNING.value,
+                        "first heartbeat",
+                        {"lease_token": record.lease_token, "driver": observation.status},
+                    )
+                ],
+            )
+        if observation.process_alive is False:
+            # Let the log catch up with the exit before taking its tail.
+            time.sleep(0.5)
+            tail = log_tail(record)
+            mark_failed(registry, record, tail, actor, "driver exited before its first heartbeat")
+            raise DeploymentFailedError(
+                f"the streaming app of deployment {record.deployment_id!r} exited at start; "
+                f"log {record.driver_log_path}, last lines:\n{tail}"
+            )
+        elapsed = time.monotonic() - started
+        if elapsed > timeout_s:
+            if observation.process_alive and record.driver_pid is not None:
+                processes.terminate(record.driver_pid, 10.0)
+            tail = log_tail(record)
+            mark_failed(
+                registry, record, f"no heartbeat within {timeout_s:.0f}s\n{tail}", actor, "start timeout"
+            )
+            raise DeploymentFailedError(
+                f"the streaming app of deployment {record.deployment_id!r} did not report a heartbeat within "
+                f"{timeout_s:.0f}s and was stopped; log {record.driver_log_path}, last lines:\n{tail}"
+            )
+        if time.monotonic() - last_report >= 10:
+            progress(
+                f"[deploy] {record.deployment_id}: waiting for the driver's first heartbeat "
+                f"({elapsed:.0f}s; log {record.driver_log_path or record.submission_id})"
+            )
+            last_report = time.monotonic()
+        time.sleep(1.0)
+
+
+def launch_and_wait(
+    registry: DeploymentRegistry,
+    record: DeploymentRecord,
+    target: SparkTarget,
+    actor: str,
+    reason: str,
+    start_timeout_s: float,
+    progress: Callable[[str], None] = print,
+    extra_changes: Mapping[str, Any] | None = None,
+) -> DeploymentRecord:
+    """Take a new lease (compare-and-swap on the row we read), launch the driver, wait for its heartbeat."""
+    leased = registry.acquire_lease(
+        record.deployment_id,
+        record.row_version,
+        actor,
+        {
+            **(extra_changes or {}),
+            "observed_state": ObservedState.STARTING.value,
+            "spark_master": target.master,
+            "launched_at": datetime.now(UTC),
+            "heartbeat_at": None,
+            "last_error": None,
+            **DriverHandle(kind=target.driver_kind).registry_changes(),
+        },
+        reason,
+    )
+    assert leased.lease_token is not None  # acquire_lease always sets one
+    try:
+        handle = launch(target, leased.deployment_id, leased.config, leased.lease_token, registry.lake_root)
+    except (LaunchError, OSError) as error:
+        mark_failed(registry, leased, str(error), actor, "launch failed")
+        raise DeploymentFailedError(
+            f"could not launch deployment {leased.deployment_id!r}: {error}"
+        ) from error
+    launched = registry.update(
+        leased.deployment_id,
+        handle.registry_changes(),
+        actor,
+        expected_lease=leased.lease_token,
+        events=[
+            RegistryEvent(
+                leased.deployment_id,
+                "launched",
+                actor,
+                None,
+                f"pid {handle.pid} on {handle.host}" if handle.kind == "local" else handle.submission_id,
+                reason,
+                {"lease_token": leased.lease_token, "log_path": handle.log_path, "master": target.master},
+            )
+        ],
+    )
+    progress(
+        f"[deploy] {launched.deployment_id}: launched driver ({target.master}, "
+        f"lease {launched.lease_token}); driver log: {launched.driver_log_path or launched.submission_id}"
+    )
+    return wait_for_first_heartbeat(registry, launched, start_timeout_s, actor, progress)
+
+
+def deploy(
+    request: DeployRequest,
+    target: SparkTarget,
+    registry: DeploymentRegistry,
+    actor: str,
+    kafka_bootstrap: str | None = None,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Register and launch `request` unless its driver is already alive; return what was done."""
+    config = resolve_config(request, registry.lake_root, kafka_bootstrap)
+    fields = registration_fields(config, request.colour)
+    deployment_id = request.deployment_id
+    existing = registry.find(deployment_id)
+    if existing is not None and existing.lease_token is not None:
+        observation = observe_driver(existing, datetime.now(UTC))
+        running = observation.process_alive or (
+            observation.process_alive is None and observation.alive(DEFAULT_HEARTBEAT_STALE_S)
+        )
+        if running:
+            if existing.config_hash != fields["config_hash"]:
+                progress(
+                    f"[deploy] WARNING {deployment_id} runs with config {existing.config_hash[:12]}, not the "
+                    f"requested {fields['config_hash'][:12]}: stop it first to apply a new config"
+                )
+            if existing.desired_state != DesiredState.RUNNING.value:
+                registry.update(
+                    deployment_id,
+                    {"desired_state": DesiredState.RUNNING.value},
+                    actor,
+                    events=[
+                        RegistryEvent(
+                            deployment_id, "desired_state", actor, existing.desired_state, "running", "deploy"
+                        )
+                    ],
+                )
+            progress(
+                f"[deploy] {deployment_id} is already running (pid {existing.driver_pid} on "
+                f"{existing.driver_host}, lease {existing.lease_token}): nothing launched"
+            )
+            return _outcome("already_running", registry.get(deployment_id))
+
+    if existing is None:
+        registry.register(
+            DeploymentRecord(deployment_id=deployment_id, **fields),
+            actor,
+            events=[RegistryEvent(deployment_id, "desired_state", actor, None, "running", "deploy")],
+        )
+    else:
+        events = [
+            RegistryEvent(deployment_id, "desired_state", actor, existing.desired_state, "running", "deploy")
+        ]
+        if existing.config_hash != fields["config_hash"]:
+            events.append(
+                RegistryEvent(
+                    deployment_id,
+                    "config_changed",
+                    actor,
+                    existing.config_hash,
+                    fields["config_hash"],
+                    "deploy",
+                )
+            )
+        # A deliberate deploy resets the supervisor's restart budget.
+        registry.update(deployment_id, {**fields, "restart_history_json": "[]"}, actor, events=events)
+    record = registry.get(deployment_id)
+    progress(
+        f"[deploy] {deployment_id}: registered config {record.config_hash[:12]} "
+        f"(version {record.app_version})"
+    )
+    started = launch_and_wait(registry, record, target, actor, "deploy", request.start_timeout_s, progress)
+    return _outcome("launched", started)
+
+
+def _outcome(action: str, record: DeploymentRecord) -> dict[str, Any]:
+    return {
+        "action": action,
+        "deployment_id": record.deployment_id,
+        "observed_state": record.observed_state,
+        "lease_token": record.lease_token,
+        "driver_pid": record.driver_pid,
+        "driver_host": record.driver_host,
+        "driver_log_path": record.driver_log_path,
+        "submission_id": record.submission_id,
+        "config_hash": record.config_hash,
+    }

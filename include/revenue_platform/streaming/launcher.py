@@ -1,0 +1,260 @@
+"""Launch, observe and signal a long-running streaming driver, for client or cluster deploy modes.
+
+Client mode (the local stack's `local[*]`, or a client-mode cluster master) runs the driver
+on this machine as a detached `spark-submit` (own session, log file, pid file) so it
+outlives the Airflow task that launched it. Cluster mode submits without waiting for the
+app to finish (`*.waitAppCompletion=false`) and records the submission id; that path is
+built and unit-tested but not exercised against a real cluster here. A driver is
+identified by its fencing token on its command line, so a recycled pid is never mistaken
+for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from revenue_platform.errors import PlatformError
+from revenue_platform.local_stack import processes
+from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
+from revenue_platform.registry import DeploymentRecord
+from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+from spark_apps.naming import DeploymentNames, local_driver_dir
+
+LOG = logging.getLogger(__name__)
+APP = "orders_streaming_app.py"
+SPARK_CONN_ID = "spark_default"
+# Submit and return: the app is meant to run forever, the submitting task must not.
+NO_WAIT_CONF = {
+    "spark.yarn.submit.waitAppCompletion": "false",
+    "spark.standalone.submit.waitAppCompletion": "false",
+    "spark.kubernetes.submission.waitAppCompletion": "false",
+}
+_SUBMISSION_ID = re.compile(r"(driver-\d{14}-\d{4}|application_\d+_\d+|spark-[a-z0-9-]+-driver)")
+
+
+class LaunchError(PlatformError):
+    """The driver could not be launched or signalled."""
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    """Where drivers run: the Spark master and deploy mode of the `spark_default` connection."""
+
+    master: str
+    deploy_mode: str = "client"
+
+    @property
+    def driver_kind(self) -> str:
+        """`local`: the driver is a process on this machine; `cluster`: the cluster manager runs it."""
+        return "cluster" if self.deploy_mode == "cluster" else "local"
+
+
+def spark_target_from_connection(conn_id: str = SPARK_CONN_ID) -> SparkTarget:
+    """Master and deploy mode from an Airflow Spark connection (call inside a task, never at parse time).
+
+    Mirrors the Spark provider's reading: the host is the master URL unless a port is set separately.
+    """
+    from airflow.sdk import BaseHook
+
+    connection = BaseHook.get_connection(conn_id)
+    host = connection.host or "yarn"
+    master = host if ("://" in host or not connection.port) else f"{host}:{connection.port}"
+    extra = connection.extra_dejson or {}
+    return SparkTarget(master=master, deploy_mode=str(extra.get("deploy-mode") or "client"))
+
+
+def app_arguments(config_file: str, lease_token: str, registry_root: str) -> list[str]:
+    """Arguments of the app: the registered config as a file, the fencing token, the registry."""
+    return ["--config", config_file, "--lease-token", lease_token, "--registry-root", registry_root]
+
+
+def py_files_bundle(out_dir: Path) -> Path:
+    """Zip of the `spark_apps` package for --py-files (cluster drivers have no checkout)."""
+    bundle = out_dir / "spark_apps.zip"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(bundle, "w") as archive:
+        for source in sorted(SPARK_APPS_DIR.rglob("*.py")):
+            archive.write(source, source.relative_to(REPO_ROOT).as_posix())
+    return bundle
+
+
+def cluster_submit_command(
+    target: SparkTarget, config_file: str, lease_token: str, registry_root: str, py_files: str
+) -> list[str]:
+    """spark-submit in cluster deploy mode that returns once submitted; the config travels via --files."""
+    local = spark_submit_command(APP, [], master=target.master)
+    app_path = local[-1]
+    options = local[1:-1]
+    extra: list[str] = ["--deploy-mode", "cluster", "--py-files", py_files, "--files", config_file]
+    for key, value in NO_WAIT_CONF.items():
+        extra += ["--conf", f"{key}={value}"]
+    # --files lands in the driver's working directory under its base name.
+    args = app_arguments(Path(config_file).name, lease_token, registry_root)
+    return [local[0], *options, *extra, app_path, *args]
+
+
+def parse_submission_id(output: str) -> str | None:
+    """The driver/application id spark-submit printed (standalone, YARN or Kubernetes)."""
+    match = _SUBMISSION_ID.search(output)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class DriverHandle:
+    """How to find a launched driver again."""
+
+    kind: str
+    host: str | None = None
+    pid: int | None = None
+    log_path: str | None = None
+    submission_id: str | None = None
+
+    def registry_changes(self) -> dict[str, Any]:
+        return {
+            "driver_kind": self.kind,
+            "driver_host": self.host,
+            "driver_pid": self.pid,
+            "driver_log_path": self.log_path,
+            "submission_id": self.submission_id,
+        }
+
+
+def write_config_file(deployment_id: str, config: dict[str, Any], lease_token: str) -> Path:
+    """The registered config as a file the driver reads (JSON is valid YAML for the app's loader)."""
+    run_dir = Path(local_driver_dir(str(state_dir()), deployment_id))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / f"config-{lease_token}.json"
+    path.write_text(json.dumps(config, indent=2, sort_keys=True))
+    return path
+
+
+def launch(
+    target: SparkTarget, deployment_id: str, config: dict[str, Any], lease_token: str, registry_root: str
+) -> DriverHandle:
+    """Start the driver with `lease_token`; return without waiting for it to start processing."""
+    config_file = write_config_file(deployment_id, config, lease_token)
+    run_dir = config_file.parent
+    if target.driver_kind == "cluster":
+        command = cluster_submit_command(
+            target, str(config_file), lease_token, registry_root, str(py_files_bundle(run_dir))
+        )
+        completed = subprocess.run(
+            command, capture_output=True, text=True, env=spark_submit_env(), check=False, timeout=300
+        )
+        output = completed.stdout + completed.stderr
+        submission = parse_submission_id(output)
+        if completed.returncode != 0 or submission is None:
+            raise LaunchError(f"cluster submission failed (exit {completed.returncode}):\n{output[-3000:]}")
+        return DriverHandle(kind="cluster", submission_id=submission)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    log_path = run_dir / f"driver-{stamp}-{lease_token}.log"
+    command = spark_submit_command(
+        APP, app_arguments(str(config_file), lease_token, registry_root), master=target.master
+    )
+    pid = processes.spawn_detached(
+        command, run_dir / "driver.pid", log_path, env=spark_submit_env(), cwd=REPO_ROOT
+    )
+    LOG.info("launched driver of %s: pid %s, log %s", deployment_id, pid, log_path)
+    return DriverHandle(kind="local", host=socket.gethostname(), pid=pid, log_path=str(log_path))
+
+
+def local_process_alive(record: DeploymentRecord) -> bool | None:
+    """Is the record's local driver process running? None when that cannot be seen from this machine."""
+    if record.driver_kind != "local":
+        return None
+    if record.driver_pid is None or record.lease_token is None:
+        return False
+    if record.driver_host != socket.gethostname():
+        return None
+    pid = record.driver_pid
+    return processes.is_alive(pid) and record.lease_token in processes.cmdline(pid)
+
+
+def read_driver_status(record: DeploymentRecord) -> dict[str, Any] | None:
+    """The driver's heartbeat file, if it belongs to the record's current lease."""
+    path = Path(
+        DeploymentNames(record.lake_root, record.deployment_id).driver_status_file.removeprefix("file:")
+    )
+    try:
+        status: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return status if status.get("lease_token") == record.lease_token else None
+
+
+def heartbeat_age_s(status: dict[str, Any] | None, now: datetime) -> float | None:
+    if not status or not status.get("heartbeat_at"):
+        return None
+    return (now - datetime.fromisoformat(status["heartbeat_at"])).total_seconds()
+
+
+def read_query_progress(record: DeploymentRecord) -> dict[str, dict[str, Any]]:
+    """Latest progress JSON of each query of the deployment, by query name."""
+    folder = Path(record.progress_dir.removeprefix("file:"))
+    progress: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name.startswith("_"):
+            continue
+        try:
+            progress[path.stem] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return progress
+
+
+_ERROR_LINE = re.compile(r"(ERROR: |Error: |Exception: )")
+
+
+def log_tail(record: DeploymentRecord, lines: int = 40) -> str:
+    """The driver log's last lines, led by its last error line (the cause, not the stack frames)."""
+    if record.driver_log_path is None:
+        return ""
+    tail = processes.tail(Path(record.driver_log_path), lines)
+    errors = [line for line in tail.splitlines() if _ERROR_LINE.search(line)]
+    return f"{errors[-1].strip()}\n---\n{tail}" if errors else tail
+
+
+def driver_python_pid(record: DeploymentRecord) -> int | None:
+    """The Python driver's pid (child of the spark-submit JVM) from its heartbeat, if it is ours and alive."""
+    status = read_driver_status(record)
+    if not status or record.driver_pid is None:
+        return None
+    pid = int(status["pid"])
+    try:
+        same_group = os.getpgid(pid) == os.getpgid(record.driver_pid)
+    except ProcessLookupError:
+        return None
+    return pid if same_group and processes.is_alive(pid) else None
+
+
+@dataclass(frozen=True)
+class DriverObservation:
+    """What can be seen of a deployment's driver right now."""
+
+    process_alive: bool | None
+    """Local driver process state; None when not visible from here (cluster mode, another host)."""
+    heartbeat_age_s: float | None
+    """Seconds since the driver's own heartbeat for the current lease; None if it never reported."""
+    status: dict[str, Any] | None
+
+    def alive(self, stale_after_s: float) -> bool:
+        """Alive = a live process (where visible) with a fresh heartbeat, or a fresh heartbeat alone."""
+        fresh = self.heartbeat_age_s is not None and self.heartbeat_age_s < stale_after_s
+        if self.process_alive is None:
+            return fresh
+        return self.process_alive and fresh
+
+
+def observe_driver(record: DeploymentRecord, now: datetime) -> DriverObservation:
+    status = read_driver_status(record)
+    return DriverObservation(local_process_alive(record), heartbeat_age_s(status, now), status)

@@ -1,0 +1,317 @@
+"""deploy_streaming_app, supervise_streaming_apps and stop_streaming_app end to end.
+
+Real Airflow task instances (`dag.test`), the session's real Kafka broker, and the real
+streaming app launched by the DAGs as a detached spark-submit (spark_default = local[2]
+in the test environment). Expected revenue comes from the generator's Decimal oracle;
+processes are checked in /proc, registry state with the `deltalake` package.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from revenue_platform.local_stack import processes
+from revenue_platform.orders_generator import (
+    GeneratedRecord,
+    GeneratorSettings,
+    expected_windows,
+    generate_orders,
+    generate_stores,
+    produce,
+)
+from revenue_platform.paths import DAGS_DIR
+from revenue_platform.registry import DeploymentRegistry
+from tests.kafka_helpers import create_topics, unique_suffix
+
+pytestmark = pytest.mark.integration
+
+SUCCESS = "success"
+FAILED = "failed"
+DEPLOY_DEFAULTS: dict[str, Any] = {
+    "colour": None,
+    "version": "itest-1",
+    "starting_offsets": "earliest",
+    "start_timeout_s": 150,
+}
+SUPERVISE_DEFAULTS: dict[str, Any] = {
+    "deployment_ids": [],
+    "max_restarts": 3,
+    "window_minutes": 10,
+    "backoff_base_s": 0,
+    "heartbeat_stale_s": 60,
+    "start_timeout_s": 150,
+}
+
+
+@pytest.fixture(scope="module")
+def dags(airflow_db: Any) -> dict[str, Any]:
+    from airflow.dag_processing.dagbag import DagBag
+
+    found = {}
+    for dag_id in ("deploy_streaming_app", "supervise_streaming_apps", "stop_streaming_app"):
+        bag = DagBag(dag_folder=str(DAGS_DIR / f"{dag_id}.py"))
+        assert bag.import_errors == {}
+        found[dag_id] = bag.dags[dag_id]
+    return found
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A registry/lake root of this test; every driver it registered is killed afterwards."""
+    root = str(tmp_path / "lake")
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", root)
+    yield root
+    for pid in spark_drivers(root):
+        processes.terminate(pid, 5.0)
+
+
+def spark_drivers(lake_root: str) -> list[int]:
+    """Live spark-submit JVMs whose command line names this test's registry (independent of the code)."""
+    found = []
+    for cmdline_path in Path("/proc").glob("[0-9]*/cmdline"):
+        pid = int(cmdline_path.parent.name)
+        command = processes.cmdline(pid)
+        if (
+            "org.apache.spark.deploy.SparkSubmit" in command
+            and lake_root in command
+            and processes.is_alive(pid)
+        ):
+            found.append(pid)
+    return found
+
+
+def topic_overrides(bootstrap: str, suffix: str) -> dict[str, Any]:
+    topics = {
+        "kafka.orders_topic": f"orders_{suffix}",
+        "kafka.stores_topic": f"stores_{suffix}",
+        "kafka.dlq_topic": f"orders_dlq_{suffix}",
+        "kafka.general_orders_topic": f"general_orders_{suffix}",
+        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
+        "kafka.revenue_topic": f"revenue_windows_{suffix}",
+    }
+    create_topics(
+        bootstrap,
+        {name: 2 if key == "kafka.orders_topic" else 1 for key, name in topics.items()},
+        configs={
+            topics["kafka.stores_topic"]: {"cleanup.policy": "compact"},
+            topics["kafka.revenue_topic"]: {"cleanup.policy": "compact"},
+        },
+    )
+    return {**topics, "trigger.interval": "2 seconds", "shuffle_partitions": 2}
+
+
+def task_states(dag_run: Any) -> dict[str, str]:
+    return {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+
+
+def xcom(dag_run: Any, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(
+                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
+            )
+        ).first()
+        assert row is not None, f"no XCom from {task_id}"
+        return XComModel.deserialize_value(row)
+
+
+def deploy(dags: dict[str, Any], deployment_id: str, overrides: dict[str, Any]) -> Any:
+    conf = {**DEPLOY_DEFAULTS, "deployment_id": deployment_id, "config_overrides": overrides}
+    return dags["deploy_streaming_app"].test(run_conf=conf)
+
+
+def supervise(dags: dict[str, Any], deployment_id: str, **params: Any) -> Any:
+    conf = {**SUPERVISE_DEFAULTS, "deployment_ids": [deployment_id], **params}
+    return dags["supervise_streaming_apps"].test(run_conf=conf)
+
+
+def gold(
+    registry: DeploymentRegistry, deployment_id: str
+) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(registry.get(deployment_id).gold_table)
+    except TableNotFoundError:
+        return {}
+    return {
+        (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
+            r["order_count"],
+            r["revenue"],
+        )
+        for r in table.to_pyarrow_table().to_pylist()
+    }
+
+
+def wait_for_gold(
+    registry: DeploymentRegistry, deployment_id: str, records: list[GeneratedRecord], timeout_s: float = 150
+) -> None:
+    expected = {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
+    deadline = time.monotonic() + timeout_s
+    actual = gold(registry, deployment_id)
+    while actual != expected and time.monotonic() < deadline:
+        time.sleep(2)
+        actual = gold(registry, deployment_id)
+    record = registry.get(deployment_id)
+    log = processes.tail(Path(record.driver_log_path), 30) if record.driver_log_path else ""
+    assert actual == expected, f"gold differs from the oracle; driver log tail:\n{log}"
+
+
+def wait_until_gone(pid: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while processes.is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes.is_alive(pid), f"process {pid} still alive"
+
+
+def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
+    dags: dict[str, Any], kafka_bootstrap: str, lake: str
+) -> None:
+    suffix = unique_suffix()
+    deployment_id = f"it{suffix}"
+    overrides = topic_overrides(kafka_bootstrap, suffix)
+    registry = DeploymentRegistry(lake)
+    first = list(
+        generate_orders(
+            GeneratorSettings(orders=200, stores=3, span_seconds=60, duplicate_every=20, bad_every=50)
+        )
+    )
+    produce(kafka_bootstrap, overrides["kafka.stores_topic"], generate_stores(3))
+    produce(kafka_bootstrap, overrides["kafka.orders_topic"], first)
+
+    # 1. deploy: a detached driver that outlives the task, registered with a lease, producing exact gold.
+    run = deploy(dags, deployment_id, overrides)
+    assert run.state == SUCCESS, task_states(run)
+    outcome = xcom(run, "deploy")
+    assert outcome["action"] == "launched"
+    record = registry.get(deployment_id)
+    assert (record.desired_state, record.observed_state, record.colour) == ("running", "running", "other")
+    assert record.lease_token
+    assert record.lease_token == outcome["lease_token"]
+    assert spark_drivers(lake) == [record.driver_pid]
+    wait_for_gold(registry, deployment_id, first)
+
+    # 2. a healthy pass of the supervisor reports lag and rates and restarts nothing.
+    run = supervise(dags, deployment_id)
+    assert run.state == SUCCESS, task_states(run)
+    [entry] = xcom(run, "supervise")["deployments"]
+    assert entry["action"] == "healthy"
+    assert entry["restarts_in_window"] == 0
+    assert entry["offsets_behind_latest"] == 0
+    assert entry["last_batch_at"] is not None
+
+    # 3. deploying the running deployment again is a no-op: same driver, same lease, one process.
+    run = deploy(dags, deployment_id, overrides)
+    assert run.state == SUCCESS, task_states(run)
+    assert xcom(run, "deploy")["action"] == "already_running"
+    assert registry.get(deployment_id).lease_token == record.lease_token
+    assert spark_drivers(lake) == [record.driver_pid]
+
+    # 4. the driver dies hard; orders keep coming; the supervisor restarts it from its checkpoint.
+    os.killpg(os.getpgid(record.driver_pid), signal.SIGKILL)
+    wait_until_gone(record.driver_pid)
+    second = list(
+        generate_orders(
+            GeneratorSettings(
+                orders=150,
+                stores=3,
+                start=GeneratorSettings().start + timedelta(seconds=60),
+                span_seconds=45,
+                seed=9,
+                first_order_id=100_000,
+                duplicate_every=15,
+            )
+        )
+    )
+    produce(kafka_bootstrap, overrides["kafka.orders_topic"], second)
+    run = supervise(dags, deployment_id)
+    assert run.state == SUCCESS, task_states(run)
+    [entry] = xcom(run, "supervise")["deployments"]
+    assert entry["action"] == "restart", entry
+    assert entry["start_error"] is None, entry["start_error"]
+    restarted = registry.get(deployment_id)
+    assert restarted.observed_state == "running"
+    assert restarted.lease_token != record.lease_token
+    assert restarted.lease_epoch == record.lease_epoch + 1
+    assert len(restarted.restart_history) == 1
+    assert spark_drivers(lake) == [restarted.driver_pid]
+    wait_for_gold(registry, deployment_id, first + second)
+
+    # 5. stop: graceful, the process group is gone, the registry says stopped and audits it.
+    run = dags["stop_streaming_app"].test(run_conf={"deployment_id": deployment_id, "timeout_s": 60})
+    assert run.state == SUCCESS, task_states(run)
+    assert xcom(run, "stop")["how"] == "graceful"
+    wait_until_gone(restarted.driver_pid, 5)
+    assert spark_drivers(lake) == []
+    stopped = registry.get(deployment_id)
+    assert (stopped.desired_state, stopped.observed_state, stopped.lease_token) == (
+        "stopped",
+        "stopped",
+        None,
+    )
+    kinds = [event.kind for event in registry.events(deployment_id)]
+    for kind in ("registered", "lease_acquired", "launched", "started", "dead", "restart", "stopped"):
+        assert kind in kinds, kinds
+    wait_for_gold(registry, deployment_id, first + second, timeout_s=0)
+
+    # 6. a stopped deployment is left alone by the supervisor.
+    run = supervise(dags, deployment_id)
+    assert run.state == SUCCESS, task_states(run)
+    assert xcom(run, "supervise")["deployments"] == []
+    assert spark_drivers(lake) == []
+
+
+def test_an_app_that_fails_at_start_is_reported_failed_and_not_restarted_forever(
+    dags: dict[str, Any], kafka_bootstrap: str, lake: str
+) -> None:
+    suffix = unique_suffix()
+    deployment_id = f"bad{suffix}"
+    # Valid for the config model, rejected by Spark's Kafka source: only the app can detect it.
+    overrides = {
+        **topic_overrides(kafka_bootstrap, suffix),
+        "kafka.options": {"auto.offset.reset": "earliest"},
+    }
+    registry = DeploymentRegistry(lake)
+
+    run = deploy(dags, deployment_id, overrides)
+
+    assert run.state == FAILED
+    assert task_states(run) == {"validate_request": SUCCESS, "deploy": FAILED}
+    record = registry.get(deployment_id)
+    assert record.observed_state == "failed"
+    assert "auto.offset.reset" in (record.last_error or ""), record.last_error
+    assert spark_drivers(lake) == []
+
+    # Budget of one restart: the first pass tries once more, the second gives up loudly.
+    run = supervise(dags, deployment_id, max_restarts=1)
+    assert run.state == SUCCESS, task_states(run)
+    [entry] = xcom(run, "supervise")["deployments"]
+    assert entry["action"] == "restart"
+    assert "auto.offset.reset" in entry["start_error"]
+
+    run = supervise(dags, deployment_id, max_restarts=1)
+    assert run.state == FAILED
+    gave_up = registry.get(deployment_id)
+    assert gave_up.observed_state == "failed"
+    assert gave_up.restart_history[-1]["outcome"] == "gave_up"
+    assert "auto.offset.reset" in (gave_up.last_error or "")
+
+    launches = sum(1 for event in registry.events(deployment_id) if event.kind == "launched")
+    run = supervise(dags, deployment_id, max_restarts=1)
+    assert run.state == SUCCESS, task_states(run)
+    assert xcom(run, "supervise")["deployments"][0]["action"] == "gave_up"
+    assert sum(1 for event in registry.events(deployment_id) if event.kind == "launched") == launches == 2
+    assert spark_drivers(lake) == []

@@ -1,0 +1,124 @@
+"""Deploy request validation and the spark-submit commands built for client and cluster masters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from revenue_platform.errors import ConfigError
+from revenue_platform.streaming.deploy import (
+    DeployRequest,
+    config_document,
+    resolve_config,
+    starting_overrides,
+)
+from revenue_platform.streaming.launcher import (
+    NO_WAIT_CONF,
+    SparkTarget,
+    app_arguments,
+    cluster_submit_command,
+    parse_submission_id,
+)
+from revenue_platform.streaming.stop import cluster_kill_command
+from spark_apps import orders_streaming_app
+
+
+def test_resolve_config_applies_overrides_bootstrap_and_registry_root() -> None:
+    config = resolve_config(
+        DeployRequest("green", app_version="1.2", config_overrides={"window.size": "1 minute"}),
+        "/lake",
+        "broker:9092",
+    )
+    assert (config.deployment_id, config.app_version, config.lake_root) == ("green", "1.2", "/lake")
+    assert (config.registry_root, config.kafka.bootstrap_servers, config.window.size) == (
+        "/lake",
+        "broker:9092",
+        "1 minute",
+    )
+    document, digest = config_document(config)
+    assert "lease_token" not in json.loads(document)
+    assert config_document(config)[1] == digest
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"window.size": "fifteen"}, "window.size"),
+        ({"trigger.mode": "sometimes"}, "trigger.mode"),
+        ({"kafka.no_such_field": 1}, "kafka.no_such_field"),
+        ({"deployment_id": "other"}, "deployment_id"),
+        ({"lease_token": "1-x"}, "lease_token"),
+    ],
+)
+def test_a_bad_override_fails_naming_the_field(overrides: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        resolve_config(DeployRequest("blue", config_overrides=overrides), "/lake")
+
+
+def test_starting_offsets() -> None:
+    assert starting_overrides("latest") == {
+        "kafka.starting_offsets": "latest",
+        "kafka.starting_timestamp_ms": None,
+    }
+    assert starting_overrides("1767225600000") == {"kafka.starting_timestamp_ms": 1767225600000}
+    with pytest.raises(ConfigError, match="starting_offsets"):
+        starting_overrides("yesterday")
+    config = resolve_config(DeployRequest("blue", starting_offsets="1767225600000"), "/lake")
+    assert config.kafka.starting_timestamp_ms == 1767225600000
+
+
+def test_a_bad_deployment_id_is_refused_before_anything_happens() -> None:
+    with pytest.raises(ConfigError, match="deployment_id"):
+        resolve_config(DeployRequest("Blue Prod"), "/lake")
+
+
+def test_cluster_submission_does_not_wait_and_ships_code_and_config(tmp_path: Path) -> None:
+    command = cluster_submit_command(
+        SparkTarget("spark://master:7077", "cluster"),
+        "/runs/config-1-a.json",
+        "1-a",
+        "s3a://lake",
+        "/runs/app.zip",
+    )
+    assert command[command.index("--master") + 1] == "spark://master:7077"
+    assert command[command.index("--deploy-mode") + 1] == "cluster"
+    assert command[command.index("--py-files") + 1] == "/runs/app.zip"
+    assert command[command.index("--files") + 1] == "/runs/config-1-a.json"
+    for key, value in NO_WAIT_CONF.items():
+        assert f"{key}={value}" in command
+    app = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
+    assert command[app + 1 :] == app_arguments("config-1-a.json", "1-a", "s3a://lake")
+    assert SparkTarget("local[2]").driver_kind == "local"
+    assert SparkTarget("yarn", "client").driver_kind == "local"
+
+
+def test_submission_ids_and_kill_command() -> None:
+    assert parse_submission_id("... Driver successfully submitted as driver-20260501120000-0003") == (
+        "driver-20260501120000-0003"
+    )
+    assert parse_submission_id("Submitted application application_1714561234567_0042") == (
+        "application_1714561234567_0042"
+    )
+    assert parse_submission_id("nothing") is None
+    assert cluster_kill_command("spark://m:7077", "driver-1")[-4:] == [
+        "--master",
+        "spark://m:7077",
+        "--kill",
+        "driver-1",
+    ]
+
+
+def test_the_app_refuses_a_lease_the_registry_did_not_issue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lake = str(tmp_path / "lake")
+    status = orders_streaming_app.main(
+        ["--set", f"lake_root={lake}", "--set", "deployment_id=blue", "--lease-token", "7-forged"]
+    )
+    assert status == 3
+    assert (
+        "lease token '7-forged' of deployment 'blue' is not the registry's current token"
+        in capsys.readouterr().err
+    )

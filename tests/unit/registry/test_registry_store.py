@@ -1,0 +1,152 @@
+"""The deployment registry on real Delta tables: rows, compare-and-swap leases, live pointer, audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from revenue_platform.registry import (
+    DeploymentNotFoundError,
+    DeploymentRecord,
+    DeploymentRegistry,
+    RegistryConflictError,
+    RegistryEvent,
+    colour_for,
+    registry_lake_root,
+    resolve_live_deployment,
+)
+from spark_apps.fencing import LeaseRejectedError, current_lease_token, verify_lease
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> DeploymentRegistry:
+    return DeploymentRegistry(str(tmp_path / "lake"))
+
+
+def test_reading_an_empty_lake_creates_nothing(registry: DeploymentRegistry, tmp_path: Path) -> None:
+    assert registry.deployments() == []
+    assert registry.events() == []
+    assert resolve_live_deployment(registry.lake_root) is None
+    assert not (tmp_path / "lake").exists()
+
+
+def test_register_then_a_second_register_conflicts(registry: DeploymentRegistry) -> None:
+    registry.register(DeploymentRecord("blue", colour="blue", desired_state="running"), "tester")
+
+    with pytest.raises(RegistryConflictError):
+        registry.register(DeploymentRecord("blue"), "tester")
+    record = registry.get("blue")
+    assert (record.desired_state, record.row_version, record.updated_by) == ("running", 1, "tester")
+    assert [e.kind for e in registry.events("blue")] == ["registered"]
+
+
+def test_get_of_an_unknown_deployment_names_it(registry: DeploymentRegistry) -> None:
+    registry.register(DeploymentRecord("blue"), "tester")
+    with pytest.raises(DeploymentNotFoundError, match="'green'"):
+        registry.get("green")
+
+
+def test_lease_is_a_compare_and_swap_with_an_increasing_epoch(registry: DeploymentRegistry) -> None:
+    registry.register(DeploymentRecord("blue"), "tester")
+    read = registry.get("blue")
+
+    first = registry.acquire_lease(
+        "blue", read.row_version, "deploy-1", {"observed_state": "starting"}, "deploy"
+    )
+
+    # A second launcher that read the same row loses: it must never start a second driver.
+    with pytest.raises(RegistryConflictError):
+        registry.acquire_lease("blue", read.row_version, "deploy-2", {}, "deploy")
+    second = registry.acquire_lease("blue", first.row_version, "supervisor", {}, "restart")
+    assert (first.lease_epoch, second.lease_epoch) == (1, 2)
+    assert first.lease_token != second.lease_token
+    assert registry.get("blue").lease_token == second.lease_token
+    leases = [e for e in registry.events("blue") if e.kind == "lease_acquired"]
+    assert [(e.from_value, e.to_value, e.actor) for e in leases] == [
+        (None, first.lease_token, "deploy-1"),
+        (first.lease_token, second.lease_token, "supervisor"),
+    ]
+
+
+def test_update_fenced_by_lease_refuses_a_superseded_holder(registry: DeploymentRegistry) -> None:
+    registry.register(DeploymentRecord("blue"), "tester")
+    old = registry.acquire_lease("blue", 1, "a", {}, "deploy")
+    registry.acquire_lease("blue", old.row_version, "b", {}, "restart")
+
+    with pytest.raises(RegistryConflictError, match="held by lease"):
+        registry.update("blue", {"observed_state": "running"}, "a", expected_lease=old.lease_token)
+    assert registry.get("blue").observed_state != "running"
+
+
+def test_a_write_against_a_stale_snapshot_fails_instead_of_overwriting(registry: DeploymentRegistry) -> None:
+    registry.register(DeploymentRecord("blue"), "tester")
+    stale_table = registry._deployments()
+    stale_rows = registry._rows(stale_table)
+    registry.update("blue", {"app_version": "2"}, "winner")
+
+    stale_rows[0].app_version = "loser"
+    with pytest.raises(RegistryConflictError):
+        registry._merge(stale_table, stale_rows, ["app_version"], False, {"blue": stale_rows[0].row_version})
+    assert registry.get("blue").app_version == "2"
+
+
+def test_live_switch_is_one_delta_commit_with_an_audit_event(registry: DeploymentRegistry) -> None:
+    for deployment_id in ("blue", "green"):
+        registry.register(DeploymentRecord(deployment_id), "tester")
+    assert registry.switch_live("blue", "operator", "first release") is None
+    version_before = DeltaTable(registry.names.deployments_table).version()
+
+    previous = registry.switch_live("green", "operator", "release 2")
+
+    assert previous == "blue"
+    assert DeltaTable(registry.names.deployments_table).version() == version_before + 1
+    assert resolve_live_deployment(registry.lake_root) == "green"
+    assert [r.is_live for r in registry.deployments()] == [False, True]
+    switch = registry.events("green")[-1]
+    assert (switch.kind, switch.from_value, switch.to_value, switch.actor, switch.reason) == (
+        "live_switched",
+        "blue",
+        "green",
+        "operator",
+        "release 2",
+    )
+    with pytest.raises(DeploymentNotFoundError):
+        registry.switch_live("purple", "operator", "typo")
+    assert resolve_live_deployment(registry.lake_root) == "green"
+
+
+def test_events_keep_details_and_order(registry: DeploymentRegistry) -> None:
+    registry.append_events(
+        [
+            RegistryEvent("blue", "restart", "supervisor", "1-a", None, "driver gone", {"n": 1}),
+            RegistryEvent("blue", "stopped", "operator", "running", "stopped", "maintenance"),
+        ]
+    )
+    events = registry.events("blue")
+    assert [e.kind for e in events] == ["restart", "stopped"]
+    assert events[0].details == {"n": 1}
+
+
+def test_the_app_side_lease_check_reads_the_same_table(registry: DeploymentRegistry) -> None:
+    assert current_lease_token(registry.lake_root, "blue") is None
+    registry.register(DeploymentRecord("blue"), "tester")
+    leased = registry.acquire_lease("blue", 1, "deploy", {}, "deploy")
+    assert leased.lease_token is not None
+
+    verify_lease(registry.lake_root, "blue", leased.lease_token)
+    with pytest.raises(LeaseRejectedError, match="Refusing to run"):
+        verify_lease(registry.lake_root, "blue", "1-forged")
+    with pytest.raises(LeaseRejectedError):
+        verify_lease(registry.lake_root, "green", leased.lease_token)
+
+
+def test_colour_and_lake_root_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert [colour_for(d, None).value for d in ("blue", "green", "demo")] == ["blue", "green", "other"]
+    assert colour_for("demo", "green").value == "green"
+    monkeypatch.delenv("PLATFORM_LAKE_ROOT", raising=False)
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
+    assert registry_lake_root() == str(tmp_path / "lake")
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", "s3a://bucket/lake")
+    assert registry_lake_root() == "s3a://bucket/lake"
