@@ -16,6 +16,7 @@ from typing import Any
 from revenue_platform.errors import PlatformError
 
 TERMINAL_STATES = {"success", "failed"}
+SERVER_ERROR_ATTEMPTS = 4
 
 
 class DagRunFailed(PlatformError):
@@ -37,12 +38,18 @@ class AirflowApiClient:
             headers["Authorization"] = f"Bearer {self._login()}"
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(f"{self.base_url}{path}", data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode(errors="replace")[:500]
-            raise PlatformError(f"{method} {path} -> HTTP {error.code}: {detail}") from error
+        for attempt in range(1, SERVER_ERROR_ATTEMPTS + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    raw = response.read()
+                break
+            except urllib.error.HTTPError as error:
+                detail = error.read().decode(errors="replace")[:500]
+                # A 5xx from a busy single-machine Airflow (SQLite locked) is transient: try again.
+                if error.code >= 500 and attempt < SERVER_ERROR_ATTEMPTS:
+                    time.sleep(2 * attempt)
+                    continue
+                raise PlatformError(f"{method} {path} -> HTTP {error.code}: {detail}") from error
         content_type = response.headers.get("Content-Type", "")
         return json.loads(raw) if raw and "json" in content_type else raw.decode(errors="replace")
 

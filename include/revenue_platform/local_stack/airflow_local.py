@@ -93,7 +93,9 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "AIRFLOW__API__PORT": str(settings.port),
         "AIRFLOW__API__BASE_URL": settings.base_url,
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.base_url}/execution/",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{settings.home / 'airflow.db'}",
+        # SQLite serializes writers; with scheduler, DAG processor, API server and task processes
+        # all writing on 2 cores, the 5 s default lock wait is too short (HTTP 500 "database is locked").
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{settings.home / 'airflow.db'}?timeout=30",
         # New DAG files show up within seconds locally instead of the default minutes.
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "15",
         "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
