@@ -71,6 +71,10 @@ airflow-up: jvm ## Start only local Airflow (standalone)
 airflow-down: ## Stop only local Airflow
 	@$(STACK) airflow-down
 
+.PHONY: airflow
+airflow: $(INSTALLED) ## Run the Airflow CLI against the local stack: make airflow CMD="dags list"
+	@$(STACK) airflow $(CMD)
+
 .PHONY: demo
 demo: up ## Run the platform end to end on the local stack and print windowed revenue
 	@$(PYTHON) -m revenue_platform.demo

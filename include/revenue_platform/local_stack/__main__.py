@@ -77,10 +77,29 @@ COMMANDS = {
 }
 
 
+def run_airflow_cli(arguments: list[str]) -> int:
+    """Run the `airflow` CLI with the local stack's environment (its DB, DAGs and connections)."""
+    import os
+    import subprocess
+
+    from revenue_platform.local_stack.airflow_local import airflow_environment
+
+    settings = _airflow().settings
+    command = [sys.executable, "-m", "airflow", *arguments]
+    return subprocess.run(
+        command, env={**os.environ, **airflow_environment(settings)}, check=False
+    ).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments[:1] == ["airflow"]:
+        return run_airflow_cli(arguments[1:])
     parser = argparse.ArgumentParser(prog="python -m revenue_platform.local_stack", description=__doc__)
-    parser.add_argument("command", choices=sorted(COMMANDS))
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "command", choices=[*sorted(COMMANDS), "airflow"], help="`airflow ARGS...` runs the Airflow CLI"
+    )
+    args = parser.parse_args(arguments)
     try:
         COMMANDS[args.command]()
     except PlatformError as error:
