@@ -38,11 +38,12 @@ _DEFAULTS = QualityConfig()
     default_args={"owner": "platform", "retries": 1, "retry_delay": timedelta(minutes=2)},
     params={
         "deployment_id": Param(
-            DEFAULT_DEPLOYMENT,
-            type="string",
+            None,
+            type=["null", "string"],
             pattern=r"^[a-z][a-z0-9_-]{0,62}$",
-            description="Deployment whose gold table is checked (blue until the deployment registry "
-            "names the live deployment). An asset-triggered run checks the deployment in the event.",
+            description="Deployment whose gold table is checked; empty = the live deployment from the "
+            f"registry ({DEFAULT_DEPLOYMENT} when none is live). An asset-triggered run checks the "
+            "deployment named in the event.",
         ),
         "interval_start": Param(
             None,

@@ -76,7 +76,7 @@ def resolve_interval(
 
 
 def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
-    """Explicit id, else the deployment named by a triggering gold asset event, else params, else blue."""
+    """Explicit id, else the one named by a triggering gold asset event, else params, else live, else blue."""
     if deployment_id:
         return deployment_id
     events = context.get("triggering_asset_events") or {}
@@ -90,7 +90,13 @@ def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
         return str(named.pop())
     if len(named) > 1:
         log.warning("Asset events name several deployments %s; using the params' deployment", sorted(named))
-    return str((context.get("params") or {}).get("deployment_id") or DEFAULT_DEPLOYMENT)
+    params = context.get("params") or {}
+    if params.get("deployment_id"):
+        return str(params["deployment_id"])
+    from revenue_platform.registry import resolve_live_deployment
+
+    # Readers resolve "live" through the registry's one function; a fresh stack has none yet.
+    return resolve_live_deployment(params.get("lake_root")) or DEFAULT_DEPLOYMENT
 
 
 def check_revenue_quality(
