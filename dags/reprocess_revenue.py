@@ -59,6 +59,12 @@ def _plan_field(name: str) -> str:
             enum=list(SOURCES),
             description="auto: Kafka if it still holds the range, else bronze.",
         ),
+        "stores": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="Only these locationIds (e.g. store_1001); empty = every store.",
+        ),
         "repair": Param(
             True, type="boolean", description="Write the batch result to gold; off = report only."
         ),

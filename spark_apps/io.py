@@ -129,11 +129,18 @@ def merge_gold(updates: DataFrame, table_path: str) -> None:
     )
 
 
-def replace_gold_windows(recomputed: DataFrame, table_path: str, range_start: Any, range_end: Any) -> None:
+def replace_gold_windows(
+    recomputed: DataFrame,
+    table_path: str,
+    range_start: Any,
+    range_end: Any,
+    location_ids: list[str] | None = None,
+) -> None:
     """Make gold's windows inside [start, end) equal `recomputed`: the batch result wins.
 
     Changed windows are updated, missing ones inserted, and gold windows in the range that
-    the recomputation does not have are deleted; windows outside the range are untouched.
+    the recomputation does not have are deleted; windows outside the range (or, when
+    `location_ids` is given, of other locations) are untouched.
     """
     from delta.tables import DeltaTable
 
@@ -145,6 +152,9 @@ def replace_gold_windows(recomputed: DataFrame, table_path: str, range_start: An
         f"gold.window_start >= CAST('{range_start.isoformat()}' AS TIMESTAMP) "
         f"AND gold.window_end <= CAST('{range_end.isoformat()}' AS TIMESTAMP)"
     )
+    if location_ids:
+        quoted = ", ".join("'" + location.replace("'", "''") + "'" for location in location_ids)
+        in_range += f" AND gold.location_id IN ({quoted})"
     (
         DeltaTable.forPath(spark, table_path)
         .alias("gold")

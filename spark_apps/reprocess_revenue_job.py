@@ -123,8 +123,12 @@ def reprocess(
     end: datetime,
     source: Source = "auto",
     repair: bool = True,
+    location_ids: list[str] | None = None,
 ) -> ReconciliationReport:
-    """Recompute, reconcile and (optionally) repair gold for [start, end); return the report."""
+    """Recompute, reconcile and (optionally) repair gold for [start, end); return the report.
+
+    With `location_ids`, only those stores' windows are recomputed, compared and repaired.
+    """
     raw, used = read_range(spark, config, start, end, source)
     raw = raw.persist()
     try:
@@ -133,6 +137,8 @@ def reprocess(
             "batch_id",
             F.lit(-1).cast("long"),  # -1 marks windows written by batch reprocessing
         )
+        if location_ids:
+            enriched = enriched.filter(F.col("location_id").isin(location_ids))
         enriched = enriched.persist()
         gold_path = config.names.gold_revenue_table
         from delta.tables import DeltaTable
@@ -142,6 +148,8 @@ def reprocess(
             if DeltaTable.isDeltaTable(spark, gold_path)
             else enriched.limit(0)
         )
+        if location_ids:
+            gold = gold.filter(F.col("location_id").isin(location_ids))
         diff = reconcile_windows(enriched, gold).filter(F.col("status") != EQUAL).persist()
         counts = {row["status"]: row["count"] for row in diff.groupBy("status").count().collect()}
         report = ReconciliationReport(
@@ -163,7 +171,7 @@ def reprocess(
             .collect()
         ]
         if repair and report.changes:
-            io.replace_gold_windows(enriched, gold_path, start, end)
+            io.replace_gold_windows(enriched, gold_path, start, end, location_ids)
             report.repaired = True
         return report
     finally:
@@ -190,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", choices=["auto", "kafka", "bronze"], default="auto")
     parser.add_argument("--report", help="write the JSON reconciliation report here")
     parser.add_argument("--no-repair", dest="repair", action="store_false", help="only report")
+    parser.add_argument("--stores", help="comma-separated locationIds: recompute and repair only these")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -199,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     try:
-        report = reprocess(build_session(config), config, start, end, args.source, args.repair)
+        stores = [s.strip() for s in args.stores.split(",") if s.strip()] if args.stores else None
+        report = reprocess(build_session(config), config, start, end, args.source, args.repair, stores)
     except RangeNotCoveredError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 3

@@ -99,6 +99,8 @@ def plan_reprocessing(
     args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", source, "--report", report]
     if not params.get("repair", True):
         args.append("--no-repair")
+    if params.get("stores"):
+        args += ["--stores", ",".join(params["stores"])]
     return {
         "deployment_id": deployment_id,
         "range_start": start.isoformat(),
