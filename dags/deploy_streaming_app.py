@@ -17,8 +17,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule, dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task
 
+from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.registry import RegistryConflictError
@@ -29,15 +30,6 @@ KAFKA_CONN_ID = "kafka_default"
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
 # run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.
-NO_RETRY = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=[ConfigError, DeploymentFailedError, RegistryConflictError, KafkaConnectionConfigError],
-            action=RetryAction.FAIL,
-            reason="not fixable by retrying; see the error message",
-        )
-    ]
-)
 
 
 @dag(
@@ -47,12 +39,15 @@ NO_RETRY = ExceptionRetryPolicy(
     max_active_runs=1,
     doc_md=__doc__,
     tags=["streaming", "deployment"],
-    default_args={
-        "owner": "platform",
-        "retries": 1,
-        "retry_delay": timedelta(seconds=30),
-        "retry_policy": NO_RETRY,
-    },
+    default_args=platform_default_args(
+        timedelta(seconds=30),
+        non_retryable=(
+            ConfigError,
+            DeploymentFailedError,
+            RegistryConflictError,
+            KafkaConnectionConfigError,
+        ),
+    ),
     params={
         "deployment_id": Param(
             "blue",

@@ -16,9 +16,10 @@ import os
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule, dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
+from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import BrokerUnreachableError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
@@ -31,20 +32,6 @@ ENVIRONMENTS = ["local", "cluster"]
 # Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not
 # answer through the library's own bounded retries (start it, fix the connection, then re-run).
 # Anything else (e.g. a broker hiccup mid-apply) gets the one default retry; apply is idempotent.
-NO_RETRY = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=[
-                TopicSpecError,
-                DestructiveChangeRefused,
-                KafkaConnectionConfigError,
-                BrokerUnreachableError,
-            ],
-            action=RetryAction.FAIL,
-            reason="not fixable by retrying; see the error message",
-        )
-    ]
-)
 
 
 @dag(
@@ -53,12 +40,15 @@ NO_RETRY = ExceptionRetryPolicy(
     max_active_runs=1,
     doc_md=__doc__,
     tags=["kafka", "provisioning"],
-    default_args={
-        "owner": "platform",
-        "retries": 1,
-        "retry_delay": timedelta(seconds=30),
-        "retry_policy": NO_RETRY,
-    },
+    default_args=platform_default_args(
+        timedelta(seconds=30),
+        non_retryable=(
+            TopicSpecError,
+            DestructiveChangeRefused,
+            KafkaConnectionConfigError,
+            BrokerUnreachableError,
+        ),
+    ),
     params={
         # Off by default: the DAG is triggered on purpose to converge the cluster, and refusals
         # already stop every destructive change; dry_run is for previewing a spec change.

@@ -12,20 +12,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule, dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task
 
+from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
-
-NO_RETRY = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=[DeploymentNotFoundError, StopError],
-            action=RetryAction.FAIL,
-            reason="not fixable by retrying; see the error message",
-        )
-    ]
-)
 
 
 @dag(
@@ -34,12 +25,13 @@ NO_RETRY = ExceptionRetryPolicy(
     max_active_runs=1,
     doc_md=__doc__,
     tags=["streaming", "deployment"],
-    default_args={
-        "owner": "platform",
-        "retries": 1,
-        "retry_delay": timedelta(seconds=10),
-        "retry_policy": NO_RETRY,
-    },
+    default_args=platform_default_args(
+        timedelta(seconds=10),
+        non_retryable=(
+            DeploymentNotFoundError,
+            StopError,
+        ),
+    ),
     params={
         "deployment_id": Param("blue", type="string", pattern="^[a-z][a-z0-9_-]{0,62}$"),
         "timeout_s": Param(

@@ -1,0 +1,38 @@
+"""Defaults every platform DAG shares: owner, one retry, and errors that retrying cannot fix.
+
+A spec error, a refused change or a missing deployment fails the same way on every attempt;
+those fail at once (Airflow 3.3's ExceptionRetryPolicy), while anything else (a broker
+hiccup) gets the one retry. DAG files build their default_args here instead of copying them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
+
+OWNER = "platform"
+
+
+def fail_without_retry(*exceptions: type[BaseException]) -> ExceptionRetryPolicy:
+    """A retry policy that fails immediately on `exceptions` and retries anything else as usual."""
+    return ExceptionRetryPolicy(
+        rules=[
+            RetryRule(
+                exception=list(exceptions),
+                action=RetryAction.FAIL,
+                reason="not fixable by retrying; see the error message",
+            )
+        ]
+    )
+
+
+def platform_default_args(
+    retry_delay: timedelta, non_retryable: tuple[type[BaseException], ...] = ()
+) -> dict[str, Any]:
+    """default_args for a platform DAG: owner, one retry after `retry_delay`, no retry on `non_retryable`."""
+    args: dict[str, Any] = {"owner": OWNER, "retries": 1, "retry_delay": retry_delay}
+    if non_retryable:
+        args["retry_policy"] = fail_without_retry(*non_retryable)
+    return args
