@@ -20,9 +20,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
 
 
@@ -32,8 +34,10 @@ def _plan_field(name: str) -> str:
 
 
 @dag(
-    # Hourly by default; REPROCESS_SCHEDULE (a cron expression) changes it per environment.
-    schedule=os.environ.get("REPROCESS_SCHEDULE", "@hourly"),
+    # Hourly by default; REPROCESS_SCHEDULE (a cron expression) changes it per environment. A data-
+    # interval timetable, because each run reprocesses [data_interval_start, data_interval_end): Airflow
+    # 3's default cron timetable gives runs a zero-length interval.
+    schedule=CronDataIntervalTimetable(os.environ.get("REPROCESS_SCHEDULE", "@hourly"), timezone="UTC"),
     start_date=datetime(2026, 11, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=2,
@@ -42,7 +46,7 @@ def _plan_field(name: str) -> str:
     # Lets the Spark task take a list of arguments straight from the plan's XCom.
     render_template_as_native_obj=True,
     user_defined_macros={"spark_jars_csv": spark_jars_csv, "spark_env": spark_env},
-    default_args={"owner": "platform", "retries": 1, "retry_delay": timedelta(minutes=2)},
+    default_args=platform_default_args(timedelta(minutes=2), non_retryable=(ConfigError,)),
     params={
         "range_start": Param(
             None, type=["null", "string"], description="Ad-hoc range start (UTC ISO); empty = data interval."

@@ -67,6 +67,10 @@ class DeploymentNames:
         """Kafka consumer group the app commits processed offsets to (lag tools read it)."""
         return f"orders-revenue-{self.deployment_id}"
 
+    def revenue_topic(self, base_topic: str) -> str:
+        """Per-deployment revenue topic `<base>_<deployment>`: replays never write into the live topic."""
+        return f"{base_topic}_{self.deployment_id}"
+
     def query_name(self, role: str) -> str:
         """Spark streaming query name, unique per deployment (shown in logs and the Spark UI)."""
         return f"{self.deployment_id}__{role}"

@@ -88,6 +88,21 @@ def deploy_streaming_app(client: AirflowApiClient) -> None:
         timeout_s=420,
         progress=_say,
     )
+    make_live_if_nothing_is()
+
+
+def make_live_if_nothing_is() -> None:
+    """On a fresh stack nothing is live yet: point live at the demo deployment (audited in the registry),
+    so scheduled quality checks and reprocessing, which read the live deployment, work on the demo."""
+    from revenue_platform.registry import DeploymentRegistry
+
+    registry = DeploymentRegistry()
+    current = registry.live_deployment()
+    if current is None:
+        registry.switch_live(DEMO_DEPLOYMENT, actor="make demo", reason="first deployment on this stack")
+        _say(f"[demo]     {DEMO_DEPLOYMENT!r} is now the live deployment (nothing was live)")
+    elif current != DEMO_DEPLOYMENT:
+        _say(f"[demo]     live deployment stays {current!r}")
 
 
 def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
@@ -196,9 +211,8 @@ def main() -> int:
         f"(login {LOCAL_ADMIN_USER}/{LOCAL_ADMIN_PASSWORD}), Kafka {kafka.bootstrap_servers}, and the "
         f"streaming app (deployment {DEMO_DEPLOYMENT!r}, supervised every minute by "
         "supervise_streaming_apps)."
-        "\nStop everything with `make down`, or only the app with:\n  AIRFLOW_HOME=.local/airflow "
-        ".venv/bin/airflow dags trigger stop_streaming_app "
-        f'--conf \'{{"deployment_id": "{DEMO_DEPLOYMENT}"}}\''
+        '\nStop everything with `make down`, or only the app with:\n  make airflow CMD="dags trigger '
+        f'stop_streaming_app --conf \'{{\\"deployment_id\\": \\"{DEMO_DEPLOYMENT}\\"}}\'"'
     )
     return 0
 

@@ -27,6 +27,8 @@ EXPECTED_DAG_IDS = {
     "supervise_streaming_apps",
     "stop_streaming_app",
     "reprocess_revenue",
+    "blue_green_replay",
+    "rollback_live_deployment",
 }
 
 _PARSE_SCRIPT = textwrap.dedent(

@@ -12,8 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +20,27 @@ import pytest
 
 from revenue_platform.local_stack import processes
 from revenue_platform.orders_generator import (
-    GeneratedRecord,
     GeneratorSettings,
-    expected_windows,
     generate_orders,
     generate_stores,
     produce,
 )
-from revenue_platform.paths import DAGS_DIR
 from revenue_platform.registry import DeploymentRegistry
-from tests.kafka_helpers import create_topics, unique_suffix
+from tests.kafka_helpers import unique_suffix
+from tests.streaming_helpers import (
+    DEPLOY_DEFAULTS,
+    load_dags,
+    spark_drivers,
+    task_states,
+    topic_overrides,
+    wait_for_gold,
+    xcom,
+)
 
 pytestmark = pytest.mark.integration
 
 SUCCESS = "success"
 FAILED = "failed"
-DEPLOY_DEFAULTS: dict[str, Any] = {
-    "colour": None,
-    "version": "itest-1",
-    "starting_offsets": "earliest",
-    "start_timeout_s": 150,
-}
 SUPERVISE_DEFAULTS: dict[str, Any] = {
     "deployment_ids": [],
     "max_restarts": 3,
@@ -54,14 +53,7 @@ SUPERVISE_DEFAULTS: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def dags(airflow_db: Any) -> dict[str, Any]:
-    from airflow.dag_processing.dagbag import DagBag
-
-    found = {}
-    for dag_id in ("deploy_streaming_app", "supervise_streaming_apps", "stop_streaming_app"):
-        bag = DagBag(dag_folder=str(DAGS_DIR / f"{dag_id}.py"))
-        assert bag.import_errors == {}
-        found[dag_id] = bag.dags[dag_id]
-    return found
+    return load_dags("deploy_streaming_app", "supervise_streaming_apps", "stop_streaming_app")
 
 
 @pytest.fixture
@@ -74,59 +66,6 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         processes.terminate(pid, 5.0)
 
 
-def spark_drivers(lake_root: str) -> list[int]:
-    """Live spark-submit JVMs whose command line names this test's registry (independent of the code)."""
-    found = []
-    for cmdline_path in Path("/proc").glob("[0-9]*/cmdline"):
-        pid = int(cmdline_path.parent.name)
-        command = processes.cmdline(pid)
-        if (
-            "org.apache.spark.deploy.SparkSubmit" in command
-            and lake_root in command
-            and processes.is_alive(pid)
-        ):
-            found.append(pid)
-    return found
-
-
-def topic_overrides(bootstrap: str, suffix: str) -> dict[str, Any]:
-    topics = {
-        "kafka.orders_topic": f"orders_{suffix}",
-        "kafka.stores_topic": f"stores_{suffix}",
-        "kafka.dlq_topic": f"orders_dlq_{suffix}",
-        "kafka.general_orders_topic": f"general_orders_{suffix}",
-        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
-        "kafka.revenue_topic": f"revenue_windows_{suffix}",
-    }
-    create_topics(
-        bootstrap,
-        {name: 2 if key == "kafka.orders_topic" else 1 for key, name in topics.items()},
-        configs={
-            topics["kafka.stores_topic"]: {"cleanup.policy": "compact"},
-            topics["kafka.revenue_topic"]: {"cleanup.policy": "compact"},
-        },
-    )
-    return {**topics, "trigger.interval": "2 seconds", "shuffle_partitions": 2}
-
-
-def task_states(dag_run: Any) -> dict[str, str]:
-    return {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
-
-
-def xcom(dag_run: Any, task_id: str) -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.scalars(
-            XComModel.get_many(
-                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
-            )
-        ).first()
-        assert row is not None, f"no XCom from {task_id}"
-        return XComModel.deserialize_value(row)
-
-
 def deploy(dags: dict[str, Any], deployment_id: str, overrides: dict[str, Any]) -> Any:
     conf = {**DEPLOY_DEFAULTS, "deployment_id": deployment_id, "config_overrides": overrides}
     return dags["deploy_streaming_app"].test(run_conf=conf)
@@ -135,39 +74,6 @@ def deploy(dags: dict[str, Any], deployment_id: str, overrides: dict[str, Any]) 
 def supervise(dags: dict[str, Any], deployment_id: str, **params: Any) -> Any:
     conf = {**SUPERVISE_DEFAULTS, "deployment_ids": [deployment_id], **params}
     return dags["supervise_streaming_apps"].test(run_conf=conf)
-
-
-def gold(
-    registry: DeploymentRegistry, deployment_id: str
-) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(registry.get(deployment_id).gold_table)
-    except TableNotFoundError:
-        return {}
-    return {
-        (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
-            r["order_count"],
-            r["revenue"],
-        )
-        for r in table.to_pyarrow_table().to_pylist()
-    }
-
-
-def wait_for_gold(
-    registry: DeploymentRegistry, deployment_id: str, records: list[GeneratedRecord], timeout_s: float = 150
-) -> None:
-    expected = {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
-    deadline = time.monotonic() + timeout_s
-    actual = gold(registry, deployment_id)
-    while actual != expected and time.monotonic() < deadline:
-        time.sleep(2)
-        actual = gold(registry, deployment_id)
-    record = registry.get(deployment_id)
-    log = processes.tail(Path(record.driver_log_path), 30) if record.driver_log_path else ""
-    assert actual == expected, f"gold differs from the oracle; driver log tail:\n{log}"
 
 
 def wait_until_gone(pid: int, timeout_s: float = 30) -> None:

@@ -1,0 +1,14 @@
+"""Blue-green replays of the streaming app: replay a new version, gate it, switch live, roll back.
+
+`logic` holds the pure rules (request validation, catch-up, window diff, promotion blockers);
+`replay` the steps the `blue_green_replay` and `rollback_live_deployment` DAGs run against the
+registry, Kafka and the lake. Importing this package is cheap (no Spark, pandas or Kafka client).
+docs/blue-green.md describes the procedure and the contract for readers of the live output.
+"""
+
+from __future__ import annotations
+
+from revenue_platform.bluegreen.logic import ReplayRequest, WindowDiff, diff_windows, promotion_blockers
+from revenue_platform.bluegreen.replay import ReplayGateFailed
+
+__all__ = ["ReplayGateFailed", "ReplayRequest", "WindowDiff", "diff_windows", "promotion_blockers"]

@@ -1,0 +1,306 @@
+"""Pure decisions of a blue-green replay: the green request, catch-up, the window diff and the gate.
+
+Nothing here touches Kafka, Spark, Delta or Airflow, so every rule that decides whether a
+new version may go live is unit-tested on plain values (tests/unit/bluegreen/). The
+orchestration module feeds these functions with what it read from the registry, the
+progress files and the gold tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from revenue_platform.errors import ConfigError
+
+REPLAY_SOURCES = ("kafka_earliest", "bronze")
+# Fields of the blue config that a green replay never inherits: identity and lease come from the
+# registry, where to connect from today's kafka_default connection and registry, the starting
+# position is always "earliest" and the revenue topic is per deployment.
+NOT_INHERITED = (
+    "deployment_id",
+    "lake_root",
+    "kafka.bootstrap_servers",
+    "app_version",
+    "lease_token",
+    "registry_root",
+    "kafka.starting_offsets",
+    "kafka.starting_timestamp_ms",
+    "kafka.revenue_topic",
+)
+
+WindowKey = tuple[str, str, datetime]
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """The blue_green_replay trigger form, validated."""
+
+    green_deployment_id: str
+    blue_deployment_id: str | None = None
+    version: str = "dev"
+    config_overrides: Mapping[str, Any] = field(default_factory=dict)
+    replay_source: str = "kafka_earliest"
+    max_offsets_behind: int = 0
+    catch_up_timeout_s: float = 900.0
+    poll_interval_s: float = 5.0
+    revenue_tolerance: Decimal = Decimal("0.00")
+    count_tolerance: int = 0
+    quality_thresholds: Mapping[str, Any] = field(default_factory=dict)
+    require_approval: bool = False
+    grace_period_s: float = 300.0
+    start_timeout_s: float = 180.0
+    stop_timeout_s: float = 60.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (XCom)."""
+        return {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "config_overrides": dict(self.config_overrides),
+            "quality_thresholds": dict(self.quality_thresholds),
+            "revenue_tolerance": str(self.revenue_tolerance),
+        }
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ReplayRequest:
+        """Validate the trigger form; ConfigError names the bad field."""
+        source = str(params.get("replay_source", "kafka_earliest"))
+        if source not in REPLAY_SOURCES:
+            raise ConfigError(f"replay_source: {source!r} must be one of {REPLAY_SOURCES}")
+        if source == "bronze":
+            raise ConfigError(
+                "replay_source: 'bronze' is not supported yet; replay from 'kafka_earliest' "
+                "(see docs/blue-green.md)"
+            )
+        try:
+            tolerance = Decimal(str(params.get("revenue_tolerance", "0.00")))
+        except InvalidOperation as error:
+            raise ConfigError(
+                f"revenue_tolerance: {params.get('revenue_tolerance')!r} is not a number"
+            ) from error
+        if tolerance < 0 or not tolerance.is_finite():
+            raise ConfigError("revenue_tolerance: must be a non-negative amount")
+        numbers = {
+            "max_offsets_behind": int(params.get("max_offsets_behind", 0)),
+            "count_tolerance": int(params.get("count_tolerance", 0)),
+        }
+        for name, value in numbers.items():
+            if value < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {value}")
+        durations = {
+            name: float(params.get(name, default))
+            for name, default in (
+                ("catch_up_timeout_s", 900.0),
+                ("poll_interval_s", 5.0),
+                ("grace_period_s", 300.0),
+                ("start_timeout_s", 180.0),
+                ("stop_timeout_s", 60.0),
+            )
+        }
+        for name, seconds in durations.items():
+            if seconds < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {seconds}")
+        green = str(params["green_deployment_id"])
+        blue = params.get("blue_deployment_id") or None
+        if blue == green:
+            raise ConfigError(f"green_deployment_id {green!r} must differ from the blue deployment")
+        overrides = params.get("config_overrides") or {}
+        if not isinstance(overrides, Mapping):
+            raise ConfigError("config_overrides: must be an object of dotted field -> value")
+        return cls(
+            green_deployment_id=green,
+            blue_deployment_id=str(blue) if blue else None,
+            version=str(params.get("version", "dev")),
+            config_overrides=dict(overrides),
+            replay_source=source,
+            revenue_tolerance=tolerance,
+            quality_thresholds=dict(params.get("quality_thresholds") or {}),
+            require_approval=bool(params.get("require_approval", False)),
+            **numbers,
+            **durations,  # type: ignore[arg-type]
+        )
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"kafka": {"a": 1}}` -> `{"kafka.a": 1}`; dict-valued leaves such as kafka.options stay whole."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and dotted != "kafka.options":
+            flat.update(flatten(value, f"{dotted}."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def green_overrides(
+    blue_config: Mapping[str, Any], overrides: Mapping[str, Any], green_revenue_topic: str
+) -> dict[str, Any]:
+    """Green's config overrides: blue's registered config, then the requested changes, own revenue topic."""
+    inherited = {k: v for k, v in flatten(blue_config).items() if k not in NOT_INHERITED}
+    if "kafka.revenue_topic" in overrides:
+        raise ConfigError(
+            "config_overrides: kafka.revenue_topic is not allowed: a green replay always writes to its own "
+            f"per-deployment topic ({green_revenue_topic})"
+        )
+    return {**inherited, **overrides, "kafka.revenue_topic": green_revenue_topic}
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """How far green is behind the latest offsets, judged against the threshold."""
+
+    offsets_behind: int | None
+    processed_rows_per_second: float | None
+    caught_up: bool
+    eta_s: float | None
+
+    def describe(self) -> str:
+        behind = "unknown (no batch yet)" if self.offsets_behind is None else str(self.offsets_behind)
+        rate = "?" if self.processed_rows_per_second is None else f"{self.processed_rows_per_second:.1f}"
+        eta = "?" if self.eta_s is None else f"{self.eta_s:.0f}s"
+        return f"offsets behind {behind}, rate {rate} rows/s, ETA {eta}"
+
+
+def judge_catch_up(summary: Mapping[str, Any], max_offsets_behind: int) -> CatchUp:
+    """Judge the supervisor's `progress_summary`: every query must be at most `max_offsets_behind` behind."""
+    queries = summary.get("queries") or {}
+    behinds = [q.get("max_offsets_behind_latest") for q in queries.values()]
+    known = [int(b) for b in behinds if b is not None]
+    # A query without a batch yet has no lag figure: never call that caught up.
+    behind = max(known) if known and len(known) == len(behinds) else None
+    rate = summary.get("processed_rows_per_second")
+    rate = float(rate) if rate is not None else None
+    eta = behind / rate if behind is not None and rate else None
+    return CatchUp(behind, rate, behind is not None and behind <= max_offsets_behind, eta)
+
+
+@dataclass(frozen=True)
+class WindowDiff:
+    """Blue against green over the closed windows both cover."""
+
+    common_from: datetime | None
+    common_until: datetime | None
+    windows_compared: int
+    mismatches: list[dict[str, Any]]
+    blue_revenue: Decimal
+    green_revenue: Decimal
+
+    @property
+    def passed(self) -> bool:
+        return not self.mismatches
+
+    def summary(self, sample: int = 10) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "common_from": self.common_from.isoformat() if self.common_from else None,
+            "common_until": self.common_until.isoformat() if self.common_until else None,
+            "windows_compared": self.windows_compared,
+            "mismatched_windows": len(self.mismatches),
+            "blue_revenue": str(self.blue_revenue),
+            "green_revenue": str(self.green_revenue),
+            "sample": self.mismatches[:sample],
+        }
+
+
+def closed_horizon(rows: Iterable[Mapping[str, Any]], watermark: timedelta) -> datetime | None:
+    """Latest window end that is certainly closed: the newest window START minus the watermark.
+
+    The app MERGEs windows in update mode, so a row may still grow until the watermark passes its
+    end. The watermark is at least (newest event - delay) and the newest event is at least the newest
+    window start, so windows ending by then are final — a conservative bound from gold alone.
+    """
+    starts = [row["window_start"] for row in rows]
+    return max(starts) - watermark if starts else None
+
+
+def diff_windows(
+    blue_rows: Sequence[Mapping[str, Any]],
+    green_rows: Sequence[Mapping[str, Any]],
+    watermark: timedelta,
+    revenue_tolerance: Decimal = Decimal("0.00"),
+    count_tolerance: int = 0,
+) -> WindowDiff:
+    """Per-window count and revenue difference over the closed windows both blue and green cover.
+
+    Covered by both = from the later of the two earliest window starts to the earlier of the two
+    closed horizons. A window present on one side only inside that range is a mismatch (the other
+    side counts as 0). Tolerances are per window, absolute, inclusive.
+    """
+    horizons = [closed_horizon(blue_rows, watermark), closed_horizon(green_rows, watermark)]
+    if None in horizons:
+        return WindowDiff(None, None, 0, [], Decimal(0), Decimal(0))
+    since = max(min(r["window_start"] for r in blue_rows), min(r["window_start"] for r in green_rows))
+    until = min(h for h in horizons if h is not None)
+
+    def index(rows: Sequence[Mapping[str, Any]]) -> dict[WindowKey, tuple[int, Decimal]]:
+        return {
+            (r["location_id"], r["order_type"], r["window_start"]): (
+                int(r["order_count"]),
+                Decimal(r["revenue"]),
+            )
+            for r in rows
+            if r["window_start"] >= since and r["window_end"] <= until
+        }
+
+    blue, green = index(blue_rows), index(green_rows)
+    mismatches = []
+    for key in sorted(blue.keys() | green.keys()):
+        blue_count, blue_revenue = blue.get(key, (0, Decimal(0)))
+        green_count, green_revenue = green.get(key, (0, Decimal(0)))
+        if (
+            abs(green_count - blue_count) > count_tolerance
+            or abs(green_revenue - blue_revenue) > revenue_tolerance
+        ):
+            mismatches.append(
+                {
+                    "location_id": key[0],
+                    "order_type": key[1],
+                    "window_start": key[2].isoformat(),
+                    "blue_count": blue_count,
+                    "green_count": green_count,
+                    "blue_revenue": str(blue_revenue),
+                    "green_revenue": str(green_revenue),
+                }
+            )
+    return WindowDiff(
+        since,
+        until,
+        len(blue.keys() | green.keys()),
+        mismatches,
+        sum((v[1] for v in blue.values()), Decimal(0)),
+        sum((v[1] for v in green.values()), Decimal(0)),
+    )
+
+
+def promotion_blockers(
+    caught_up: bool,
+    quality_passed: bool,
+    diff_summary: Mapping[str, Any] | None,
+    approval_required: bool,
+    approved: bool,
+) -> list[str]:
+    """Why green may not go live (empty = promote). A diff over zero windows proves nothing: block."""
+    blockers = []
+    if not caught_up:
+        blockers.append("green has not caught up")
+    if not quality_passed:
+        blockers.append("quality checks failed")
+    if diff_summary is None or not diff_summary.get("windows_compared"):
+        blockers.append("no closed window covered by both blue and green to compare")
+    elif not diff_summary.get("passed"):
+        blockers.append(f"{diff_summary.get('mismatched_windows')} window(s) differ beyond tolerance")
+    if approval_required and not approved:
+        blockers.append("approval required and not given")
+    return blockers
+
+
+def previous_live(events: Iterable[Any], current: str | None) -> str | None:
+    """The deployment that was live before `current`, from `live_switched` audit events (newest first)."""
+    for event in sorted(events, key=lambda e: e.at, reverse=True):
+        if event.kind == "live_switched" and event.to_value == current and event.from_value:
+            return str(event.from_value)
+    return None

@@ -1,0 +1,309 @@
+"""The steps of a blue-green replay and of a rollback, as the thin DAGs call them.
+
+Green is deployed through the same deploy machinery as any deployment (registry, lease,
+detached driver), from EARLIEST offsets with a fresh checkpoint, its own tables, consumer
+group and revenue topic (all named by spark_apps/naming.py). Each step writes what it
+decided to the registry's audit log (`replay_*` events, actor = DAG run and triggering
+user), so the trail answers who promoted what, when and on which evidence. The live pointer
+only ever moves through `DeploymentRegistry.switch_live` (one Delta commit).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from revenue_platform.bluegreen.logic import (
+    CatchUp,
+    ReplayRequest,
+    WindowDiff,
+    diff_windows,
+    green_overrides,
+    judge_catch_up,
+    previous_live,
+)
+from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.registry import DeploymentRegistry, RegistryEvent
+from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
+from revenue_platform.streaming.launcher import SparkTarget
+from revenue_platform.streaming.stop import stop_deployment
+from revenue_platform.streaming.supervisor import progress_summary
+from spark_apps.config import interval_seconds
+from spark_apps.naming import DeploymentNames
+
+LOG = logging.getLogger(__name__)
+
+
+class ReplayGateFailed(PlatformError):
+    """Green did not pass a gate (catch-up, quality, diff): it must not go live."""
+
+
+def resolve_blue(registry: DeploymentRegistry, request: ReplayRequest) -> str:
+    """The deployment green is compared with and replaces: the form's, else the live one."""
+    blue = request.blue_deployment_id or registry.live_deployment()
+    if blue is None:
+        raise ConfigError(
+            "no live deployment to replace: set blue_deployment_id, or make one live first "
+            "(DeploymentRegistry.switch_live)"
+        )
+    registry.get(blue)
+    return blue
+
+
+def plan_green(
+    registry: DeploymentRegistry, request: ReplayRequest, kafka_bootstrap: str | None
+) -> tuple[DeployRequest, str]:
+    """Validate everything before anything is touched; return green's deploy request and blue's id."""
+    blue = resolve_blue(registry, request)
+    if registry.find(request.green_deployment_id) is not None:
+        # A replay needs a fresh checkpoint and empty outputs; reusing an id would resume or mix them.
+        raise ConfigError(
+            f"green_deployment_id {request.green_deployment_id!r} is already registered: a replay needs a "
+            "fresh namespace, pick a new id (e.g. green-<version>)"
+        )
+    blue_config = registry.get(blue).config
+    base_topic = str(blue_config.get("kafka", {}).get("revenue_topic", "revenue_windows"))
+    try:
+        topic = DeploymentNames(registry.lake_root, request.green_deployment_id).revenue_topic(base_topic)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    deploy_request = DeployRequest(
+        deployment_id=request.green_deployment_id,
+        colour="green",
+        app_version=request.version,
+        config_overrides=green_overrides(blue_config, request.config_overrides, topic),
+        starting_offsets="earliest",
+        start_timeout_s=request.start_timeout_s,
+    )
+    resolve_config(deploy_request, registry.lake_root, kafka_bootstrap)
+    return deploy_request, blue
+
+
+def ensure_revenue_topic(client_config: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> None:
+    """Create green's compacted revenue topic unless it exists (partitions/replicas: broker defaults)."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(dict(client_config))
+    future = admin.create_topics([NewTopic(topic, config={"cleanup.policy": "compact"})])[topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def record(
+    registry: DeploymentRegistry,
+    deployment_id: str,
+    kind: str,
+    actor: str,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+    to_value: str | None = None,
+) -> None:
+    registry.append_events(
+        [RegistryEvent(deployment_id, kind, actor, None, to_value, reason, dict(details or {}))]
+    )
+
+
+def deploy_green(
+    registry: DeploymentRegistry,
+    request: ReplayRequest,
+    target: SparkTarget,
+    actor: str,
+    kafka_bootstrap: str | None,
+    kafka_client_config: Mapping[str, Any] | None,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """SETUP: create green's revenue topic, register and launch green from earliest offsets."""
+    deploy_request, blue = plan_green(registry, request, kafka_bootstrap)
+    topic = str(deploy_request.config_overrides["kafka.revenue_topic"])
+    if kafka_client_config is not None:
+        ensure_revenue_topic(kafka_client_config, topic)
+    outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress)
+    record(
+        registry,
+        request.green_deployment_id,
+        "replay_started",
+        actor,
+        f"blue-green replay of {blue} from earliest offsets",
+        {
+            "blue": blue,
+            "version": request.version,
+            "overrides": dict(request.config_overrides),
+            "topic": topic,
+        },
+        to_value=request.version,
+    )
+    return {**outcome, "blue": blue, "revenue_topic": topic}
+
+
+def wait_for_catch_up(
+    registry: DeploymentRegistry,
+    green: str,
+    max_offsets_behind: int,
+    timeout_s: float,
+    poll_interval_s: float,
+    actor: str,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Poll green's progress until it is at most `max_offsets_behind` behind; ReplayGateFailed on timeout."""
+    started = time.monotonic()
+    while True:
+        state: CatchUp = judge_catch_up(progress_summary(registry.get(green)), max_offsets_behind)
+        elapsed = time.monotonic() - started
+        progress(
+            f"[replay] {green}: {state.describe()} after {elapsed:.0f}s (threshold {max_offsets_behind})"
+        )
+        if state.caught_up:
+            details = {"offsets_behind": state.offsets_behind, "seconds": round(elapsed, 1)}
+            record(registry, green, "replay_caught_up", actor, "caught up", details)
+            return details
+        if elapsed >= timeout_s:
+            raise ReplayGateFailed(
+                f"green {green!r} did not catch up within {timeout_s:.0f}s ({state.describe()})"
+            )
+        time.sleep(min(poll_interval_s, max(timeout_s - elapsed, 0.1)))
+
+
+def gold_rows(table_path: str) -> list[dict[str, Any]]:
+    """Rows of a gold table (window times as naive UTC), [] if it does not exist yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        rows = DeltaTable(table_path).to_pyarrow_table().to_pylist()
+    except TableNotFoundError:
+        return []
+    for row in rows:
+        for column in ("window_start", "window_end"):
+            row[column] = row[column].replace(tzinfo=None)
+    return rows
+
+
+def diff_green_against_blue(
+    registry: DeploymentRegistry, request: ReplayRequest, blue: str, progress: Callable[[str], None] = print
+) -> WindowDiff:
+    """Compare closed windows both cover; the log gets a summary and a sample of mismatches."""
+    green_record = registry.get(request.green_deployment_id)
+    watermark = timedelta(seconds=interval_seconds(green_record.config["window"]["watermark"]))
+    diff = diff_windows(
+        gold_rows(registry.get(blue).gold_table),
+        gold_rows(green_record.gold_table),
+        watermark,
+        request.revenue_tolerance,
+        request.count_tolerance,
+    )
+    summary = diff.summary()
+    progress(
+        f"[replay] diff {blue} vs {request.green_deployment_id} over closed windows "
+        f"[{summary['common_from']}, {summary['common_until']}]: {diff.windows_compared} compared, "
+        f"{len(diff.mismatches)} beyond tolerance (revenue ±{request.revenue_tolerance}, count "
+        f"±{request.count_tolerance}); revenue blue {diff.blue_revenue} green {diff.green_revenue}"
+    )
+    for mismatch in summary["sample"]:
+        progress(f"[replay]   mismatch {mismatch}")
+    return diff
+
+
+def quality_interval(registry: DeploymentRegistry, green: str) -> tuple[Any, Any, Any]:
+    """Quality-check interval: all of green's output, closed by the watermark after its last window."""
+    from revenue_platform.quality.config import QualityConfig
+
+    config = registry.get(green).config
+    window = config["window"]
+    rows = gold_rows(registry.get(green).gold_table)
+    if not rows:
+        raise ReplayGateFailed(f"green {green!r} has no gold output to check")
+    quality = QualityConfig(
+        window_size=window["size"], window_slide=window["slide"], watermark=window["watermark"]
+    )
+    start = min(r["window_start"] for r in rows)
+    end = max(r["window_end"] for r in rows) + timedelta(seconds=quality.watermark_seconds)
+    return start, end, quality
+
+
+def promote(
+    registry: DeploymentRegistry, green: str, blue: str, actor: str, evidence: Mapping[str, Any]
+) -> str | None:
+    """Atomically point live at green (one Delta commit) and audit why."""
+    if registry.live_deployment() not in (blue, None):
+        raise ReplayGateFailed(
+            f"live moved to {registry.live_deployment()!r} during the replay (expected {blue!r}); "
+            "not switching"
+        )
+    previous = registry.switch_live(green, actor, f"blue-green replay passed every gate (was {blue})")
+    record(registry, green, "replay_promoted", actor, "promoted", {"previous": previous, **evidence}, green)
+    return previous
+
+
+def retire_blue(
+    registry: DeploymentRegistry,
+    blue: str,
+    green: str,
+    grace_period_s: float,
+    stop_timeout_s: float,
+    actor: str,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Keep blue running for the grace period (readers move over), then stop it unless it went live again."""
+    if grace_period_s > 0:
+        progress(f"[replay] keeping {blue} running for {grace_period_s:.0f}s before retiring it")
+        time.sleep(grace_period_s)
+    if registry.live_deployment() == blue:
+        progress(f"[replay] {blue} is live again (rolled back during the grace period): not stopping it")
+        return {"deployment_id": blue, "how": "kept: live again"}
+    return stop_deployment(
+        registry, blue, stop_timeout_s, actor, f"retired after promotion of {green}", progress
+    )
+
+
+def abort_green(
+    registry: DeploymentRegistry,
+    green: str,
+    stop_timeout_s: float,
+    actor: str,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """TEARDOWN: unless green went live, stop it and record why the replay ended without promotion."""
+    if registry.find(green) is None:
+        progress(f"[replay] {green} was never registered: nothing to clean up")
+        return {"action": "nothing"}
+    if registry.live_deployment() == green:
+        progress(f"[replay] {green} is live: nothing to clean up")
+        return {"action": "kept_live"}
+    failures = [e for e in registry.events(green) if e.kind == "replay_gate_failed" and e.actor == actor]
+    reason = failures[-1].reason if failures else "replay ended without promotion"
+    stopped = stop_deployment(registry, green, stop_timeout_s, actor, f"replay aborted: {reason}", progress)
+    record(registry, green, "replay_aborted", actor, reason or "aborted", {"stop": stopped})
+    return {"action": "stopped", "reason": reason, **stopped}
+
+
+def rollback(
+    registry: DeploymentRegistry,
+    target: str | None,
+    reason: str,
+    actor: str,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Point live back at `target` (default: the deployment live before the current one); outputs are kept."""
+    current = registry.live_deployment()
+    chosen = target or previous_live(registry.events(), current)
+    if chosen is None:
+        raise ConfigError(
+            f"no previous live deployment in the audit trail (live is {current!r}); name a target"
+        )
+    record_ = registry.get(chosen)
+    if record_.desired_state != "running":
+        progress(
+            f"[rollback] WARNING {chosen} is {record_.observed_state}: its outputs are kept but frozen; "
+            "deploy it again (deploy_streaming_app) to resume it from its checkpoint"
+        )
+    previous = registry.switch_live(chosen, actor, f"rollback: {reason}")
+    record(registry, chosen, "rollback", actor, reason, {"from": previous}, chosen)
+    progress(f"[rollback] live: {previous} -> {chosen} ({reason})")
+    return {"from": previous, "to": chosen, "reason": reason}

@@ -1,0 +1,218 @@
+"""blue_green_replay and rollback_live_deployment end to end.
+
+Real `dag.test()` runs, the session's real Kafka broker and real detached spark-submit drivers.
+One module-wide blue deployment (deployed through deploy_streaming_app and made live) serves
+every test; the tests run in file order: a green that fails quality, a green that never catches
+up, a green that is promoted (and blue retired), a rollback, and the audit trail of all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from revenue_platform.local_stack import processes
+from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
+from revenue_platform.registry import DeploymentRegistry, resolve_live_deployment
+from tests.kafka_helpers import read_topic, unique_suffix
+from tests.streaming_helpers import (
+    DEPLOY_DEFAULTS,
+    load_dags,
+    spark_drivers,
+    task_states,
+    topic_overrides,
+    wait_for_gold,
+    xcom,
+)
+
+pytestmark = pytest.mark.integration
+
+SUCCESS, FAILED = "success", "failed"
+BLUE = "blue"
+REPLAY_DEFAULTS: dict[str, Any] = {
+    "blue_deployment_id": None,
+    "version": "2.0.0",
+    "config_overrides": {},
+    "replay_source": "kafka_earliest",
+    "max_offsets_behind": 0,
+    "catch_up_timeout_s": 150,
+    "poll_interval_s": 2,
+    "revenue_tolerance": "0.00",
+    "count_tolerance": 0,
+    "quality_thresholds": {},
+    "require_approval": False,
+    "grace_period_s": 0,
+    "start_timeout_s": 150,
+    "stop_timeout_s": 30,
+}
+
+
+class Stack:
+    def __init__(self, lake: str, bootstrap: str, topics: dict[str, Any], records: list[Any]) -> None:
+        self.lake, self.bootstrap, self.topics, self.records = lake, bootstrap, topics, records
+        self.registry = DeploymentRegistry(lake)
+        self.dags = load_dags("deploy_streaming_app", "blue_green_replay", "rollback_live_deployment")
+        self.suffix = unique_suffix()
+
+    def replay(self, green: str, **params: Any) -> Any:
+        conf = {**REPLAY_DEFAULTS, "green_deployment_id": green, **params}
+        return self.dags["blue_green_replay"].test(run_conf=conf)
+
+
+@pytest.fixture(scope="module")
+def stack(airflow_db: Any, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    lake = str(tmp_path_factory.mktemp("bluegreen") / "lake")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLATFORM_LAKE_ROOT", lake)
+        suffix = unique_suffix()
+        topics = topic_overrides(kafka_bootstrap, suffix)
+        records = list(
+            generate_orders(
+                GeneratorSettings(orders=200, stores=3, span_seconds=120, duplicate_every=20, bad_every=50)
+            )
+        )
+        produce(kafka_bootstrap, topics["kafka.stores_topic"], generate_stores(3))
+        produce(kafka_bootstrap, topics["kafka.orders_topic"], records)
+        built = Stack(lake, kafka_bootstrap, topics, records)
+        try:
+            run = built.dags["deploy_streaming_app"].test(
+                run_conf={**DEPLOY_DEFAULTS, "deployment_id": BLUE, "config_overrides": topics}
+            )
+            assert run.state == SUCCESS, task_states(run)
+            wait_for_gold(built.registry, BLUE, records)
+            built.registry.switch_live(BLUE, "test-setup", "initial live deployment")
+            yield built
+        finally:
+            for pid in spark_drivers(lake):
+                processes.terminate(pid, 5.0)
+
+
+def assert_not_running(stack: Stack, deployment_id: str) -> None:
+    record = stack.registry.get(deployment_id)
+    assert (record.desired_state, record.observed_state) == ("stopped", "stopped")
+    drivers = spark_drivers(stack.lake)
+    marker = f"/streaming_apps/{deployment_id}/config-"
+    assert all(marker not in processes.cmdline(pid) for pid in drivers), drivers
+
+
+def test_a_green_that_fails_quality_is_not_promoted_and_is_stopped(stack: Stack) -> None:
+    # Every window's revenue is above one cent: the revenue-ceiling expectation fails on green only.
+    run = stack.replay("green-q", quality_thresholds={"revenue_ceiling": "0.01"})
+
+    assert run.state == FAILED
+    states = task_states(run)
+    assert states["wait_for_catch_up"] == SUCCESS
+    assert states["check_quality"] == FAILED
+    assert states["switch_live"] == "upstream_failed"
+    assert states["abort_green"] == SUCCESS
+    assert states["fail_if_any_failed"] == FAILED
+    assert resolve_live_deployment(stack.lake) == BLUE
+    assert_not_running(stack, "green-q")
+    assert stack.registry.get(BLUE).observed_state == "running"
+    failed = [e for e in stack.registry.events("green-q") if e.kind == "replay_gate_failed"]
+    assert failed
+    assert failed[-1].reason is not None
+    assert failed[-1].reason.startswith("quality:")
+    aborted = [e for e in stack.registry.events("green-q") if e.kind == "replay_aborted"]
+    assert aborted
+    assert aborted[-1].reason == failed[-1].reason
+
+
+def test_a_green_that_does_not_catch_up_in_time_is_aborted(stack: Stack) -> None:
+    # Five offsets per micro-batch every two seconds cannot read ~200 records in no time.
+    run = stack.replay(
+        "green-slow",
+        config_overrides={"kafka.max_offsets_per_trigger": 5},
+        catch_up_timeout_s=0,
+    )
+
+    assert run.state == FAILED
+    states = task_states(run)
+    assert (states["deploy_green"], states["wait_for_catch_up"], states["abort_green"]) == (
+        SUCCESS,
+        FAILED,
+        SUCCESS,
+    )
+    assert states["check_quality"] == "upstream_failed"
+    assert resolve_live_deployment(stack.lake) == BLUE
+    assert_not_running(stack, "green-slow")
+    [failed] = [e for e in stack.registry.events("green-slow") if e.kind == "replay_gate_failed"]
+    assert failed.reason is not None
+    assert "did not catch up" in failed.reason
+
+
+def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack) -> None:
+    run = stack.replay("green", config_overrides={"kafka.max_offsets_per_trigger": 150})
+
+    assert run.state == SUCCESS, task_states(run)
+    states = task_states(run)
+    assert states["no_approval_required"] == SUCCESS
+    assert states["request_approval"] == "skipped"
+    assert states["fail_if_any_failed"] == "skipped"
+    assert xcom(run, "abort_green")["action"] == "kept_live"
+    assert resolve_live_deployment(stack.lake) == "green"
+    green = stack.registry.get("green")
+    assert (green.colour, green.app_version, green.observed_state) == ("green", "2.0.0", "running")
+    assert green.config["kafka"]["max_offsets_per_trigger"] == 150
+    assert green.config["kafka"]["starting_offsets"] == "earliest"
+    # Own namespace: checkpoint, gold and revenue topic are green's, not blue's.
+    blue = stack.registry.get(BLUE)
+    assert green.checkpoint_dir != blue.checkpoint_dir
+    assert green.gold_table != blue.gold_table
+    green_topic = green.config["kafka"]["revenue_topic"]
+    assert green_topic == f"{stack.topics['kafka.revenue_topic']}_green"
+    assert read_topic(stack.bootstrap, green_topic)
+    diff = xcom(run, "diff_against_blue")
+    assert diff["passed"]
+    assert diff["windows_compared"] > 0
+    assert diff["blue_revenue"] == diff["green_revenue"]
+    wait_for_gold(stack.registry, "green", stack.records, timeout_s=0)
+    # Grace period 0: blue was stopped once green went live.
+    assert_not_running(stack, BLUE)
+
+
+def test_rollback_returns_live_to_the_previous_deployment_and_keeps_outputs(stack: Stack) -> None:
+    run = stack.dags["rollback_live_deployment"].test(
+        run_conf={"target_deployment_id": None, "reason": "numbers look off"}
+    )
+
+    assert run.state == SUCCESS, task_states(run)
+    assert xcom(run, "rollback") == {"from": "green", "to": BLUE, "reason": "numbers look off"}
+    assert resolve_live_deployment(stack.lake) == BLUE
+    assert Path(stack.registry.get("green").gold_table).exists()
+    wait_for_gold(stack.registry, BLUE, stack.records, timeout_s=0)
+
+
+def test_the_audit_trail_records_every_step_with_time_and_actor(stack: Stack) -> None:
+    events = stack.registry.events()
+    green = [e for e in events if e.deployment_id == "green"]
+    kinds = [e.kind for e in green]
+    steps = [
+        "registered",
+        "launched",
+        "started",
+        "replay_started",
+        "replay_caught_up",
+        "replay_quality_passed",
+        "replay_diff_passed",
+        "live_switched",
+        "replay_promoted",
+    ]
+    assert [k for k in kinds if k in steps] == steps
+    replay_actor = next(e.actor for e in green if e.kind == "replay_promoted")
+    assert replay_actor.startswith("airflow:blue_green_replay/")
+    assert all(e.actor == replay_actor for e in green if e.kind in steps)
+    [retired] = [e for e in events if e.deployment_id == BLUE and e.kind == "stopped"]
+    assert retired.actor == replay_actor
+    assert retired.reason == "retired after promotion of green"
+    switches = [(e.from_value, e.to_value) for e in events if e.kind == "live_switched"]
+    assert switches == [(None, BLUE), (BLUE, "green"), ("green", BLUE)]
+    [rolled] = [e for e in events if e.kind == "rollback"]
+    assert rolled.actor.startswith("airflow:rollback_live_deployment/")
+    assert rolled.reason == "numbers look off"
+    times = [e.at for e in events]
+    assert all(t is not None and t.tzinfo is not None for t in times)
+    assert [e.at for e in green] == sorted(e.at for e in green)

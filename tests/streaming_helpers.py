@@ -1,0 +1,127 @@
+"""Helpers for tests that run streaming deployments through the DAGs: drivers, topics, gold, XComs.
+
+Shared by the deploy/supervise/stop and the blue-green integration tests, so both judge
+processes, gold tables and task outcomes the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from revenue_platform.local_stack import processes
+from revenue_platform.orders_generator import GeneratedRecord, expected_windows
+from revenue_platform.registry import DeploymentRegistry
+from tests.kafka_helpers import create_topics
+
+# Every deploy_streaming_app param besides deployment_id and config_overrides (dag.test keeps params
+# between runs in one process, so tests always pass all of them).
+DEPLOY_DEFAULTS: dict[str, Any] = {
+    "colour": None,
+    "version": "itest-1",
+    "starting_offsets": "earliest",
+    "start_timeout_s": 150,
+}
+
+
+def load_dags(*dag_ids: str) -> dict[str, Any]:
+    """The DAG objects of `dags/<dag_id>.py`, asserting each file imports cleanly."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from revenue_platform.paths import DAGS_DIR
+
+    found = {}
+    for dag_id in dag_ids:
+        bag = DagBag(dag_folder=str(DAGS_DIR / f"{dag_id}.py"))
+        assert bag.import_errors == {}
+        found[dag_id] = bag.dags[dag_id]
+    return found
+
+
+def spark_drivers(lake_root: str) -> list[int]:
+    """Live spark-submit JVMs whose command line names this test's registry (independent of the code)."""
+    found = []
+    for cmdline_path in Path("/proc").glob("[0-9]*/cmdline"):
+        pid = int(cmdline_path.parent.name)
+        command = processes.cmdline(pid)
+        if (
+            "org.apache.spark.deploy.SparkSubmit" in command
+            and lake_root in command
+            and processes.is_alive(pid)
+        ):
+            found.append(pid)
+    return found
+
+
+def topic_overrides(bootstrap: str, suffix: str) -> dict[str, Any]:
+    topics = {
+        "kafka.orders_topic": f"orders_{suffix}",
+        "kafka.stores_topic": f"stores_{suffix}",
+        "kafka.dlq_topic": f"orders_dlq_{suffix}",
+        "kafka.general_orders_topic": f"general_orders_{suffix}",
+        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
+        "kafka.revenue_topic": f"revenue_windows_{suffix}",
+    }
+    create_topics(
+        bootstrap,
+        {name: 2 if key == "kafka.orders_topic" else 1 for key, name in topics.items()},
+        configs={
+            topics["kafka.stores_topic"]: {"cleanup.policy": "compact"},
+            topics["kafka.revenue_topic"]: {"cleanup.policy": "compact"},
+        },
+    )
+    return {**topics, "trigger.interval": "2 seconds", "shuffle_partitions": 2}
+
+
+def task_states(dag_run: Any) -> dict[str, str]:
+    return {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+
+
+def xcom(dag_run: Any, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(
+                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key="return_value"
+            )
+        ).first()
+        assert row is not None, f"no XCom from {task_id}"
+        return XComModel.deserialize_value(row)
+
+
+def gold(
+    registry: DeploymentRegistry, deployment_id: str
+) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(registry.get(deployment_id).gold_table)
+    except TableNotFoundError:
+        return {}
+    return {
+        (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
+            r["order_count"],
+            r["revenue"],
+        )
+        for r in table.to_pyarrow_table().to_pylist()
+    }
+
+
+def wait_for_gold(
+    registry: DeploymentRegistry, deployment_id: str, records: list[GeneratedRecord], timeout_s: float = 150
+) -> None:
+    expected = {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
+    deadline = time.monotonic() + timeout_s
+    actual = gold(registry, deployment_id)
+    while actual != expected and time.monotonic() < deadline:
+        time.sleep(2)
+        actual = gold(registry, deployment_id)
+    record = registry.get(deployment_id)
+    log = processes.tail(Path(record.driver_log_path), 30) if record.driver_log_path else ""
+    assert actual == expected, f"gold differs from the oracle; driver log tail:\n{log}"

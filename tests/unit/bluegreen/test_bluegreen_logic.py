@@ -1,0 +1,189 @@
+"""Pure rules of a blue-green replay: the request, green's config, catch-up, the diff and the gate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from revenue_platform.bluegreen.logic import (
+    ReplayRequest,
+    closed_horizon,
+    diff_windows,
+    flatten,
+    green_overrides,
+    judge_catch_up,
+    previous_live,
+    promotion_blockers,
+)
+from revenue_platform.errors import ConfigError
+
+T0 = datetime(2026, 11, 22, 9, 0, 0)
+WATERMARK = timedelta(seconds=30)
+
+
+def window(start_s: int, revenue: str, count: int = 1, location: str = "store_1001") -> dict[str, Any]:
+    start = T0 + timedelta(seconds=start_s)
+    return {
+        "location_id": location,
+        "order_type": "GENERAL",
+        "window_start": start,
+        "window_end": start + timedelta(seconds=15),
+        "order_count": count,
+        "revenue": Decimal(revenue),
+    }
+
+
+def series(revenues: list[str]) -> list[dict[str, Any]]:
+    return [window(15 * i, r) for i, r in enumerate(revenues)]
+
+
+def test_request_defaults_and_validation() -> None:
+    request = ReplayRequest.from_params({"green_deployment_id": "green"})
+    assert (request.max_offsets_behind, request.revenue_tolerance, request.require_approval) == (
+        0,
+        Decimal("0.00"),
+        False,
+    )
+    assert ReplayRequest.from_params(request.to_dict()) == request
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"replay_source": "bronze"}, "replay_source"),
+        ({"replay_source": "s3"}, "replay_source"),
+        ({"revenue_tolerance": "abc"}, "revenue_tolerance"),
+        ({"revenue_tolerance": "-1"}, "revenue_tolerance"),
+        ({"max_offsets_behind": -1}, "max_offsets_behind"),
+        ({"catch_up_timeout_s": -5}, "catch_up_timeout_s"),
+        ({"blue_deployment_id": "green"}, "green_deployment_id"),
+        ({"config_overrides": ["x"]}, "config_overrides"),
+    ],
+)
+def test_bad_requests_name_the_field(params: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        ReplayRequest.from_params({"green_deployment_id": "green", **params})
+
+
+def test_green_inherits_blue_config_but_not_identity_start_or_topic() -> None:
+    blue = {
+        "deployment_id": "blue",
+        "app_version": "1.0",
+        "lease_token": "1-abc",
+        "kafka": {
+            "orders_topic": "o",
+            "revenue_topic": "rev",
+            "starting_offsets": "latest",
+            "options": {"a": "b"},
+        },
+        "window": {"size": "15 seconds"},
+    }
+    overrides = green_overrides(blue, {"window.size": "1 minute"}, "rev_green")
+    assert overrides == {
+        "kafka.orders_topic": "o",
+        "kafka.options": {"a": "b"},
+        "window.size": "1 minute",
+        "kafka.revenue_topic": "rev_green",
+    }
+    with pytest.raises(ConfigError, match="revenue_topic"):
+        green_overrides(blue, {"kafka.revenue_topic": "rev"}, "rev_green")
+    assert flatten({"a": {"b": {"c": 1}}}) == {"a.b.c": 1}
+
+
+def test_catch_up_needs_every_query_within_the_threshold() -> None:
+    def summary(*behind: int | None, rate: float | None = 10.0) -> dict[str, Any]:
+        queries = {f"q{i}": {"max_offsets_behind_latest": b} for i, b in enumerate(behind)}
+        return {"queries": queries, "processed_rows_per_second": rate}
+
+    assert judge_catch_up(summary(0, 0), 0).caught_up
+    lagging = judge_catch_up(summary(0, 50), 0)
+    assert not lagging.caught_up
+    assert (lagging.offsets_behind, lagging.eta_s) == (50, 5.0)
+    assert judge_catch_up(summary(0, 50), 50).caught_up
+    assert not judge_catch_up(summary(0, None), 100).caught_up, "a query without a batch is not caught up"
+    assert not judge_catch_up({"queries": {}}, 0).caught_up
+    assert "ETA ?" in judge_catch_up(summary(3, rate=None), 0).describe()
+
+
+def test_closed_horizon_is_newest_start_minus_watermark() -> None:
+    assert closed_horizon(series(["1", "1", "1", "1"]), WATERMARK) == T0 + timedelta(seconds=15)
+    assert closed_horizon([], WATERMARK) is None
+
+
+def test_identical_outputs_pass_and_open_windows_are_ignored() -> None:
+    blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
+    # The newest windows may still change: only windows ending by start(60s) - 30s = 30s are compared.
+    green = series(["1.00", "2.00", "3.00", "9.99", "0.01"])
+    diff = diff_windows(blue, green, WATERMARK)
+    assert diff.passed
+    assert diff.windows_compared == 2
+    assert diff.blue_revenue == diff.green_revenue == Decimal("3.00")
+
+
+def test_a_revenue_or_count_difference_beyond_tolerance_fails() -> None:
+    blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
+    green = series(["1.00", "2.01", "3.00", "4.00", "5.00"])
+    diff = diff_windows(blue, green, WATERMARK)
+    assert not diff.passed
+    assert diff.mismatches[0]["blue_revenue"] == "2.00"
+    assert diff.mismatches[0]["green_revenue"] == "2.01"
+    assert diff_windows(blue, green, WATERMARK, revenue_tolerance=Decimal("0.01")).passed
+    counted = [dict(r, order_count=2) if i == 0 else r for i, r in enumerate(blue)]
+    assert not diff_windows(counted, blue, WATERMARK).passed
+    assert diff_windows(counted, blue, WATERMARK, count_tolerance=1).passed
+
+
+def test_a_window_missing_on_one_side_within_the_common_range_is_a_mismatch() -> None:
+    blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
+    green = [row for i, row in enumerate(blue) if i != 1]
+    diff = diff_windows(blue, green, WATERMARK)
+    assert [m["green_count"] for m in diff.mismatches] == [0]
+
+
+def test_only_the_range_both_cover_is_compared() -> None:
+    blue = series(["1.00", "2.00", "3.00", "4.00", "5.00", "6.00"])
+    green = blue[2:]  # started later (e.g. retention): windows before it are not compared
+    diff = diff_windows(blue, green, WATERMARK)
+    assert diff.passed
+    assert diff.common_from == T0 + timedelta(seconds=30)
+    assert diff_windows([], green, WATERMARK).windows_compared == 0
+
+
+def test_promotion_blockers() -> None:
+    ok = diff_windows(series(["1", "2", "3", "4"]), series(["1", "2", "3", "4"]), WATERMARK).summary()
+    assert promotion_blockers(True, True, ok, False, False) == []
+    assert promotion_blockers(True, True, ok, True, False) == ["approval required and not given"]
+    assert promotion_blockers(True, True, ok, True, True) == []
+    assert "quality checks failed" in promotion_blockers(True, False, ok, False, False)
+    assert "green has not caught up" in promotion_blockers(False, True, ok, False, False)
+    empty = diff_windows([], [], WATERMARK).summary()
+    assert promotion_blockers(True, True, empty, False, False) == [
+        "no closed window covered by both blue and green to compare"
+    ]
+    bad = diff_windows(series(["1", "2", "3", "4"]), series(["9", "2", "3", "4"]), WATERMARK).summary()
+    assert promotion_blockers(True, True, bad, False, False) == ["1 window(s) differ beyond tolerance"]
+    assert promotion_blockers(True, True, None, False, False)
+
+
+@dataclass
+class Event:
+    kind: str
+    from_value: str | None
+    to_value: str | None
+    at: datetime
+
+
+def test_previous_live_comes_from_the_newest_switch_to_the_current_one() -> None:
+    events = [
+        Event("live_switched", None, "blue", T0),
+        Event("live_switched", "blue", "green", T0 + timedelta(minutes=1)),
+        Event("stopped", None, "stopped", T0 + timedelta(minutes=2)),
+    ]
+    assert previous_live(events, "green") == "blue"
+    assert previous_live(events, "blue") is None
+    events.append(Event("live_switched", "green", "blue", T0 + timedelta(minutes=3)))
+    assert previous_live(events, "blue") == "green"
