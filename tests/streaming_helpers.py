@@ -15,7 +15,7 @@ from typing import Any
 from revenue_platform.local_stack import processes
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.registry import DeploymentRegistry
-from tests.kafka_helpers import create_topics
+from tests.kafka_helpers import app_topic_overrides, create_app_topics
 
 # Every deploy_streaming_app param besides deployment_id and config_overrides (dag.test keeps params
 # between runs in one process, so tests always pass all of them).
@@ -57,23 +57,9 @@ def spark_drivers(lake_root: str) -> list[int]:
 
 
 def topic_overrides(bootstrap: str, suffix: str) -> dict[str, Any]:
-    topics = {
-        "kafka.orders_topic": f"orders_{suffix}",
-        "kafka.stores_topic": f"stores_{suffix}",
-        "kafka.dlq_topic": f"orders_dlq_{suffix}",
-        "kafka.general_orders_topic": f"general_orders_{suffix}",
-        "kafka.restaurant_orders_topic": f"restaurant_orders_{suffix}",
-        "kafka.revenue_topic": f"revenue_windows_{suffix}",
-    }
-    create_topics(
-        bootstrap,
-        {name: 2 if key == "kafka.orders_topic" else 1 for key, name in topics.items()},
-        configs={
-            topics["kafka.stores_topic"]: {"cleanup.policy": "compact"},
-            topics["kafka.revenue_topic"]: {"cleanup.policy": "compact"},
-        },
-    )
-    return {**topics, "trigger.interval": "2 seconds", "shuffle_partitions": 2}
+    """Create the app's test-private topics and return the config overrides pointing at them."""
+    create_app_topics(bootstrap, suffix)
+    return {**app_topic_overrides(suffix), "trigger.interval": "2 seconds", "shuffle_partitions": 2}
 
 
 def task_states(dag_run: Any) -> dict[str, str]:

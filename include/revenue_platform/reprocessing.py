@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR
 from revenue_platform.paths import lake_root as paths_lake_root
+from revenue_platform.times import parse_utc
 
 log = logging.getLogger(__name__)
 
@@ -25,19 +26,6 @@ APP_CONFIG_PATH = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
 SOURCES = ("auto", "kafka", "bronze")
 DEFAULT_DEPLOYMENT = "blue"
-
-
-def _as_utc(value: Any, name: str) -> datetime:
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError as error:
-            raise ConfigError(
-                f"{name}={value!r} is not an ISO date-time such as 2026-11-22T09:00:00Z"
-            ) from error
-    return (moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)).replace(microsecond=0)
 
 
 def resolve_range(
@@ -48,7 +36,9 @@ def resolve_range(
     end = params.get("range_end") or data_interval_end
     if start is None or end is None:
         raise ConfigError("range_start/range_end are required for a run without a data interval")
-    begin, finish = _as_utc(start, "range_start"), _as_utc(end, "range_end")
+    # Whole seconds: the range names report files and must align to the window size.
+    begin = parse_utc(start, "range_start").replace(microsecond=0)
+    finish = parse_utc(end, "range_end").replace(microsecond=0)
     if begin >= finish:
         raise ConfigError(f"range_start {begin.isoformat()} must be before range_end {finish.isoformat()}")
     return begin, finish

@@ -10,7 +10,7 @@ left as None is resolved at run time from the run's params (same names as the
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule, get_current_context, task, task_group
@@ -19,6 +19,7 @@ from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY
 from revenue_platform.errors import ConfigError
 from revenue_platform.quality.config import default_lake_root, load_quality_config
 from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMissing
+from revenue_platform.times import parse_utc
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +42,6 @@ NO_RETRY_ON_VERDICT = ExceptionRetryPolicy(
 )
 
 
-def _parse_time(value: Any, name: str) -> datetime:
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError as error:
-            raise ConfigError(f"{name}: {value!r} is not an ISO date-time") from error
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 def resolve_interval(
     context: Any, interval_start: Any = None, interval_end: Any = None
 ) -> tuple[datetime, datetime]:
@@ -65,14 +55,14 @@ def resolve_interval(
     end = interval_end if interval_end is not None else params.get("interval_end")
     if end is None:
         end = context.get("data_interval_end") or context["dag_run"].run_after
-    end_time = _parse_time(end, "interval_end")
+    end_time = parse_utc(end, "interval_end")
     if start is None:
         data_start = context.get("data_interval_start")
         use_data_interval = (
             data_start is not None and interval_end is None and params.get("interval_end") is None
         )
         start = data_start if use_data_interval else end_time - DEFAULT_INTERVAL
-    return _parse_time(start, "interval_start"), end_time
+    return parse_utc(start, "interval_start"), end_time
 
 
 def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
