@@ -1,9 +1,10 @@
 """
 Blue-green replay of the streaming app. SETUP `deploy_green` registers and launches a new deployment
 (colour green, version label, config overrides over blue's registered config) from the EARLIEST Kafka
-offsets with a fresh checkpoint, its own tables, consumer group and revenue topic
-`<revenue_topic>_<green id>`. BODY: `wait_for_catch_up` polls green's lag (offsets behind, rate, ETA in
-the log) until it is at most `max_offsets_behind`, bounded by `catch_up_timeout_s`; `check_quality` runs
+offsets (or blue's bronze archive, then Kafka, when retention has deleted history) with a fresh
+checkpoint, its own tables, consumer group and revenue topic `<revenue_topic>_<green id>`. BODY:
+`wait_for_catch_up` defers to the triggerer, which polls green's lag (offsets behind, rate, ETA in the
+log) until it is at most `max_offsets_behind`, bounded by `catch_up_timeout_s`; `check_quality` runs
 the Great Expectations revenue checks on green's output; `diff_against_blue` compares per-window count
 and revenue over the closed windows both cover (tolerances are per window, absolute); with
 `require_approval` a human approves in the UI (HITL); `switch_live` flips the registry's live pointer to
@@ -23,7 +24,7 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowException
 
 from revenue_platform.bluegreen import ReplayGateFailed
-from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
@@ -70,7 +71,11 @@ BODY_TASKS = ("wait_for_catch_up", "check_quality", "diff_against_blue")
             "kafka_earliest",
             type="string",
             enum=["kafka_earliest", "bronze"],
-            description="kafka_earliest (bronze: not supported yet).",
+            description=(
+                "kafka_earliest: green reads the orders topic from its first offset. bronze: green reads "
+                "blue's bronze archive, then Kafka from the first offset bronze lacks (use when Kafka's "
+                "retention has deleted history). Validation refuses a source that would lose records."
+            ),
         ),
         "max_offsets_behind": Param(
             0, type="integer", minimum=0, description="Lag that counts as caught up."
@@ -100,7 +105,9 @@ def blue_green_replay() -> None:
         from revenue_platform.registry import DeploymentRegistry
 
         request = ReplayRequest.from_params(get_current_context()["params"])
-        deploy_request, blue = plan_green(DeploymentRegistry(), request, _kafka_bootstrap())
+        deploy_request, blue = plan_green(
+            DeploymentRegistry(), request, _kafka_bootstrap(), _kafka_client_config()
+        )
         print(f"[replay] green {request.green_deployment_id} replaces {blue}; overrides {deploy_request}")
         return {**request.to_dict(), "blue_deployment_id": blue}
 
@@ -110,16 +117,12 @@ def blue_green_replay() -> None:
     def deploy_green(request: dict[str, Any]) -> dict[str, Any]:
         from revenue_platform.bluegreen import ReplayRequest
         from revenue_platform.bluegreen.replay import abort_green, deploy_green, record
-        from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
 
         parsed = ReplayRequest.from_params(request)
         registry, actor = DeploymentRegistry(), _actor()
-        try:
-            client_config: dict[str, Any] | None = client_config_from_airflow(KAFKA_CONN_ID)
-        except KafkaConnectionConfigError:
-            client_config = None
+        client_config = _kafka_client_config()
         try:
             return deploy_green(
                 registry,
@@ -136,23 +139,6 @@ def blue_green_replay() -> None:
                 record(registry, parsed.green_deployment_id, "replay_gate_failed", actor, f"deploy: {error}")
                 abort_green(registry, parsed.green_deployment_id, parsed.stop_timeout_s, actor)
             raise
-
-    @task(multiple_outputs=False)
-    def wait_for_catch_up(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import wait_for_catch_up
-
-        return _gated(
-            request,
-            "catch-up",
-            lambda registry, actor: wait_for_catch_up(
-                registry,
-                request["green_deployment_id"],
-                int(request["max_offsets_behind"]),
-                float(request["catch_up_timeout_s"]),
-                float(request["poll_interval_s"]),
-                actor,
-            ),
-        )
 
     @task(multiple_outputs=False)
     def check_quality(request: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +203,12 @@ def blue_green_replay() -> None:
             )
             if blockers:
                 raise ReplayGateFailed(f"switch: not promoting {green}: {'; '.join(blockers)}")
-            evidence = {"require_approval": request["require_approval"], "diff": diff, "caught_up": caught_up}
+            evidence = {
+                "require_approval": request["require_approval"],
+                "approved_by": (approval or {}).get("responded_by_user"),
+                "diff": diff,
+                "caught_up": caught_up,
+            }
             return {"previous": promote(registry, green, blue, actor, evidence), "live": green}
 
         return _gated(request, "switch", run)
@@ -255,10 +246,13 @@ def blue_green_replay() -> None:
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.providers.standard.operators.hitl import ApprovalOperator
 
+    from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
+
     request: Any = validate_request()
     setup = deploy_green(request)
     # At parse time these are XComArgs standing in for the tasks' result dicts.
-    caught_up: Any = wait_for_catch_up(request)
+    # Deferrable: the wait runs in the triggerer, logging offsets behind, rate and ETA on each poll.
+    caught_up: Any = WaitForCatchUpOperator(task_id="wait_for_catch_up", request=request).output
     quality: Any = check_quality(request)
     diff: Any = diff_against_blue(request)
     branch = approval_needed(request)
@@ -286,10 +280,7 @@ def _run_id() -> str:
 
 
 def _actor() -> str:
-    """Who does it: this DAG run, and the user who triggered it (when the run was triggered by one)."""
-    context = get_current_context()
-    user = getattr(context["dag_run"], "triggering_user_name", None)
-    return f"airflow:{context['dag'].dag_id}/{context['run_id']}" + (f" (user {user})" if user else "")
+    return actor_from_context(get_current_context())
 
 
 def _gated(request: dict[str, Any], gate: str, step: Any) -> dict[str, Any]:
@@ -306,6 +297,16 @@ def _gated(request: dict[str, Any], gate: str, step: Any) -> dict[str, Any]:
         )
         raise
     return result
+
+
+def _kafka_client_config() -> dict[str, Any] | None:
+    """Client settings of the kafka_default connection (None without one)."""
+    from revenue_platform.kafka_connection import client_config_from_airflow
+
+    try:
+        return client_config_from_airflow(KAFKA_CONN_ID)
+    except KafkaConnectionConfigError:
+        return None
 
 
 def _kafka_bootstrap() -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
 
@@ -48,10 +48,11 @@ def rollback_live_deployment() -> None:
 
         context = get_current_context()
         params = context["params"]
-        user = getattr(context["dag_run"], "triggering_user_name", None)
-        actor = f"airflow:{context['dag'].dag_id}/{context['run_id']}" + (f" (user {user})" if user else "")
         return roll_back(
-            DeploymentRegistry(), params["target_deployment_id"] or None, params["reason"], actor
+            DeploymentRegistry(),
+            params["target_deployment_id"] or None,
+            params["reason"],
+            actor_from_context(context),
         )
 
     rollback()

@@ -56,6 +56,28 @@ class KafkaConfig(_Strict):
     """Extra Kafka client settings without the `kafka.` prefix (e.g. security.protocol, sasl.mechanism)."""
 
 
+class HistoryConfig(_Strict):
+    """Replay history from a bronze archive instead of Kafka (a blue-green replay when Kafka's retention
+    no longer holds everything the live deployment has seen).
+
+    For each partition of the orders topic, records before `kafka_offsets[p]` are read from
+    `bronze_table` (the raw Kafka records another deployment archived, exactly once each), and Kafka is
+    read from `kafka_offsets[p]` on; -2 means "no history in bronze, read Kafka from its earliest".
+    Both feed the same stream, so deduplication and window state see one continuous history.
+    """
+
+    bronze_table: str
+    kafka_offsets: dict[int, int] = Field(min_length=1)
+
+    @field_validator("kafka_offsets")
+    @classmethod
+    def _offsets(cls, value: dict[int, int]) -> dict[int, int]:
+        bad = {p: o for p, o in value.items() if p < 0 or o < -2 or o == -1}
+        if bad:
+            raise ValueError(f"partitions must be >= 0 and offsets >= 0 (or -2 = earliest), got {bad}")
+        return value
+
+
 class WindowConfig(_Strict):
     size: str = "15 seconds"
     """Window length; the seed's demo window is 15 seconds."""
@@ -110,6 +132,8 @@ class StreamingAppConfig(_Strict):
     registry's current token for this deployment is the same (never two drivers per deployment)."""
     registry_root: str | None = None
     """Lake root holding the deployment registry (`<root>/_registry`); None means lake_root."""
+    history: HistoryConfig | None = None
+    """Set only for a replay from bronze; then kafka.starting_offsets/starting_timestamp_ms are unused."""
 
     @field_validator("deployment_id")
     @classmethod

@@ -9,6 +9,7 @@ values instead of adding them again.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -28,21 +29,77 @@ def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
 
 
 def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataFrame:
-    """The `orders` topic as a stream of raw Kafka records (binary key/value plus position)."""
+    """The `orders` topic as a stream of raw Kafka records (binary key/value plus position).
+
+    With `config.history` (a replay from bronze) the stream is the archived records before the
+    per-partition cut-over offsets, then Kafka from those offsets on: one stream, each record once.
+    """
     reader = (
         spark.readStream.format("kafka")
         .options(**_kafka_client_options(config))
         .option("subscribe", config.kafka.orders_topic)
-        .option("startingOffsets", config.kafka.starting_offsets)
         # Silently skipping records lost to retention would make revenue wrong; stop and say so.
         .option("failOnDataLoss", "true")
         .option("includeHeaders", "false")
     )
-    if config.kafka.starting_timestamp_ms is not None:
-        reader = reader.option("startingTimestamp", str(config.kafka.starting_timestamp_ms))
+    if config.history is not None:
+        reader = reader.option("startingOffsets", history_cut_over_offsets(config))
+    else:
+        reader = reader.option("startingOffsets", config.kafka.starting_offsets)
+        if config.kafka.starting_timestamp_ms is not None:
+            reader = reader.option("startingTimestamp", str(config.kafka.starting_timestamp_ms))
     if config.kafka.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
-    return reader.load().select(*KAFKA_RAW_COLUMNS)
+    live = reader.load().select(*KAFKA_RAW_COLUMNS)
+    if config.history is None:
+        return live
+    history_table = materialize_replay_history(spark, config)
+    history = (
+        spark.readStream.format("delta")
+        # All of the history in the first micro-batch: were it spread over several, the Kafka tail
+        # (newer) read in the first batch would move the watermark past history still to come, and
+        # history records would be dropped as late.
+        .option("maxFilesPerTrigger", str(2**31 - 1))
+        .load(history_table)
+        .select(*KAFKA_RAW_COLUMNS)
+    )
+    return history.unionByName(live)
+
+
+def history_cut_over_offsets(config: StreamingAppConfig) -> str:
+    """Spark startingOffsets JSON: Kafka is read from the first offset bronze does not hold."""
+    assert config.history is not None
+    offsets = {str(p): o for p, o in sorted(config.history.kafka_offsets.items())}
+    return json.dumps({config.kafka.orders_topic: offsets})
+
+
+def materialize_replay_history(spark: SparkSession, config: StreamingAppConfig) -> str:
+    """Copy the history (bronze records before the cut-over) into this deployment's own frozen table.
+
+    Read as a stream, the source bronze would keep growing while its deployment runs; a frozen copy
+    lets the stream finish the history and report it done. The copy is one Delta commit made once:
+    after a crash it either exists whole or is made again, and a restart reuses it.
+    """
+    from delta.tables import DeltaTable
+
+    assert config.history is not None
+    target = config.names.replay_history_table
+    if DeltaTable.isDeltaTable(spark, target):
+        return target
+    before_cut_over = F.lit(False)
+    for partition, offset in config.history.kafka_offsets.items():
+        if offset >= 0:
+            before_cut_over = before_cut_over | (
+                (F.col("partition") == partition) & (F.col("offset") < offset)
+            )
+    history = (
+        spark.read.format("delta")
+        .load(config.history.bronze_table)
+        .where((F.col("topic") == config.kafka.orders_topic) & before_cut_over)
+        .select(*KAFKA_RAW_COLUMNS)
+    )
+    history.write.format("delta").mode("overwrite").save(target)
+    return target
 
 
 def read_stores_table(spark: SparkSession, config: StreamingAppConfig) -> DataFrame:

@@ -88,3 +88,22 @@ def _timestamp_at(consumer: Any, topic: str, partition: int, offset: int, timeou
     if message is None or message.error() is not None:
         return None
     return int(message.timestamp()[1])
+
+
+def partition_watermarks(
+    kafka_config: dict[str, Any], topic: str, timeout_s: float = 30.0
+) -> dict[int, tuple[int, int]]:
+    """(low, high) watermark offsets of every partition of `topic`: what Kafka still holds."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**kafka_config, "group.id": "watermark-reader", "enable.auto.commit": False})
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            raise ValueError(f"topic {topic!r} does not exist on {kafka_config.get('bootstrap.servers')}")
+        return {
+            partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+            for partition in sorted(metadata.topics[topic].partitions)
+        }
+    finally:
+        consumer.close()

@@ -49,6 +49,11 @@ class DeploymentNames:
         return _join(self.lake_root, "bronze", "orders_raw", self.deployment_id)
 
     @property
+    def replay_history_table(self) -> str:
+        """Frozen copy of the bronze records a replay-from-bronze starts with (read as a stream)."""
+        return _join(self.lake_root, "bronze", "replay_history", self.deployment_id)
+
+    @property
     def checkpoint_root(self) -> str:
         """Folder holding the checkpoints of every query of this deployment."""
         return _join(self.lake_root, "checkpoints", self.deployment_id)

@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, airflow_environment, migrate_db
+from revenue_platform.local_stack.airflow_local import (
+    LOCAL_ADMIN_PASSWORD,
+    LOCAL_ADMIN_USER,
+    AirflowLocalSettings,
+    airflow_environment,
+    migrate_db,
+)
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.paths import REPO_ROOT
 
 if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
     from pyspark.sql import SparkSession
 
 TEST_STATE_DIR = Path(os.environ.get("TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
@@ -72,6 +79,31 @@ def airflow_db() -> AirflowLocalSettings:
     shutil.rmtree(TEST_AIRFLOW.home, ignore_errors=True)
     migrate_db(TEST_AIRFLOW)
     return TEST_AIRFLOW
+
+
+@pytest.fixture(scope="module")
+def airflow_api(airflow_db: AirflowLocalSettings) -> Iterator[TestClient]:
+    """The Airflow API server app in-process, with every plugin from plugins/ mounted as Airflow does."""
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+    from fastapi.testclient import TestClient
+
+    purge_cached_app()
+    app = create_app()
+    try:
+        with TestClient(app) as client:
+            yield client
+    finally:
+        purge_cached_app()
+
+
+@pytest.fixture(scope="module")
+def auth(airflow_api: TestClient) -> dict[str, str]:
+    """Headers with a real admin token from the simple auth manager's `POST /auth/token`."""
+    response = airflow_api.post(
+        "/auth/token", json={"username": LOCAL_ADMIN_USER, "password": LOCAL_ADMIN_PASSWORD}
+    )
+    assert response.status_code == 201, response.text
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 @pytest.fixture(scope="session")

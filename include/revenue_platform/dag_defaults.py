@@ -7,6 +7,7 @@ hiccup) gets the one retry. DAG files build their default_args here instead of c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -36,3 +37,9 @@ def platform_default_args(
     if non_retryable:
         args["retry_policy"] = fail_without_retry(*non_retryable)
     return args
+
+
+def actor_from_context(context: Mapping[str, Any]) -> str:
+    """Who does it, for audit logs: the DAG run, and the user who triggered it (when one did)."""
+    user = getattr(context["dag_run"], "triggering_user_name", None)
+    return f"airflow:{context['dag'].dag_id}/{context['run_id']}" + (f" (user {user})" if user else "")

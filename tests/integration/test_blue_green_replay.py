@@ -3,18 +3,23 @@
 Real `dag.test()` runs, the session's real Kafka broker and real detached spark-submit drivers.
 One module-wide blue deployment (deployed through deploy_streaming_app and made live) serves
 every test; the tests run in file order: a green that fails quality, a green that never catches
-up, a green that is promoted (and blue retired), a rollback, and the audit trail of all of it.
+up, a green that is promoted (and blue retired), a rollback, and the audit trail of all of it;
+then retention deletes half the topic: a replay from earliest is refused, and a replay from
+blue's bronze archive, approved by a person (HITL), is promoted with every order exactly once.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from revenue_platform.local_stack import processes
+from revenue_platform.local_stack.airflow_local import LOCAL_ADMIN_USER
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.registry import DeploymentRegistry, resolve_live_deployment
 from tests.kafka_helpers import read_topic, unique_suffix
@@ -27,6 +32,9 @@ from tests.streaming_helpers import (
     wait_for_gold,
     xcom,
 )
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +53,7 @@ REPLAY_DEFAULTS: dict[str, Any] = {
     "quality_thresholds": {},
     "require_approval": False,
     "grace_period_s": 0,
-    "start_timeout_s": 150,
+    "start_timeout_s": 300,
     "stop_timeout_s": 30,
 }
 
@@ -56,6 +64,7 @@ class Stack:
         self.registry = DeploymentRegistry(lake)
         self.dags = load_dags("deploy_streaming_app", "blue_green_replay", "rollback_live_deployment")
         self.suffix = unique_suffix()
+        self.retained_highs: dict[int, int] = {}
 
     def replay(self, green: str, **params: Any) -> Any:
         conf = {**REPLAY_DEFAULTS, "green_deployment_id": green, **params}
@@ -216,3 +225,111 @@ def test_the_audit_trail_records_every_step_with_time_and_actor(stack: Stack) ->
     times = [e.at for e in events]
     assert all(t is not None and t.tzinfo is not None for t in times)
     assert [e.at for e in green] == sorted(e.at for e in green)
+
+
+def simulate_retention(bootstrap: str, topic: str) -> dict[int, int]:
+    """Delete the older half of every partition, as retention would; return each partition's old high."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from spark_apps.kafka_ranges import partition_watermarks
+
+    highs = {
+        p: high for p, (_low, high) in partition_watermarks({"bootstrap.servers": bootstrap}, topic).items()
+    }
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, p, high // 2) for p, high in highs.items()])
+    for future in futures.values():
+        future.result(timeout=30)
+    return highs
+
+
+class Approver:
+    """A person approving the pending `request_approval` of a blue_green_replay run through Airflow's
+    HITL REST API (`PATCH .../hitlDetails`), on an API server sharing the test's metadata DB: the
+    same call the UI's "Approve" button makes, which un-parks the task for dag.test()."""
+
+    def __init__(self, api: TestClient, headers: dict[str, str]) -> None:
+        self.api, self.headers = api, headers
+        self.responses: list[Any] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> Approver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+    def _watch(self) -> None:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import select
+
+        while not self.stop.wait(1.0):
+            with create_session() as session:
+                waiting = session.scalars(
+                    select(TaskInstance.run_id).where(
+                        TaskInstance.dag_id == "blue_green_replay",
+                        TaskInstance.task_id == "request_approval",
+                        TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                    )
+                ).all()
+            for run_id in waiting:
+                response = self.api.patch(
+                    f"/api/v2/dags/blue_green_replay/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails",
+                    headers=self.headers,
+                    json={"chosen_options": ["Approve"], "params_input": {}},
+                )
+                self.responses.append((response.status_code, response.json()))
+
+
+def test_after_retention_kafka_earliest_is_refused_before_anything_is_deployed(stack: Stack) -> None:
+    stack.retained_highs = simulate_retention(stack.bootstrap, stack.topics["kafka.orders_topic"])
+
+    run = stack.replay("green-lossy", replay_source="kafka_earliest")
+
+    assert run.state == FAILED
+    states = task_states(run)
+    assert states["validate_request"] == FAILED
+    assert states["deploy_green"] == "upstream_failed"
+    assert stack.registry.find("green-lossy") is None
+    assert resolve_live_deployment(stack.lake) == BLUE
+
+
+def test_an_approved_replay_from_bronze_after_retention_is_promoted(
+    stack: Stack, airflow_api: TestClient, auth: dict[str, str]
+) -> None:
+    # Newer orders arrive after retention cut the topic: green must read history from blue's bronze
+    # archive, then exactly these from Kafka.
+    newer = list(
+        generate_orders(
+            GeneratorSettings(
+                orders=60, stores=3, start=datetime(2026, 11, 22, 10, 0), span_seconds=60, first_order_id=5001
+            )
+        )
+    )
+    produce(stack.bootstrap, stack.topics["kafka.orders_topic"], newer)
+
+    assert stack.registry.get(BLUE).observed_state == "stopped", "blue's archive ends where it was retired"
+    with Approver(airflow_api, auth) as approver:
+        run = stack.replay("green-bronze", replay_source="bronze", require_approval=True)
+
+    assert run.state == SUCCESS, task_states(run)
+    assert [status for status, _ in approver.responses] == [200], approver.responses
+    assert task_states(run)["request_approval"] == SUCCESS
+    green = stack.registry.get("green-bronze")
+    history = green.config["history"]
+    assert history["bronze_table"].endswith("/bronze/orders_raw/blue")
+    # Kafka is read from where blue's archive ends; a partition it holds nothing of, from earliest (-2).
+    cut_over = {p: high if high else -2 for p, high in stack.retained_highs.items()}
+    assert {int(p): o for p, o in history["kafka_offsets"].items()} == cut_over
+    # Every order exactly once: the archived history and the newer records from Kafka.
+    wait_for_gold(stack.registry, "green-bronze", stack.records + newer, timeout_s=0)
+    assert resolve_live_deployment(stack.lake) == "green-bronze"
+    [promoted] = [e for e in stack.registry.events("green-bronze") if e.kind == "replay_promoted"]
+    assert promoted.details["approved_by"]["name"] == LOCAL_ADMIN_USER
+    assert promoted.details["require_approval"] is True

@@ -70,11 +70,6 @@ class ReplayRequest:
         source = str(params.get("replay_source", "kafka_earliest"))
         if source not in REPLAY_SOURCES:
             raise ConfigError(f"replay_source: {source!r} must be one of {REPLAY_SOURCES}")
-        if source == "bronze":
-            raise ConfigError(
-                "replay_source: 'bronze' is not supported yet; replay from 'kafka_earliest' "
-                "(see docs/blue-green.md)"
-            )
         try:
             tolerance = Decimal(str(params.get("revenue_tolerance", "0.00")))
         except InvalidOperation as error:
@@ -140,13 +135,72 @@ def green_overrides(
     blue_config: Mapping[str, Any], overrides: Mapping[str, Any], green_revenue_topic: str
 ) -> dict[str, Any]:
     """Green's config overrides: blue's registered config, then the requested changes, own revenue topic."""
-    inherited = {k: v for k, v in flatten(blue_config).items() if k not in NOT_INHERITED}
+    inherited = {
+        k: v
+        for k, v in flatten(blue_config).items()
+        # Where blue's own history came from is blue's business: green gets its source from the plan.
+        if k not in NOT_INHERITED and k != "history" and not k.startswith("history.")
+    }
     if "kafka.revenue_topic" in overrides:
         raise ConfigError(
             "config_overrides: kafka.revenue_topic is not allowed: a green replay always writes to its own "
             f"per-deployment topic ({green_revenue_topic})"
         )
     return {**inherited, **overrides, "kafka.revenue_topic": green_revenue_topic}
+
+
+OffsetBounds = dict[int, tuple[int, int]]
+"""Per partition: (first, last) offset of the records an archive holds, or (low, high) watermarks."""
+
+
+def plan_replay_history(
+    source: str, bronze_bounds: OffsetBounds, kafka_watermarks: OffsetBounds, bronze_table: str
+) -> dict[str, Any] | None:
+    """Where green reads its history, proven complete before anything is deployed.
+
+    `kafka_earliest`: None (plain earliest), unless retention already deleted records blue has
+    archived, which green could then never see. `bronze`: the app's `history` config, i.e. per
+    partition the first offset bronze does not hold, from which Kafka must still hold every record.
+    ConfigError names the partition and the offsets that would be lost.
+    """
+    if source == "kafka_earliest":
+        lost = [
+            f"partition {p}: Kafka starts at offset {low}, blue archived from offset {bronze_bounds[p][0]}"
+            for p, (low, _high) in sorted(kafka_watermarks.items())
+            if p in bronze_bounds and bronze_bounds[p][0] < low
+        ]
+        if lost:
+            raise ConfigError(
+                "replay_source: Kafka's retention has deleted records blue has seen ("
+                + "; ".join(lost)
+                + "): a replay from 'kafka_earliest' would miss them, replay from 'bronze'"
+            )
+        return None
+    if not bronze_bounds:
+        raise ConfigError(f"replay_source: 'bronze' needs blue's bronze archive, but {bronze_table} is empty")
+    cut_over: dict[int, int] = {}
+    problems = []
+    for partition, (low, _high) in sorted(kafka_watermarks.items()):
+        if partition in bronze_bounds:
+            first_not_archived = bronze_bounds[partition][1] + 1
+            if first_not_archived < low:
+                problems.append(
+                    f"partition {partition}: offsets {first_not_archived}..{low - 1} are in neither bronze "
+                    "nor Kafka (let blue catch up before replaying)"
+                )
+            cut_over[partition] = first_not_archived
+        elif low > 0:
+            problems.append(
+                f"partition {partition}: bronze holds none of it and Kafka starts at offset {low}"
+            )
+        else:
+            cut_over[partition] = -2  # nothing archived yet: all of it is still in Kafka
+    missing = sorted(set(bronze_bounds) - set(kafka_watermarks))
+    if missing:
+        problems.append(f"partitions {missing} are archived in bronze but not in the topic any more")
+    if problems:
+        raise ConfigError("replay_source: 'bronze' cannot cover the whole history: " + "; ".join(problems))
+    return {"bronze_table": bronze_table, "kafka_offsets": cut_over}
 
 
 @dataclass(frozen=True)
@@ -157,12 +211,14 @@ class CatchUp:
     processed_rows_per_second: float | None
     caught_up: bool
     eta_s: float | None
+    history_pending: bool = False
 
     def describe(self) -> str:
         behind = "unknown (no batch yet)" if self.offsets_behind is None else str(self.offsets_behind)
         rate = "?" if self.processed_rows_per_second is None else f"{self.processed_rows_per_second:.1f}"
         eta = "?" if self.eta_s is None else f"{self.eta_s:.0f}s"
-        return f"offsets behind {behind}, rate {rate} rows/s, ETA {eta}"
+        pending = ", bronze history still being read" if self.history_pending else ""
+        return f"offsets behind {behind}{pending}, rate {rate} rows/s, ETA {eta}"
 
 
 def judge_catch_up(summary: Mapping[str, Any], max_offsets_behind: int) -> CatchUp:
@@ -172,10 +228,13 @@ def judge_catch_up(summary: Mapping[str, Any], max_offsets_behind: int) -> Catch
     known = [int(b) for b in behinds if b is not None]
     # A query without a batch yet has no lag figure: never call that caught up.
     behind = max(known) if known and len(known) == len(behinds) else None
+    # A replay from bronze must also have read all of its history (which Kafka's lag does not show).
+    history_pending = any(q.get("history_pending") for q in queries.values())
     rate = summary.get("processed_rows_per_second")
     rate = float(rate) if rate is not None else None
     eta = behind / rate if behind is not None and rate else None
-    return CatchUp(behind, rate, behind is not None and behind <= max_offsets_behind, eta)
+    caught_up = behind is not None and behind <= max_offsets_behind and not history_pending
+    return CatchUp(behind, rate, caught_up, eta, history_pending)
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from datetime import timedelta
 from typing import Any
 
 from revenue_platform.bluegreen.logic import (
-    CatchUp,
+    OffsetBounds,
     ReplayRequest,
     WindowDiff,
     diff_windows,
     green_overrides,
-    judge_catch_up,
+    plan_replay_history,
     previous_live,
 )
 from revenue_platform.errors import ConfigError, PlatformError
@@ -30,7 +30,6 @@ from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
-from revenue_platform.streaming.supervisor import progress_summary
 from spark_apps.config import interval_seconds
 from spark_apps.naming import DeploymentNames
 
@@ -53,10 +52,35 @@ def resolve_blue(registry: DeploymentRegistry, request: ReplayRequest) -> str:
     return blue
 
 
+def bronze_offset_bounds(table_path: str, topic: str) -> OffsetBounds:
+    """(first, last) offset per partition of `topic` in a bronze archive; {} if there is none yet."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(table_path).to_pyarrow_table(columns=["topic", "partition", "offset"])
+    except TableNotFoundError:
+        return {}
+    grouped = (
+        table.filter(pc.equal(table["topic"], topic))
+        .group_by("partition")
+        .aggregate([("offset", "min"), ("offset", "max")])
+    )
+    return {row["partition"]: (row["offset_min"], row["offset_max"]) for row in grouped.to_pylist()}
+
+
 def plan_green(
-    registry: DeploymentRegistry, request: ReplayRequest, kafka_bootstrap: str | None
+    registry: DeploymentRegistry,
+    request: ReplayRequest,
+    kafka_bootstrap: str | None,
+    kafka_client_config: Mapping[str, Any] | None = None,
 ) -> tuple[DeployRequest, str]:
-    """Validate everything before anything is touched; return green's deploy request and blue's id."""
+    """Validate everything before anything is touched; return green's deploy request and blue's id.
+
+    With a Kafka client config, the history green will read is proven complete first (see
+    `plan_replay_history`); without one (no kafka_default connection) only the config is checked.
+    """
     blue = resolve_blue(registry, request)
     if registry.find(request.green_deployment_id) is not None:
         # A replay needs a fresh checkpoint and empty outputs; reusing an id would resume or mix them.
@@ -70,16 +94,50 @@ def plan_green(
         topic = DeploymentNames(registry.lake_root, request.green_deployment_id).revenue_topic(base_topic)
     except ValueError as error:
         raise ConfigError(str(error)) from error
+    overrides = green_overrides(blue_config, request.config_overrides, topic)
+    if kafka_client_config is not None or request.replay_source == "bronze":
+        history = _plan_history(registry, request, blue, kafka_bootstrap, kafka_client_config)
+        if history is not None:
+            overrides["history"] = history
     deploy_request = DeployRequest(
         deployment_id=request.green_deployment_id,
         colour="green",
         app_version=request.version,
-        config_overrides=green_overrides(blue_config, request.config_overrides, topic),
+        config_overrides=overrides,
         starting_offsets="earliest",
         start_timeout_s=request.start_timeout_s,
     )
     resolve_config(deploy_request, registry.lake_root, kafka_bootstrap)
     return deploy_request, blue
+
+
+def _plan_history(
+    registry: DeploymentRegistry,
+    request: ReplayRequest,
+    blue: str,
+    kafka_bootstrap: str | None,
+    kafka_client_config: Mapping[str, Any] | None,
+) -> dict[str, Any] | None:
+    """Green's `history` config (None: Kafka from earliest), after checking nothing would be lost."""
+    from spark_apps.kafka_ranges import partition_watermarks
+
+    blue_config = registry.get(blue).config
+    kafka = blue_config.get("kafka", {})
+    orders_topic = str(kafka.get("orders_topic", "orders"))
+    client = dict(kafka_client_config or {})
+    client.setdefault("bootstrap.servers", kafka_bootstrap or str(kafka.get("bootstrap_servers")))
+    bronze_table = DeploymentNames(
+        str(blue_config.get("lake_root", registry.lake_root)), blue
+    ).bronze_orders_table
+    try:
+        watermarks = partition_watermarks(client, orders_topic)
+    except Exception as error:  # unreachable broker, missing topic: say which and stop here
+        raise ConfigError(
+            f"replay_source: cannot read {orders_topic!r} offsets from Kafka: {error}"
+        ) from error
+    return plan_replay_history(
+        request.replay_source, bronze_offset_bounds(bronze_table, orders_topic), watermarks, bronze_table
+    )
 
 
 def ensure_revenue_topic(client_config: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> None:
@@ -120,8 +178,9 @@ def deploy_green(
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """SETUP: create green's revenue topic, register and launch green from earliest offsets."""
-    deploy_request, blue = plan_green(registry, request, kafka_bootstrap)
+    deploy_request, blue = plan_green(registry, request, kafka_bootstrap, kafka_client_config)
     topic = str(deploy_request.config_overrides["kafka.revenue_topic"])
+    history = deploy_request.config_overrides.get("history")
     if kafka_client_config is not None:
         ensure_revenue_topic(kafka_client_config, topic)
     outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress)
@@ -130,9 +189,12 @@ def deploy_green(
         request.green_deployment_id,
         "replay_started",
         actor,
-        f"blue-green replay of {blue} from earliest offsets",
+        f"blue-green replay of {blue} from "
+        + (f"bronze {history['bronze_table']}, then Kafka" if history else "earliest Kafka offsets"),
         {
             "blue": blue,
+            "replay_source": request.replay_source,
+            "history": history,
             "version": request.version,
             "overrides": dict(request.config_overrides),
             "topic": topic,
@@ -140,34 +202,6 @@ def deploy_green(
         to_value=request.version,
     )
     return {**outcome, "blue": blue, "revenue_topic": topic}
-
-
-def wait_for_catch_up(
-    registry: DeploymentRegistry,
-    green: str,
-    max_offsets_behind: int,
-    timeout_s: float,
-    poll_interval_s: float,
-    actor: str,
-    progress: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """Poll green's progress until it is at most `max_offsets_behind` behind; ReplayGateFailed on timeout."""
-    started = time.monotonic()
-    while True:
-        state: CatchUp = judge_catch_up(progress_summary(registry.get(green)), max_offsets_behind)
-        elapsed = time.monotonic() - started
-        progress(
-            f"[replay] {green}: {state.describe()} after {elapsed:.0f}s (threshold {max_offsets_behind})"
-        )
-        if state.caught_up:
-            details = {"offsets_behind": state.offsets_behind, "seconds": round(elapsed, 1)}
-            record(registry, green, "replay_caught_up", actor, "caught up", details)
-            return details
-        if elapsed >= timeout_s:
-            raise ReplayGateFailed(
-                f"green {green!r} did not catch up within {timeout_s:.0f}s ({state.describe()})"
-            )
-        time.sleep(min(poll_interval_s, max(timeout_s - elapsed, 0.1)))
 
 
 def gold_rows(table_path: str) -> list[dict[str, Any]]:

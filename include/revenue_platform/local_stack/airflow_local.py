@@ -143,7 +143,12 @@ class LocalAirflow:
         self.log_path = settings.home / "standalone.log"
 
     def pid(self) -> int | None:
-        return processes.read_live_pid(self.pid_path, expected_cmdline_fragment="standalone")
+        pid = processes.read_live_pid(self.pid_path, expected_cmdline_fragment="standalone")
+        # Every `airflow standalone` looks alike on the command line; ours is the one with our AIRFLOW_HOME
+        # (a reused pid of another stack's Airflow must not be stopped by us).
+        if pid is not None and processes.environment(pid).get("AIRFLOW_HOME") != str(self.settings.home):
+            return None
+        return pid
 
     def healthy(self) -> bool:
         """True when the API server reports the metadatabase and scheduler healthy."""

@@ -120,7 +120,11 @@ class LocalKafkaBroker:
     # --- probing -------------------------------------------------------------------------------
     def pid(self) -> int | None:
         """PID of our running broker, or None (a stale pid file is ignored)."""
-        return processes.read_live_pid(self.pid_path, expected_cmdline_fragment="kafka.Kafka")
+        # This broker's own config path, not just "kafka.Kafka": pids get reused quickly (pid_max can be
+        # 32768), and a stale pid file must never make us stop another stack's broker.
+        return processes.read_live_pid(
+            self.pid_path, expected_cmdline_fragment=f"kafka.Kafka {self.config_path}"
+        )
 
     def answers_metadata(self, timeout_s: float = 3.0) -> bool:
         """True when the broker answers a metadata request within `timeout_s`."""

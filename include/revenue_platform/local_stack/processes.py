@@ -46,6 +46,16 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def environment(pid: int) -> dict[str, str]:
+    """The environment `pid` was started with ({} when it is gone or not ours to read)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+    return {key: value for key, _, value in pairs}
+
+
 def is_alive(pid: int) -> bool:
     """True for a running (non-zombie) process."""
     try:

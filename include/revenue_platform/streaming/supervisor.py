@@ -129,6 +129,7 @@ def progress_summary(record: DeploymentRecord) -> dict[str, Any]:
                 "batch_timestamp",
                 "heartbeat_at",
                 "max_offsets_behind_latest",
+                "history_pending",
                 "input_rows_per_second",
                 "processed_rows_per_second",
             )

@@ -16,6 +16,7 @@ from revenue_platform.bluegreen.logic import (
     flatten,
     green_overrides,
     judge_catch_up,
+    plan_replay_history,
     previous_live,
     promotion_blockers,
 )
@@ -54,7 +55,6 @@ def test_request_defaults_and_validation() -> None:
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({"replay_source": "bronze"}, "replay_source"),
         ({"replay_source": "s3"}, "replay_source"),
         ({"revenue_tolerance": "abc"}, "revenue_tolerance"),
         ({"revenue_tolerance": "-1"}, "revenue_tolerance"),
@@ -107,6 +107,58 @@ def test_catch_up_needs_every_query_within_the_threshold() -> None:
     assert not judge_catch_up(summary(0, None), 100).caught_up, "a query without a batch is not caught up"
     assert not judge_catch_up({"queries": {}}, 0).caught_up
     assert "ETA ?" in judge_catch_up(summary(3, rate=None), 0).describe()
+
+
+def test_a_replay_from_bronze_is_not_caught_up_while_its_history_is_being_read() -> None:
+    queries = {"archive": {"max_offsets_behind_latest": 0}, "revenue": {"max_offsets_behind_latest": 0}}
+    queries["revenue"]["history_pending"] = True
+    pending = judge_catch_up({"queries": queries}, 0)
+    assert not pending.caught_up
+    assert "bronze history still being read" in pending.describe()
+    queries["revenue"]["history_pending"] = False
+    assert judge_catch_up({"queries": queries}, 0).caught_up
+
+
+BRONZE = "/lake/bronze/orders_raw/blue"
+
+
+def test_bronze_history_cuts_over_to_kafka_at_the_first_offset_bronze_lacks() -> None:
+    # Retention deleted offsets < 40 of partition 0; bronze holds 0..99 of it and nothing of partition 1.
+    history = plan_replay_history("bronze", {0: (0, 99)}, {0: (40, 120), 1: (0, 7)}, BRONZE)
+    assert history == {"bronze_table": BRONZE, "kafka_offsets": {0: 100, 1: -2}}
+
+
+@pytest.mark.parametrize(
+    ("bronze", "kafka", "message"),
+    [
+        ({}, {0: (0, 10)}, "is empty"),
+        # Kafka lost 100..149 before blue archived them: neither side has them.
+        ({0: (0, 99)}, {0: (150, 200)}, "offsets 100..149 are in neither bronze nor Kafka"),
+        ({0: (0, 99)}, {0: (0, 200), 1: (5, 9)}, "partition 1: bronze holds none of it"),
+        ({0: (0, 9), 3: (0, 9)}, {0: (0, 20)}, "partitions [3] are archived in bronze"),
+    ],
+)
+def test_a_bronze_replay_that_would_lose_records_is_refused(
+    bronze: dict[int, tuple[int, int]], kafka: dict[int, tuple[int, int]], message: str
+) -> None:
+    with pytest.raises(ConfigError, match="replay_source") as refused:
+        plan_replay_history("bronze", bronze, kafka, BRONZE)
+    assert message in str(refused.value)
+
+
+def test_kafka_earliest_is_refused_once_retention_deleted_what_blue_has_seen() -> None:
+    assert plan_replay_history("kafka_earliest", {0: (0, 99)}, {0: (0, 120)}, BRONZE) is None
+    # Blue started later than Kafka's first kept offset: nothing it saw is gone.
+    assert plan_replay_history("kafka_earliest", {0: (50, 99)}, {0: (40, 120)}, BRONZE) is None
+    with pytest.raises(ConfigError, match="replay from 'bronze'") as refused:
+        plan_replay_history("kafka_earliest", {0: (0, 99)}, {0: (40, 120)}, BRONZE)
+    assert "partition 0: Kafka starts at offset 40, blue archived from offset 0" in str(refused.value)
+
+
+def test_green_never_inherits_blue_history_source() -> None:
+    blue = {"kafka": {"orders_topic": "orders"}, "history": {"bronze_table": "/x", "kafka_offsets": {"0": 5}}}
+    overrides = green_overrides(blue, {}, "revenue_windows_green")
+    assert not any(key == "history" or key.startswith("history.") for key in overrides)
 
 
 def test_closed_horizon_is_newest_start_minus_watermark() -> None:

@@ -95,3 +95,38 @@ def test_progress_summary_reads_lag_late_rows_and_offsets() -> None:
     assert summary["rows_dropped_by_watermark"] == 5
     assert summary["batch_duration_ms"] == 900
     assert summary["counters"] == {"dead_letters": 4}
+
+
+def test_progress_of_a_bronze_replay_reports_kafka_lag_and_whether_history_is_done() -> None:
+    delta = "DeltaSource[file:/lake/bronze/replay_history/green]"
+    kafka = {
+        "description": "KafkaV2[Subscribe[orders]]",
+        "endOffset": '{"orders":{"0":140}}',
+        "metrics": {"maxOffsetsBehindLatest": "0"},
+    }
+    reading = {
+        "description": delta,
+        "endOffset": '{"reservoirVersion": 0, "index": 3, "isStartingVersion": true}',
+    }
+    done = {
+        "description": delta,
+        "endOffset": '{"reservoirVersion": 1, "index": -1, "isStartingVersion": false}',
+    }
+    first = summarize_progress({"name": "green__revenue", "sources": [reading, kafka]}, {})
+    assert first["end_offsets"] == {"orders": {"0": 140}}, "offsets to commit are Kafka's, not Delta's"
+    assert (first["max_offsets_behind_latest"], first["history_pending"]) == (0, True)
+    assert (
+        summarize_progress({"name": "green__revenue", "sources": [done, kafka]}, {})["history_pending"]
+        is False
+    )
+    assert summarize_progress({"name": "blue__revenue", "sources": [kafka]}, {})["history_pending"] is False
+
+
+def test_history_config_validates_cut_over_offsets() -> None:
+    config = load_config(None, {"history": {"bronze_table": "/b", "kafka_offsets": {"0": 10, "1": -2}}})
+    assert config.history is not None
+    assert config.history.kafka_offsets == {0: 10, 1: -2}
+    with pytest.raises(AppConfigError, match=r"history\.kafka_offsets"):
+        load_config(None, {"history": {"bronze_table": "/b", "kafka_offsets": {"0": -1}}})
+    with pytest.raises(AppConfigError, match=r"history\.kafka_offsets"):
+        load_config(None, {"history": {"bronze_table": "/b", "kafka_offsets": {}}})
