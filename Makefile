@@ -79,11 +79,21 @@ airflow: $(INSTALLED) ## Run the Airflow CLI against the local stack: make airfl
 demo: up ## Run the platform end to end on the local stack and print windowed revenue
 	@$(PYTHON) -m revenue_platform.demo
 
+.PHONY: browser
+browser: $(INSTALLED) ## Install Debian's chromium for the browser test (apt-get, only when missing)
+	@$(STACK) browser
+
 .PHONY: test
-test: jvm ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
+test: jvm browser ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
 	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
 	  exit $$status
+
+.PHONY: bench bench-quick
+bench: jvm ## Benchmark on its own broker (:23092): 2M-order replay vs raw read ceiling, live latency, memory
+	@$(PYTHON) -m bench
+bench-quick: jvm ## The benchmark's small variant (100k orders, live 1k/5k per s; 5-15 min)
+	@$(PYTHON) -m bench --quick
 
 .PHONY: lint
 lint: $(INSTALLED) ## ruff (incl. Airflow AIR rules), ruff format check, mypy

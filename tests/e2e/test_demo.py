@@ -1,7 +1,11 @@
-"""`make demo` as a user runs it: start the stack, run the demo, read its output, stop the stack.
+"""`make demo` as a user runs it: start the stack, run the demo, read its output, look at it in the
+Airflow UI with a real browser, stop the stack.
 
 The stack runs on its own ports and state folder (not the developer's 9092/8080 or .local/),
-with a clean environment, so this is the same path a newcomer takes after `git clone`.
+with a clean environment, so this is the same path a newcomer takes after `git clone`. It is
+started once for the module (`demo_stack`): the browser test looks at the live deployment the
+demo made, and the last test checks that `down` stops everything. The fixture runs `down` again
+at the end, so nothing is left running even when a test fails.
 """
 
 from __future__ import annotations
@@ -10,14 +14,24 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from revenue_platform.local_stack import processes
+from revenue_platform.local_stack.airflow_local import LOCAL_ADMIN_PASSWORD, LOCAL_ADMIN_USER
 from revenue_platform.paths import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
+
+AIRFLOW_PORT = 18580
+OUTPUT_DIR = REPO_ROOT / "tests" / "output" / "e2e_demo"
+"""Screenshots of the browser test (git-ignored)."""
+UI_TIMEOUT_MS = 90_000
+"""Bound on each browser wait: the UI and the view's Delta reads share 2 cores with Spark and Kafka."""
 
 
 def _user_environment(state_dir: Path) -> dict[str, str]:
@@ -28,9 +42,11 @@ def _user_environment(state_dir: Path) -> dict[str, str]:
             "PLATFORM_STATE_DIR": str(state_dir),
             "KAFKA_PORT": "19592",
             "KAFKA_CONTROLLER_PORT": "19593",
-            "AIRFLOW_PORT": "18580",
+            "AIRFLOW_PORT": str(AIRFLOW_PORT),
         }
     )
+    # The lake follows the state folder, as for a user who never set it.
+    env.pop("PLATFORM_LAKE_ROOT", None)
     return env
 
 
@@ -46,37 +62,142 @@ def _stack(command: str, env: dict[str, str], timeout_s: float = 600) -> subproc
     )
 
 
-def test_demo_prints_windowed_revenue_and_down_stops_everything(tmp_path: Path) -> None:
-    env = _user_environment(tmp_path / "state")
+@dataclass(frozen=True)
+class DemoStack:
+    env: dict[str, str]
+    state_dir: Path
+    up: subprocess.CompletedProcess[str]
+    demo: subprocess.CompletedProcess[str]
+
+    @property
+    def lake_root(self) -> str:
+        return str(self.state_dir / "lake")
+
+    @property
+    def airflow_url(self) -> str:
+        return f"http://localhost:{AIRFLOW_PORT}"
+
+    def require_demo_output(self) -> None:
+        """The stack is up and the demo wrote its windows (its exit status is the first test's business)."""
+        assert self.up.returncode == 0, self.up.stdout + self.up.stderr
+        assert "(DECIMAL, exact)" in self.demo.stdout, (self.demo.stdout + self.demo.stderr)[-4000:]
+
+
+@pytest.fixture(scope="module")
+def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoStack]:
+    """`up`, then the demo, once for the module; `down` at the end whatever happened."""
+    state_dir = tmp_path_factory.mktemp("e2e") / "state"
+    env = _user_environment(state_dir)
     try:
         up = _stack("up", env)
-        assert up.returncode == 0, up.stdout + up.stderr
-        assert "login admin / admin" in up.stdout
-
-        demo = subprocess.run(
-            [sys.executable, "-m", "revenue_platform.demo"],
-            env=env,
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-        output = demo.stdout + demo.stderr
-        assert demo.returncode == 0, output[-4000:]
-        summary = re.search(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)", output)
-        assert summary, output[-4000:]
-        windows, orders, revenue = int(summary[1]), int(summary[2]), summary[3]
-        assert windows > 0
-        assert orders == 3000, "each of the demo's distinct orders is counted exactly once"
-        assert revenue != "0.00"
-        table_rows = re.findall(
-            r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d\d:\d\d:\d\d store_\d+ +(GENERAL|RESTAURANT)", output, re.M
-        )
-        assert len(table_rows) == windows
+        if up.returncode == 0:
+            demo = subprocess.run(
+                [sys.executable, "-m", "revenue_platform.demo"],
+                env=env,
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+        else:
+            demo = subprocess.CompletedProcess(["demo"], 1, "", "not run: `up` failed")
+        yield DemoStack(env, state_dir, up, demo)
     finally:
-        down = _stack("down", env)
+        _stack("down", env)
+
+
+def test_demo_prints_windowed_revenue(demo_stack: DemoStack) -> None:
+    assert demo_stack.up.returncode == 0, demo_stack.up.stdout + demo_stack.up.stderr
+    assert "login admin / admin" in demo_stack.up.stdout
+    output = demo_stack.demo.stdout + demo_stack.demo.stderr
+    assert demo_stack.demo.returncode == 0, output[-4000:]
+    summary = re.search(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)", output)
+    assert summary, output[-4000:]
+    windows, orders, revenue = int(summary[1]), int(summary[2]), summary[3]
+    assert windows > 0
+    assert orders == 3000, "each of the demo's distinct orders is counted exactly once"
+    assert revenue != "0.00"
+    table_rows = re.findall(
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d\d:\d\d:\d\d store_\d+ +(GENERAL|RESTAURANT)", output, re.M
+    )
+    assert len(table_rows) == windows
+
+
+def _gold_points(lake_root: str, deployment_id: str, location_id: str) -> set[tuple[datetime, str, str]]:
+    from deltalake import DeltaTable
+
+    from spark_apps.naming import DeploymentNames
+
+    table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
+    rows = table.to_pyarrow_table(filters=[("location_id", "=", location_id)]).to_pylist()
+    return {(r["window_start"], r["order_type"], str(r["revenue"])) for r in rows}
+
+
+def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_revenue(
+    demo_stack: DemoStack,
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from revenue_platform.local_stack.browser import ensure_chromium
+    from revenue_platform.registry import resolve_live_deployment
+
+    demo_stack.require_demo_output()
+    live = resolve_live_deployment(demo_stack.lake_root)
+    assert live is not None, "the demo makes its deployment live on a fresh stack"
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    screenshot = OUTPUT_DIR / "operations_view.png"
+    screenshot.unlink(missing_ok=True)
+
+    with sync_playwright() as playwright:
+        # Debian's Chromium (installed by `make browser`), never a browser Playwright downloads.
+        browser = playwright.chromium.launch(executable_path=str(ensure_chromium()))
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            page.goto(demo_stack.airflow_url + "/")
+            # Airflow's own login page (simple auth manager): the view must work for a real UI session.
+            page.get_by_label("Username").fill(LOCAL_ADMIN_USER)
+            page.get_by_label("Password").fill(LOCAL_ADMIN_PASSWORD)
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(demo_stack.airflow_url + "/")
+
+            page.get_by_role("link", name="Revenue operations").click()
+            page.wait_for_url("**/plugin/revenue-operations")
+            view = page.frame_locator("iframe[src='/revenue-ops/']")
+            try:
+                # The page fetches its data after loading: wait for the first complete refresh.
+                expect(view.locator("#updated")).not_to_have_text("never", timeout=UI_TIMEOUT_MS)
+                expect(view.locator("#live-deployment")).to_have_text(live)
+                expect(view.locator(f"td[data-deployment-id='{live}']")).to_be_visible()
+                expect(view.locator("#deployments tr.role-live .badge.live")).to_have_text("live")
+                expect(view.locator("#live-history")).to_contain_text("make demo")
+                points = view.locator("#revenue-chart circle.point")
+                expect(points.first).to_be_attached()
+                store = view.locator("#store-picker").input_value()
+                drawn = {
+                    (
+                        datetime.fromisoformat(point.get_attribute("data-window-start") or ""),
+                        point.get_attribute("data-order-type") or "",
+                        point.get_attribute("data-revenue") or "",
+                    )
+                    for point in points.all()
+                }
+                expect(view.locator("#banner")).to_be_hidden()
+            finally:
+                page.screenshot(path=str(screenshot), full_page=True)
+        finally:
+            browser.close()
+
+    # Every point of the chart is a window of the chosen store in the live gold, to the cent.
+    assert store.startswith("store_")
+    assert drawn == _gold_points(demo_stack.lake_root, live, store)
+    assert screenshot.stat().st_size > 10_000
+
+
+def test_down_stops_everything(demo_stack: DemoStack) -> None:
+    down = _stack("down", demo_stack.env)
     assert down.returncode == 0, down.stdout + down.stderr
-    for pid_file in (tmp_path / "state").rglob("*.pid"):
+    for pid_file in demo_stack.state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
         assert pid is None, f"{pid_file} still names a live process {pid}: {processes.cmdline(pid)}"

@@ -63,6 +63,13 @@ def _down() -> None:
     _broker().stop()
 
 
+def _browser() -> None:
+    # Imported here like the registry above: only the browser tests need it.
+    from revenue_platform.local_stack.browser import ensure_chromium
+
+    print(f"chromium: {ensure_chromium()}")
+
+
 COMMANDS = {
     "check": _check,
     "jvm": jvm.fetch_jvm_artifacts,
@@ -74,6 +81,7 @@ COMMANDS = {
     "up": _up,
     "down": _down,
     "status": _status,
+    "browser": _browser,
 }
 
 

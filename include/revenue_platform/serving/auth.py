@@ -1,0 +1,69 @@
+"""Who may call the platform's plugin apps: any user the Airflow auth manager has authenticated.
+
+Airflow mounts plugin FastAPI apps (`fastapi_apps`) on its API server but does not protect them:
+a plugin route is public unless it asks for a user itself. `require_airflow_user` is that ask.
+It delegates to Airflow's own `get_user` dependency (airflow.api_fastapi.core_api.security), so a
+request is accepted exactly when the public REST API (/api/v2) would accept it:
+
+* an `Authorization: Bearer <jwt>` header with a token from `POST /auth/token`, or
+* the UI's `_token` cookie (what the browser sends after logging in to the Airflow UI).
+
+Anonymous requests get 401 ("Not authenticated"), expired tokens 401 ("Token Expired"), and
+tokens that do not verify 403 ("Invalid JWT token") — Airflow's own answers. Outside a running
+Airflow API server (no auth manager initialized) every request gets 503 rather than a 500.
+
+Usage in a plugin app::
+
+    from revenue_platform.serving.auth import AirflowUser, require_airflow_user
+
+    app = FastAPI(dependencies=[Depends(require_airflow_user)])   # every route, or per route:
+
+    @app.get("/whoami")
+    def whoami(user: AirflowUser) -> dict[str, str]:
+        return {"name": user.get_name()}
+
+Airflow's security module imports the ORM models, so it is imported on the first request, not
+when the plugin module is imported (plugins are imported by every Airflow process).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+if TYPE_CHECKING:
+    from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+
+# auto_error=False: a missing header must fall through to the UI's cookie, as in Airflow itself.
+# Declaring the scheme here also documents the bearer token in the plugin app's OpenAPI schema.
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="AirflowJWT",
+    description="JWT from the Airflow API server's `POST /auth/token` (or the UI's `_token` cookie).",
+)
+
+
+async def require_airflow_user(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
+) -> BaseUser:
+    """The authenticated Airflow user of this request; 401/403 as Airflow's REST API answers."""
+    from airflow.api_fastapi.core_api.security import get_user
+
+    try:
+        return await get_user(request, _oauth_token=None, bearer_credentials=credentials)
+    except RuntimeError as error:
+        # get_auth_manager() raises RuntimeError when the app runs outside the Airflow API server.
+        raise HTTPException(
+            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail=(
+                "authentication is unavailable: this app must be served by the Airflow API server "
+                f"(mounted as a plugin), which initializes the auth manager ({error})"
+            ),
+        ) from error
+
+
+AirflowUser = Annotated[Any, Depends(require_airflow_user)]
+"""Route parameter type for the authenticated user (an Airflow `BaseUser`)."""

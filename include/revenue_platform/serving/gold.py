@@ -1,0 +1,151 @@
+"""The live deployment's gold table as an in-memory Arrow snapshot, cached per Delta version.
+
+`read_live_gold()` is the one entry point: it asks the registry which deployment is live
+(`revenue_platform.registry.resolve_live_deployment`, never anything else), names its gold table
+with `spark_apps.naming.DeploymentNames`, and returns a `GoldSnapshot` of the table's current
+version. Opening a Delta table reads only its log; the data files are read once per
+(table, version) and kept in a small LRU cache, so repeated requests cost a log read, and a new
+micro-batch (a new version) or a live switch (another table) is picked up by the next request.
+
+Used by the query API and the operations view; the public names below are kept stable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from revenue_platform.errors import PlatformError
+from revenue_platform.paths import lake_root as default_lake_root
+from revenue_platform.registry import RegistryError, resolve_live_deployment
+from spark_apps.naming import DeploymentNames
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# The gold columns (spark_apps.schemas.ENRICHED_REVENUE_SCHEMA), named here so that importing this
+# module does not import pyspark; tests check the two agree.
+GOLD_COLUMNS: tuple[str, ...] = (
+    "location_id",
+    "order_type",
+    "window_start",
+    "window_end",
+    "order_count",
+    "revenue",
+    "address_line1",
+    "address_line2",
+    "city",
+    "state",
+    "zip",
+    "contact_num",
+)
+_CACHE_SIZE = 4  # blue + green around a switch, each at its current and previous version
+
+
+class NoLiveDeploymentError(PlatformError):
+    """The registry names no live deployment (or more than one): there is nothing to serve yet."""
+
+
+def gold_arrow_schema() -> pa.Schema:
+    """Arrow schema of a gold snapshot (timestamps normalized to microseconds UTC)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    text = pa.string()
+    return pa.schema(
+        [
+            ("location_id", text),
+            ("order_type", text),
+            ("window_start", ts),
+            ("window_end", ts),
+            ("order_count", pa.int64()),
+            ("revenue", pa.decimal128(18, 2)),
+            *((name, text) for name in GOLD_COLUMNS[6:]),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class GoldSnapshot:
+    """One version of one deployment's gold table, fully read (derived aggregates are cached on it)."""
+
+    deployment_id: str
+    table_path: str
+    table_version: int | None
+    """None when the live deployment has not written its gold table yet (an empty snapshot)."""
+    table: pa.Table = field(repr=False)
+
+    @cached_property
+    def totals(self) -> pa.Table:
+        """Per (location, order type): order_count and revenue summed over every window, plus the store."""
+        from revenue_platform.serving.queries import totals_per_store
+
+        return totals_per_store(self.table)
+
+
+def _read_snapshot(
+    deployment_id: str, table_path: str, storage_options: dict[str, str] | None
+) -> GoldSnapshot:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    schema = gold_arrow_schema()
+    try:
+        delta = DeltaTable(table_path, storage_options=storage_options)
+    except TableNotFoundError:
+        return GoldSnapshot(deployment_id, table_path, None, schema.empty_table())
+    version = delta.version()
+    key = (table_path, version)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            _CACHE.move_to_end(key)
+            return cached
+    # Read outside the lock: a slow read must not block answers from other cached versions.
+    raw = delta.to_pyarrow_table(columns=list(GOLD_COLUMNS))
+    snapshot = GoldSnapshot(deployment_id, table_path, version, raw.cast(schema))
+    with _CACHE_LOCK:
+        _CACHE[key] = snapshot
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return snapshot
+
+
+_CACHE: OrderedDict[tuple[str, int], GoldSnapshot] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_gold_cache() -> None:
+    """Forget every cached snapshot (tests; or to release memory)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def live_gold_table_path(lake_root: str | None = None) -> tuple[str, str]:
+    """(live deployment id, its gold table path); NoLiveDeploymentError when nothing is live."""
+    root = lake_root or default_lake_root()
+    try:
+        deployment_id = resolve_live_deployment(root)
+    except RegistryError as error:
+        raise NoLiveDeploymentError(f"the live pointer is unusable: {error}") from error
+    if deployment_id is None:
+        raise NoLiveDeploymentError(
+            f"no deployment is live in the registry under {root}: deploy the streaming app and make it "
+            "live (trigger deploy_streaming_app, or run `make demo`), then ask again"
+        )
+    return deployment_id, DeploymentNames(root, deployment_id).gold_revenue_table
+
+
+def read_live_gold(
+    lake_root: str | None = None, storage_options: dict[str, str] | None = None
+) -> GoldSnapshot:
+    """The current snapshot of the live deployment's gold table (empty if it has no output yet).
+
+    `lake_root` defaults to `revenue_platform.paths.lake_root()` at call time, so a process serves
+    whatever lake its environment names. Raises NoLiveDeploymentError when nothing is live.
+    """
+    deployment_id, table_path = live_gold_table_path(lake_root)
+    return _read_snapshot(deployment_id, table_path, storage_options)

@@ -1,0 +1,70 @@
+"""`/v1/metadata/all`: the registry's deployments, the live pointer, and each deployment's lag.
+
+Lag comes from the progress JSON the app's StreamingQueryListener publishes under
+`DeploymentNames.progress_dir` (spark_apps/observability.py): reading one small file per
+deployment is bounded and cheap, while asking Kafka for end offsets on every request is not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from revenue_platform.paths import lake_root as default_lake_root
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryError
+from revenue_platform.serving.gold import NoLiveDeploymentError
+from revenue_platform.serving.models import DeploymentMetadata, Lag, Metadata
+from spark_apps.naming import DeploymentNames
+
+# spark_apps.orders_streaming_app.REVENUE_QUERY; not imported, that module imports pyspark.
+REVENUE_QUERY_ROLE = "revenue"
+
+
+def read_lag(names: DeploymentNames) -> Lag | None:
+    """The revenue query's latest published progress, or None if the app has published none."""
+    path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name(REVENUE_QUERY_ROLE)}.json"
+    try:
+        progress: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    behind = progress.get("max_offsets_behind_latest")
+    return Lag(
+        offsets_behind_latest=int(behind) if behind is not None else None,
+        last_batch_at=progress.get("batch_timestamp"),
+        heartbeat_at=progress.get("heartbeat_at"),
+        watermark=progress.get("watermark"),
+        progress_file=str(path),
+    )
+
+
+def _deployment(record: DeploymentRecord, names: DeploymentNames) -> DeploymentMetadata:
+    return DeploymentMetadata(
+        deployment_id=record.deployment_id,
+        colour=record.colour,
+        app_version=record.app_version,
+        is_live=record.is_live,
+        desired_state=record.desired_state,
+        observed_state=record.observed_state,
+        registered_at=record.registered_at,
+        updated_at=record.updated_at,
+        gold_table=names.gold_revenue_table,
+        lag=read_lag(names),
+    )
+
+
+def deployments_metadata(lake_root: str | None = None) -> Metadata:
+    """Every registered deployment with its lag, and which one is live (None before the first switch)."""
+    root = lake_root or default_lake_root()
+    registry = DeploymentRegistry(root)
+    try:
+        records = registry.deployments()
+    except RegistryError as error:
+        raise NoLiveDeploymentError(f"the deployment registry under {root} is unreadable: {error}") from error
+    live = [r.deployment_id for r in records if r.is_live]
+    if len(live) > 1:
+        raise NoLiveDeploymentError(f"more than one deployment is marked live in the registry: {live}")
+    return Metadata(
+        live_deployment_id=live[0] if live else None,
+        deployments=[_deployment(r, DeploymentNames(root, r.deployment_id)) for r in records],
+    )

@@ -1,0 +1,412 @@
+"""The operations view: one page that shows what is running and whether its output can be trusted.
+
+A FastAPI app (mounted by `plugins/revenue_operations_view.py` at `/revenue-ops` on the Airflow
+API server, and embedded in the Airflow UI's nav as an external view) serving:
+
+* `GET /` — a static page (`static/operations.html`, plain HTML + vanilla JS + inline SVG) that
+  calls the JSON endpoints below with the browser's Airflow session cookie;
+* `GET /api/deployments` — every registered deployment (live, candidates, stopped) with colour,
+  version, desired/observed state, restarts, and the lag, rates and last batch time from the
+  progress JSON the streaming app publishes (`DeploymentNames.progress_dir`);
+* `GET /api/quality` — the latest quality run's checks (of the live deployment unless one is
+  named) with a link to the Great Expectations Data Docs, served by `GET /data-docs/...`;
+* `GET /api/live-history` — the live pointer's switches from the registry's audit log, newest first;
+* `GET /api/stores` and `GET /api/revenue?location_id=...` — the stores in the live gold table and
+  the revenue per window of one of them, for the chart.
+
+Every endpoint except the page shell requires an authenticated Airflow user
+(`revenue_platform.serving.auth.require_airflow_user`: the UI's `_token` cookie, which the browser
+sends along with the iframe's same-origin requests, or a bearer token). Everything is read with
+`deltalake`/`pyarrow` (no Spark), imported on first use so the plugin stays cheap to import.
+Money is `Decimal` end to end and a decimal string in JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from decimal import Decimal
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Query, status
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from pydantic import BaseModel, Field
+
+from revenue_platform.paths import lake_root as default_lake_root
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
+from revenue_platform.serving.auth import require_airflow_user
+from spark_apps.naming import DeploymentNames
+
+LOG = logging.getLogger(__name__)
+LIVE_SWITCH_EVENT = "live_switched"
+"""Registry event kind written by `DeploymentRegistry.switch_live` (promotions and rollbacks)."""
+MAX_CHART_WINDOWS = 2000
+NAV_ICON_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#1e63c6" '
+    'stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M3 3v18h18"/>'
+    '<path d="M7 15l4-5 3 3 5-7"/></svg>'
+)
+
+
+# --- response models --------------------------------------------------------------------------
+class DeploymentStatus(BaseModel):
+    """One deployment as an operator needs to see it."""
+
+    deployment_id: str
+    colour: str
+    role: Literal["live", "candidate", "stopped"]
+    """live: readers use its output; candidate: desired running but not live; stopped: neither."""
+    app_version: str
+    desired_state: str
+    observed_state: str
+    is_live: bool
+    restarts: int
+    """Supervisor restarts since the last deploy."""
+    last_error: str | None = None
+    heartbeat_at: datetime | None = None
+    offsets_behind_latest: int | None = None
+    """Revenue query's offsets behind the latest Kafka offsets (the app's lag)."""
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+    last_batch_id: int | None = None
+    last_batch_at: datetime | None = None
+
+
+class DeploymentsResponse(BaseModel):
+    live_deployment_id: str | None
+    deployments: list[DeploymentStatus]
+
+
+class QualityCheck(BaseModel):
+    check: str
+    suite: str
+    dataset: str
+    success: bool
+    element_count: int | None = None
+    unexpected_count: int | None = None
+    observed: str | None = None
+    failing_keys_sample: list[str] = Field(default_factory=list)
+
+
+class QualityRun(BaseModel):
+    run_id: str
+    deployment_id: str
+    checked_at: datetime
+    interval_start: datetime
+    interval_end: datetime
+    passed: int
+    failed: int
+    checks: list[QualityCheck]
+
+
+class QualityResponse(BaseModel):
+    latest: QualityRun | None
+    data_docs_url: str | None
+    """Relative URL of the Data Docs site served by this app, or None if it was never built."""
+
+
+class LiveSwitch(BaseModel):
+    at: datetime
+    from_deployment: str | None
+    to_deployment: str
+    actor: str
+    reason: str | None
+
+
+class LiveHistoryResponse(BaseModel):
+    live_deployment_id: str | None
+    switches: list[LiveSwitch]
+    """Newest first."""
+
+
+class StoreOption(BaseModel):
+    location_id: str
+    city: str | None
+
+
+class StoresResponse(BaseModel):
+    deployment_id: str | None
+    stores: list[StoreOption]
+
+
+class RevenuePoint(BaseModel):
+    window_start: datetime
+    window_end: datetime
+    order_type: str
+    order_count: int
+    revenue: Decimal
+    """DECIMAL(18,2) from gold; serialized as a decimal string."""
+
+
+class RevenueSeriesResponse(BaseModel):
+    deployment_id: str
+    location_id: str
+    points: list[RevenuePoint]
+    """Oldest window first; the latest `limit` windows of the store."""
+
+
+# --- readers (plain functions: the tests call them through the app) ---------------------------
+def _parse_time(value: Any) -> datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
+    """The revenue query's latest progress JSON (as `spark_apps.observability` writes it), or {}."""
+    names = DeploymentNames(record.lake_root or lake_root, record.deployment_id)
+    path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name('revenue')}.json"
+    try:
+        document: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return document
+
+
+def _role(record: DeploymentRecord) -> Literal["live", "candidate", "stopped"]:
+    if record.is_live:
+        return "live"
+    return "candidate" if record.desired_state == DesiredState.RUNNING.value else "stopped"
+
+
+def deployment_status(record: DeploymentRecord, lake_root: str) -> DeploymentStatus:
+    progress = _revenue_progress(record, lake_root)
+    restarts = [entry for entry in record.restart_history if entry.get("outcome") != "gave_up"]
+    behind = progress.get("max_offsets_behind_latest")
+    return DeploymentStatus(
+        deployment_id=record.deployment_id,
+        colour=record.colour,
+        role=_role(record),
+        app_version=record.app_version,
+        desired_state=record.desired_state,
+        observed_state=record.observed_state,
+        is_live=record.is_live,
+        restarts=len(restarts),
+        last_error=record.last_error,
+        heartbeat_at=_parse_time(progress.get("heartbeat_at")) or record.heartbeat_at,
+        offsets_behind_latest=int(behind) if behind is not None else None,
+        input_rows_per_second=progress.get("input_rows_per_second"),
+        processed_rows_per_second=progress.get("processed_rows_per_second"),
+        last_batch_id=progress.get("batch_id"),
+        last_batch_at=_parse_time(progress.get("batch_timestamp")),
+    )
+
+
+def read_deployments(registry: DeploymentRegistry) -> DeploymentsResponse:
+    """Live first, then candidates, then stopped deployments; by id within each group."""
+    order = {"live": 0, "candidate": 1, "stopped": 2}
+    statuses = [deployment_status(r, registry.lake_root) for r in registry.deployments()]
+    statuses.sort(key=lambda s: (order[s.role], s.deployment_id))
+    return DeploymentsResponse(live_deployment_id=registry.live_deployment(), deployments=statuses)
+
+
+def read_live_history(registry: DeploymentRegistry) -> LiveHistoryResponse:
+    switches = [
+        LiveSwitch(
+            at=event.at,
+            from_deployment=event.from_value,
+            to_deployment=event.to_value or event.deployment_id,
+            actor=event.actor,
+            reason=event.reason,
+        )
+        for event in registry.events()
+        if event.kind == LIVE_SWITCH_EVENT
+    ]
+    switches.reverse()
+    return LiveHistoryResponse(live_deployment_id=registry.live_deployment(), switches=switches)
+
+
+def data_docs_root(lake_root: str) -> Path:
+    from revenue_platform.quality.runner import quality_root
+
+    return quality_root(lake_root) / "data_docs"
+
+
+def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityResponse:
+    """The latest run (by check time) of `deployment_id`, or of any deployment when None."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from revenue_platform.quality.results import results_table_path
+
+    docs_index = data_docs_root(lake_root) / "index.html"
+    docs_url = "data-docs/index.html" if docs_index.is_file() else None
+    try:
+        table = DeltaTable(results_table_path(lake_root))
+    except TableNotFoundError:
+        return QualityResponse(latest=None, data_docs_url=docs_url)
+    filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
+    rows = table.to_pyarrow_table(filters=filters).to_pylist()
+    if not rows:
+        return QualityResponse(latest=None, data_docs_url=docs_url)
+    newest = max(rows, key=lambda r: (r["checked_at"], r["run_id"]))
+    run_rows = [r for r in rows if r["run_id"] == newest["run_id"]]
+    # Failures first: they are what an operator opens the view for.
+    run_rows.sort(key=lambda r: (r["success"], r["suite"], r["check"]))
+    checks = [
+        QualityCheck(
+            check=r["check"],
+            suite=r["suite"],
+            dataset=r["dataset"],
+            success=r["success"],
+            element_count=r["element_count"],
+            unexpected_count=r["unexpected_count"],
+            observed=r["observed"],
+            failing_keys_sample=list(r["failing_keys_sample"] or []),
+        )
+        for r in run_rows
+    ]
+    passed = sum(1 for c in checks if c.success)
+    latest = QualityRun(
+        run_id=newest["run_id"],
+        deployment_id=newest["deployment_id"],
+        checked_at=newest["checked_at"],
+        interval_start=newest["interval_start"],
+        interval_end=newest["interval_end"],
+        passed=passed,
+        failed=len(checks) - passed,
+        checks=checks,
+    )
+    return QualityResponse(latest=latest, data_docs_url=docs_url)
+
+
+def _gold_rows(
+    lake_root: str, deployment_id: str, columns: list[str], filters: list[tuple[str, str, Any]] | None
+) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
+    except TableNotFoundError:
+        return []
+    rows: list[dict[str, Any]] = table.to_pyarrow_table(columns=columns, filters=filters).to_pylist()
+    return rows
+
+
+def read_stores(lake_root: str, deployment_id: str | None) -> StoresResponse:
+    """Stores with at least one window in the deployment's gold, with the city of their latest window."""
+    if deployment_id is None:
+        return StoresResponse(deployment_id=None, stores=[])
+    rows = _gold_rows(lake_root, deployment_id, ["location_id", "city", "window_start"], None)
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        seen = latest.get(row["location_id"])
+        if seen is None or row["window_start"] > seen["window_start"]:
+            latest[row["location_id"]] = row
+    stores = [StoreOption(location_id=key, city=latest[key]["city"]) for key in sorted(latest)]
+    return StoresResponse(deployment_id=deployment_id, stores=stores)
+
+
+def read_revenue_series(
+    lake_root: str, deployment_id: str, location_id: str, limit: int
+) -> RevenueSeriesResponse:
+    """The store's latest `limit` windows (all order types), oldest first."""
+    rows = _gold_rows(
+        lake_root,
+        deployment_id,
+        ["location_id", "order_type", "window_start", "window_end", "order_count", "revenue"],
+        [("location_id", "=", location_id)],
+    )
+    starts = sorted({row["window_start"] for row in rows})[-limit:]
+    kept = set(starts)
+    points = [
+        RevenuePoint(
+            window_start=row["window_start"],
+            window_end=row["window_end"],
+            order_type=row["order_type"],
+            order_count=row["order_count"],
+            revenue=row["revenue"],
+        )
+        for row in rows
+        if row["window_start"] in kept
+    ]
+    points.sort(key=lambda p: (p.window_start, p.order_type))
+    return RevenueSeriesResponse(deployment_id=deployment_id, location_id=location_id, points=points)
+
+
+# --- the app ----------------------------------------------------------------------------------
+def operations_page_html() -> str:
+    """The page shell (no data in it: the page fetches everything through the authenticated API)."""
+    return resources.files("revenue_platform.serving").joinpath("static/operations.html").read_text()
+
+
+def create_operations_app(lake_root: str | None = None) -> FastAPI:
+    """The operations view app; `lake_root` defaults to the platform's (PLATFORM_LAKE_ROOT), per request."""
+
+    def current_lake_root() -> str:
+        return lake_root or default_lake_root()
+
+    def registry() -> DeploymentRegistry:
+        return DeploymentRegistry(current_lake_root())
+
+    def live_or_404(chosen: str | None) -> str:
+        deployment_id = chosen or registry().live_deployment()
+        if deployment_id is None:
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND, "no deployment is live; name one with deployment_id"
+            )
+        return deployment_id
+
+    authenticated = [Depends(require_airflow_user)]
+    app = FastAPI(
+        title="Revenue operations view",
+        description="Deployments, lag, quality checks, live pointer history and revenue per window.",
+        version="1",
+    )
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse(operations_page_html())
+
+    @app.get("/icon.svg", include_in_schema=False)
+    def icon() -> Response:
+        # Public like the page shell: the UI's nav loads it as an <img>.
+        return Response(NAV_ICON_SVG, media_type="image/svg+xml")
+
+    @app.get("/api/deployments", dependencies=authenticated)
+    def deployments() -> DeploymentsResponse:
+        return read_deployments(registry())
+
+    @app.get("/api/quality", dependencies=authenticated)
+    def quality(
+        deployment_id: Annotated[str | None, Query(description="default: the live deployment")] = None,
+    ) -> QualityResponse:
+        return read_latest_quality(current_lake_root(), deployment_id or registry().live_deployment())
+
+    @app.get("/api/live-history", dependencies=authenticated)
+    def live_history() -> LiveHistoryResponse:
+        return read_live_history(registry())
+
+    @app.get("/api/stores", dependencies=authenticated)
+    def stores(
+        deployment_id: Annotated[str | None, Query(description="default: the live deployment")] = None,
+    ) -> StoresResponse:
+        return read_stores(current_lake_root(), deployment_id or registry().live_deployment())
+
+    @app.get("/api/revenue", dependencies=authenticated)
+    def revenue(
+        location_id: Annotated[str, Query(min_length=1)],
+        deployment_id: Annotated[str | None, Query(description="default: the live deployment")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_CHART_WINDOWS)] = 240,
+    ) -> RevenueSeriesResponse:
+        return read_revenue_series(current_lake_root(), live_or_404(deployment_id), location_id, limit)
+
+    @app.get("/data-docs/{file_path:path}", dependencies=authenticated, include_in_schema=False)
+    def data_docs(file_path: str) -> FileResponse:
+        root = data_docs_root(current_lake_root()).resolve()
+        target = (root / (file_path or "index.html")).resolve()
+        # Never serve anything outside the Data Docs folder (`..` in the path).
+        if not target.is_relative_to(root) or not target.is_file():
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no Data Docs file {file_path!r}")
+        return FileResponse(target)
+
+    return app
