@@ -216,6 +216,13 @@ def generate_orders(settings: GeneratorSettings) -> Iterator[GeneratedRecord]:
             yield _bad_record(kind, rng, location, settings.first_order_id + index, settings.start)
 
 
+def record_count(settings: GeneratorSettings) -> int:
+    """How many records `generate_orders(settings)` yields: orders plus duplicates plus malformed ones."""
+    duplicates = settings.orders // settings.duplicate_every if settings.duplicate_every > 0 else 0
+    malformed = settings.orders // settings.bad_every if settings.bad_every > 0 else 0
+    return settings.orders + duplicates + malformed
+
+
 def expected_windows(
     records: Iterable[GeneratedRecord], window_seconds: int, include_late: bool = True
 ) -> dict[tuple[str, str, datetime], ExpectedWindow]:
@@ -243,8 +250,12 @@ def produce(
     total: int | None = None,
     progress: Callable[[str], None] | None = None,
     extra_config: dict[str, Any] | None = None,
+    progress_bar: bool = False,
 ) -> int:
-    """Produce `records` to `topic` (idempotent producer, acks=all); return how many were sent."""
+    """Produce `records` to `topic` (idempotent producer, acks=all); return how many were sent.
+
+    With `progress_bar`, a tqdm bar on stderr shows records handed to the producer (of `total`).
+    """
     from confluent_kafka import KafkaException, Producer
 
     producer = Producer(
@@ -264,6 +275,11 @@ def produce(
 
     sent = 0
     last_report = time.monotonic()
+    bar = None
+    if progress_bar:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=f"produce {topic}", unit="rec", unit_scale=True, mininterval=0.5)
     for record in records:
         while True:
             try:
@@ -273,10 +289,14 @@ def produce(
                 producer.poll(0.1)
         sent += 1
         producer.poll(0)
-        if progress and time.monotonic() - last_report >= 2:
+        if bar is not None:
+            bar.update()
+        elif progress and time.monotonic() - last_report >= 2:
             of_total = f"/{total}" if total else ""
             progress(f"[produce] {topic}: {sent}{of_total} records")
             last_report = time.monotonic()
+    if bar is not None:
+        bar.close()
     remaining = producer.flush(60)
     if remaining or errors:
         raise KafkaException(f"{remaining} records undelivered to {topic}; first errors: {errors[:3]}")
@@ -309,7 +329,14 @@ def main(argv: list[str] | None = None) -> int:
         late_every=args.late_every,
     )
     produce(args.bootstrap, args.stores_topic, generate_stores(args.stores), progress=print)
-    produce(args.bootstrap, args.topic, generate_orders(settings), total=args.orders, progress=print)
+    produce(
+        args.bootstrap,
+        args.topic,
+        generate_orders(settings),
+        total=record_count(settings),
+        progress=print,
+        progress_bar=True,
+    )
     return 0
 
 

@@ -1,0 +1,114 @@
+"""`python -m bench [--quick]`: run the benchmark, write bench/results/<stamp>.{json,md} and PNG plots.
+
+`make bench` runs the full variant (2,000,000 orders; live 5k/20k/50k orders/s for 60 s each),
+`make bench-quick` a small one that finishes in a few minutes. Both start their own broker on
+ports 23092/23093 with state in .local/bench and stop it at the end, even on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from bench.memory import peaks_by_phase, samples_as_json
+from bench.plots import write_plots
+from bench.report import derive, markdown
+from bench.runner import BenchSettings, execute
+
+QUICK = BenchSettings(
+    orders=100_000,
+    chunk_orders=25_000,
+    live_rates=(1_000, 5_000),
+    live_seconds=20.0,
+    label="quick",
+    with_airflow=False,
+)
+
+
+def machine() -> dict[str, object]:
+    import psutil
+
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": psutil.virtual_memory().total / 2**30,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="the small variant (a few minutes)")
+    parser.add_argument("--orders", type=int, help="orders in the replay topic")
+    parser.add_argument(
+        "--rates", help="comma-separated live rates, e.g. 5000,20000,50000 ('' = no live phases)"
+    )
+    parser.add_argument("--live-seconds", type=float, help="seconds per live rate")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--airflow",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run Airflow standalone during the bench (default: on for the full run, off for --quick)",
+    )
+    parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
+    args = parser.parse_args(argv)
+    if args.render:
+        results = json.loads(args.render.read_text())
+        derived = derive(results)
+        results["derived"] = derived
+        args.render.write_text(json.dumps(results, indent=2, default=str))
+        args.render.with_suffix(".md").write_text(markdown(results, derived))
+        write_plots(results, derived, args.render.parent, results["stamp"])
+        print(args.render.with_suffix(".md").read_text())
+        return 0
+    settings = QUICK if args.quick else BenchSettings()
+    settings = replace(
+        settings,
+        kafka_port=int(os.environ.get("BENCH_KAFKA_PORT", settings.kafka_port)),
+        controller_port=int(os.environ.get("BENCH_KAFKA_CONTROLLER_PORT", settings.controller_port)),
+        state_dir=Path(os.environ.get("BENCH_STATE_DIR", settings.state_dir)),
+    )
+    if args.orders:
+        settings = replace(settings, orders=args.orders)
+    if args.rates is not None:  # "" skips the live phases
+        settings = replace(settings, live_rates=tuple(int(r) for r in args.rates.split(",") if r.strip()))
+    if args.live_seconds:
+        settings = replace(settings, live_seconds=args.live_seconds)
+    if args.airflow is not None:
+        settings = replace(settings, with_airflow=args.airflow)
+    if args.seed is not None:
+        settings = replace(settings, seed=args.seed)
+
+    # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so the broker, Airflow and Spark get stopped.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    results = execute(settings)
+    results["machine"] = machine()
+    samples = results.pop("memory_samples")
+    results["memory_peaks_mib"] = peaks_by_phase(samples)
+    results["memory_samples"] = samples_as_json(samples)
+    derived = derive(results)
+    results["derived"] = derived
+    out = settings.results_dir
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = results["stamp"]
+    (out / f"{stamp}.json").write_text(json.dumps(results, indent=2, default=str))
+    summary = markdown(results, derived)
+    (out / f"{stamp}.md").write_text(summary)
+    plots = write_plots(results, derived, out, stamp)
+    print(summary)
+    print(f"[bench] wrote {out / (stamp + '.json')}, {out / (stamp + '.md')} and {len(plots)} plots")
+    failed = bool(results.get("error") or results.get("phase_errors"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

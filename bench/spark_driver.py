@@ -1,0 +1,71 @@
+"""The streaming app under spark-submit, with every progress event recorded for the benchmark.
+
+The app's own listener keeps only the latest progress per query; the benchmark needs all of them
+(end offsets and durations of each micro-batch) to compute replay throughput without JVM start-up
+and per-record latency. This entry point builds the app's session, adds a recorder, then runs the
+unchanged app (`run(config)` reuses the session and installs its graceful SIGTERM handler).
+
+Run: spark-submit bench/spark_driver.py --events out.jsonl --timings out.json --config ... --set ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def progress_recorder(path: Path) -> Any:
+    """A StreamingQueryListener appending each StreamingQueryProgress (Spark's JSON) as one line."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ProgressRecorder(StreamingQueryListener):
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+            self._out = path.open("a", buffering=1)
+
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            with self._lock:
+                self._out.write(event.progress.json.replace("\n", " ") + "\n")
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    return ProgressRecorder()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--events", required=True, help="JSON lines of every progress event")
+    parser.add_argument("--timings", required=True, help="JSON with process/session/run times (epoch s)")
+    args = parser.parse_args()
+    import psutil
+
+    from spark_apps.config import load_config
+    from spark_apps.orders_streaming_app import build_session, run
+
+    config = load_config(args.config, args.overrides)
+    timings: dict[str, Any] = {"python_started": psutil.Process().create_time()}
+    session = build_session(config)
+    timings["session_ready"] = time.time()
+    session.streams.addListener(progress_recorder(Path(args.events)))
+    try:
+        run(config)
+    finally:
+        timings["run_finished"] = time.time()
+        Path(args.timings).write_text(json.dumps(timings))
+
+
+if __name__ == "__main__":
+    main()

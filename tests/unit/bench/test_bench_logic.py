@@ -1,0 +1,249 @@
+"""The benchmark's pure arithmetic: percentiles, per-record latency, pacing, verdicts, report building.
+
+These never run the benchmark; they check the rules its report relies on with hand-computed cases.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from bench import datagen, stats
+from bench import spark_profile as profile_module
+from bench.report import derive, markdown
+from revenue_platform.orders_generator import GeneratorSettings, generate_orders, record_count
+
+
+@pytest.mark.parametrize(
+    ("fraction", "expected"),
+    [(0.5, 5.0), (0.9, 9.0), (0.95, 10.0), (0.99, 10.0), (0.1, 1.0), (1.0, 10.0)],
+)
+def test_nearest_rank_percentile_returns_a_real_sample(fraction: float, expected: float) -> None:
+    values = [float(v) for v in range(1, 11)]
+    assert stats.percentile(values, fraction) == expected
+
+
+def test_percentile_rejects_empty_and_out_of_range() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        stats.percentile([], 0.5)
+    with pytest.raises(ValueError, match="fraction"):
+        stats.percentile([1.0], 0)
+
+
+def test_latency_summary_of_known_values() -> None:
+    summary = stats.latency_summary([3.0, 1.0, 2.0, 4.0])
+    assert summary == {"count": 4, "p50_s": 2.0, "p95_s": 4.0, "p99_s": 4.0, "max_s": 4.0, "mean_s": 2.5}
+    assert stats.latency_summary([]) == {"count": 0}
+
+
+def test_each_record_is_visible_at_the_first_batch_that_covers_its_offset() -> None:
+    appended = {0: [1000, 1100, 1200], 1: [1050, 1150]}
+    batches = [
+        # out of order on purpose: visibility order decides
+        stats.VisibleBatch({0: 3, 1: 2}, visible_at_ms=5000),
+        stats.VisibleBatch({0: 2, 1: 0}, visible_at_ms=2000),
+    ]
+    pairs, invisible = stats.record_latencies_ms(appended, {0: 0, 1: 0}, batches)
+    assert sorted(pairs) == [(1000, 1000), (1050, 3950), (1100, 900), (1150, 3850), (1200, 3800)]
+    assert invisible == 0
+
+
+def test_records_after_the_last_batch_are_counted_invisible_and_first_offsets_respected() -> None:
+    appended = {0: [10, 20, 30, 40]}  # offsets 100..103
+    pairs, invisible = stats.record_latencies_ms(appended, {0: 100}, [stats.VisibleBatch({0: 102}, 50)])
+    assert pairs == [(10, 40), (20, 30)]
+    assert invisible == 2
+
+
+def test_visibility_is_the_last_gold_commit_inside_the_batch_else_its_end() -> None:
+    assert stats.gold_visible_at_ms(1000, 2000, [500, 1400, 1700, 2500]) == 1700
+    assert stats.gold_visible_at_ms(1000, 2000, [500, 2500]) == 2000
+
+
+@pytest.mark.parametrize(
+    ("rate", "elapsed", "sent", "total", "due"),
+    [
+        (1000, 0.5, 0, 10_000, 500),
+        (1000, 0.5, 400, 10_000, 100),
+        (1000, 0.5, 600, 10_000, 0),  # ahead of schedule: wait
+        (1000, 30.0, 9_990, 10_000, 10),  # never beyond the total
+        (0, 5.0, 0, 10, 0),
+    ],
+)
+def test_pacing_sends_what_is_due(rate: float, elapsed: float, sent: int, total: int, due: int) -> None:
+    assert stats.records_due(rate, elapsed, sent, total) == due
+
+
+def test_sustained_needs_the_rate_all_records_and_bounded_latency_growth() -> None:
+    assert stats.judge_sustained(20_000, 19_900, 0, 4.0, 6.0, 5).sustained
+    assert not stats.judge_sustained(20_000, 15_000, 0, 4.0, 4.0, 5).sustained
+    assert not stats.judge_sustained(20_000, 20_000, 3, 4.0, 4.0, 5).sustained
+    growing = stats.judge_sustained(20_000, 20_000, 0, 4.0, 30.0, 5)
+    assert not growing.sustained
+    assert "grew by 26.0s" in growing.reason
+
+
+def test_quarter_medians_follow_append_time_not_list_order() -> None:
+    pairs = [(4, 9000), (1, 1000), (3, 8000), (2, 2000), (5, 9500), (6, 9800), (7, 9900), (8, 10_000)]
+    assert stats.quarter_medians_s(pairs) == (1.0, 9.9)
+
+
+def test_highest_sustained_rate_and_ratio() -> None:
+    assert stats.highest_sustained_rate({5000.0: True, 20_000.0: True, 50_000.0: False}) == pytest.approx(
+        20_000
+    )
+    assert stats.highest_sustained_rate({5000.0: False}) is None
+    assert stats.ratio(50.0, 200.0) == pytest.approx(0.25)
+    assert stats.ratio(None, 200.0) is None
+    assert stats.ratio(5.0, 0) is None
+
+
+def test_chunks_are_deterministic_contiguous_and_cover_every_order(tmp_path: Path) -> None:
+    settings = GeneratorSettings(orders=10, stores=3, start=datetime(2026, 1, 1), span_seconds=100, seed=7)
+    chunks = datagen.plan_chunks(settings, 4, tmp_path)
+    assert [c.settings.orders for c in chunks] == [4, 4, 2]
+    assert [c.settings.first_order_id for c in chunks] == [1, 5, 9]
+    assert [c.settings.start for c in chunks] == [
+        datetime(2026, 1, 1, 0, 0, 0),
+        datetime(2026, 1, 1, 0, 0, 40),
+        datetime(2026, 1, 1, 0, 1, 20),
+    ]
+    assert datagen.plan_chunks(settings, 4, tmp_path) == chunks
+    for chunk in chunks:
+        datagen._write_chunk(chunk)
+    records = list(datagen.read_records([c.path for c in chunks]))
+    ids = [json.loads(value)["orderId"] for _, value in records]
+    assert ids == list(range(1, 11))
+    times = [json.loads(value)["orderedDateTime"] for _, value in records]
+    assert times == sorted(times), "event time must rise through the chunks"
+
+
+def test_record_count_matches_the_generator() -> None:
+    settings = GeneratorSettings(orders=103, duplicate_every=10, bad_every=25)
+    assert record_count(settings) == len(list(generate_orders(settings))) == 103 + 10 + 4
+
+
+def test_live_stamper_gives_valid_seed_json_with_fresh_ids_and_time() -> None:
+    stamper = datagen.LiveOrderStamper(seed=1, stores=3, pool_size=5, first_order_id=100)
+    stamp = datagen.time_stamp(datetime.fromisoformat("2026-11-22T10:11:12+00:00"))
+    orders = [json.loads(stamper.next(stamp)[1]) for _ in range(7)]
+    assert [o["orderId"] for o in orders] == list(range(100, 107))
+    assert {o["orderedDateTime"] for o in orders} == {"2026-11-22T10:11:12"}
+    assert all(o["locationId"].startswith("store_") for o in orders)
+
+
+def _results(p99: float, sustained_20k: bool) -> dict:
+    live = {
+        f"live_{rate}": {
+            "target_per_s": rate,
+            "trigger_interval_s": 5,
+            "latency": {"count": 10, "p50_s": 3.0, "p95_s": 5.0, "p99_s": p99, "max_s": 9.0},
+            "producer": {"achieved_per_s": float(rate)},
+            "sustained": ok,
+            "verdict": "x",
+        }
+        for rate, ok in ((5000, True), (20_000, sustained_20k))
+    }
+    return {
+        "stamp": "t",
+        "label": "unit",
+        "phases": {
+            "raw_ceiling": {"best": {"records": 1000, "records_per_s": 400_000.0, "mb_per_s": 100.0}},
+            "replay": {"records_per_s_excl_start": 100_000.0, "records_per_s_incl_start": 50_000.0},
+            **live,
+        },
+        "memory_peaks_mib": {"replay": {"broker": 900.0, "spark": 2000.0, "total": 3100.0}},
+    }
+
+
+def test_derive_ratios_and_target_verdicts() -> None:
+    derived = derive(_results(p99=7.5, sustained_20k=True))
+    assert derived["replay_ratio_excl_start"] == pytest.approx(0.25)
+    assert derived["highest_sustained_live_rate"] == 20_000
+    assert derived["sustained_live_ratio"] == pytest.approx(0.05)
+    verdicts = {t["target"].split(" ")[0]: t for t in derived["targets"]}
+    assert verdicts["replay"]["met"] is False
+    assert "missed by 0.25" in verdicts["replay"]["by"]
+    assert verdicts["live"]["met"] is True  # 7.5 s <= 5 s trigger + 3 s
+    assert verdicts["peak"]["met"] is True
+
+
+def test_derive_when_live_misses_and_markdown_names_it() -> None:
+    results = _results(p99=12.0, sustained_20k=False)
+    derived = derive(results)
+    live = next(t for t in derived["targets"] if t["target"].startswith("live"))
+    assert live["met"] is False
+    assert "missed by 4.00 s" in live["by"]
+    assert derived["highest_sustained_live_rate"] == 5000
+    text = markdown(results, derived)
+    assert "| 20,000 | 20,000 |" in text
+    assert "**no**" in text
+
+
+def test_not_sustained_when_the_app_did_not_catch_up() -> None:
+    verdict = stats.judge_sustained(1000, 1000, 0, 70.0, 60.0, 5, drained=False)
+    assert not verdict.sustained
+    assert "caught up" in verdict.reason
+
+
+def test_stage_profile_sums_wall_and_task_time_per_call_site() -> None:
+    def stage(stage_id: int, name: str, start: int, end: int, rdds: tuple[str, ...] = ()) -> str:
+        info = {
+            "Stage ID": stage_id,
+            "Stage Name": name,
+            "Submission Time": start,
+            "Completion Time": end,
+            "RDD Info": [{"Name": rdd} for rdd in rdds],
+        }
+        return json.dumps({"Event": "SparkListenerStageCompleted", "Stage Info": info})
+
+    def task(stage_id: int, run_ms: int) -> str:
+        metrics = {"Executor Run Time": run_ms}
+        return json.dumps({"Event": "SparkListenerTaskEnd", "Stage ID": stage_id, "Task Metrics": metrics})
+
+    lines = [
+        task(1, 300),
+        task(1, 500),
+        stage(1, "start at X:0", 0, 1000, ("MapPartitionsRDD", "mergeMaterializedSource")),
+        task(2, 100),
+        stage(2, "count at app.py:75", 1000, 1250, ("MapPartitionsRDD",)),
+        stage(3, "start at X:0", 2000, 3000, ("mergeMaterializedSource",)),
+        '{"Event": "SparkListenerJobStart"}',
+    ]
+    profile = profile_module.stage_profile(lines)
+    # Stages are grouped by what their RDDs did; an unrecognised stage keeps its call site.
+    assert [p["work"] for p in profile] == ["Delta MERGE into gold", "count at app.py:75"]
+    assert profile[0] == {
+        "work": "Delta MERGE into gold",
+        "stages": 2,
+        "wall_s": pytest.approx(2.0),
+        "task_run_s": pytest.approx(0.8),
+        "share_of_stage_time": pytest.approx(2000 / 2250),
+    }
+    assert profile[1]["task_run_s"] == pytest.approx(0.1)
+
+
+def test_progress_lines_being_written_are_skipped(tmp_path: Path) -> None:
+    from bench.runner import read_events
+
+    (tmp_path / "events.jsonl").write_text('{"batchId": 0}\n{"batchId": 1}\n{"batchId": 2, "na')
+    assert read_events(tmp_path) == [{"batchId": 0}, {"batchId": 1}]
+
+
+def test_memory_peaks_are_per_group_and_of_the_simultaneous_sum() -> None:
+    from bench.memory import Sample, peaks_by_phase
+
+    mib = 2**20
+    samples = [
+        Sample(0.0, "replay", {"broker": 400 * mib, "spark": 1000 * mib}),
+        Sample(0.5, "replay", {"broker": 500 * mib, "spark": 200 * mib}),
+        Sample(1.0, "live", {"broker": 450 * mib}),
+    ]
+    # The whole-stack peak is the largest sum at one instant (1400), not the sum of peaks (1500).
+    assert peaks_by_phase(samples) == {
+        "replay": {"broker": 500.0, "spark": 1000.0, "total": 1400.0},
+        "live": {"broker": 450.0, "total": 450.0},
+    }
