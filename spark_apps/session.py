@@ -30,6 +30,10 @@ DEFAULT_CONF: Mapping[str, str] = {
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta rebuilds a table's snapshot after every commit with this many tasks (default 50). Our
+    # tables' logs are small and a micro-batch commits several times: on a few cores, 50 tiny tasks
+    # per rebuild were ~half of each batch (docs/performance.md).
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 
