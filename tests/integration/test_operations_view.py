@@ -279,6 +279,12 @@ def test_data_docs_are_served_but_nothing_outside_them(client: TestClient) -> No
     assert client.get("/data-docs/missing.html").status_code == 404
 
 
+def test_an_invalid_deployment_id_is_a_400_naming_it(client: TestClient) -> None:
+    response = client.get("/api/revenue", params={"location_id": "store_1", "deployment_id": "../etc"})
+    assert response.status_code == 400
+    assert "deployment_id '../etc'" in response.json()["detail"]
+
+
 def test_an_empty_lake_shows_nothing_live_instead_of_failing(tmp_path: Path) -> None:
     app = create_operations_app(str(tmp_path / "empty"))
     app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}

@@ -31,8 +31,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, status
-from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from revenue_platform.paths import lake_root as default_lake_root
@@ -362,6 +362,11 @@ def create_operations_app(lake_root: str | None = None) -> FastAPI:
         description="Deployments, lag, quality checks, live pointer history and revenue per window.",
         version="1",
     )
+
+    @app.exception_handler(ValueError)
+    def bad_value(_request: Request, error: ValueError) -> JSONResponse:
+        # E.g. a deployment_id that is not a valid id (spark_apps.naming refuses it): the caller's error.
+        return JSONResponse({"detail": str(error)}, status_code=status.HTTP_400_BAD_REQUEST)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
