@@ -33,7 +33,6 @@ from revenue_platform.streaming.deploy import DeploymentFailedError
 
 SPARK_CONN_ID = "spark_default"
 KAFKA_CONN_ID = "kafka_default"
-BODY_TASKS = ("wait_for_catch_up", "check_quality", "diff_against_blue")
 
 
 @dag(

@@ -48,10 +48,7 @@ def find_topic_range(
 
     consumer = Consumer({**kafka_config, "group.id": "reprocess-range-finder", "enable.auto.commit": False})
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s)
-        if topic not in metadata.topics or metadata.topics[topic].error is not None:
-            raise ValueError(f"topic {topic!r} does not exist on {kafka_config.get('bootstrap.servers')}")
-        partitions = sorted(metadata.topics[topic].partitions)
+        partitions = _partitions(consumer, kafka_config, topic, timeout_s)
         found = consumer.offsets_for_times(
             [TopicPartition(topic, p, start_ms) for p in partitions], timeout=timeout_s
         )
@@ -79,6 +76,14 @@ def find_topic_range(
         consumer.close()
 
 
+def _partitions(consumer: Any, kafka_config: dict[str, Any], topic: str, timeout_s: float) -> list[int]:
+    """The partition numbers of `topic`; ValueError naming the broker when the topic does not exist."""
+    metadata = consumer.list_topics(topic, timeout=timeout_s)
+    if topic not in metadata.topics or metadata.topics[topic].error is not None:
+        raise ValueError(f"topic {topic!r} does not exist on {kafka_config.get('bootstrap.servers')}")
+    return sorted(metadata.topics[topic].partitions)
+
+
 def _timestamp_at(consumer: Any, topic: str, partition: int, offset: int, timeout_s: float) -> int | None:
     from confluent_kafka import TopicPartition
 
@@ -98,12 +103,9 @@ def partition_watermarks(
 
     consumer = Consumer({**kafka_config, "group.id": "watermark-reader", "enable.auto.commit": False})
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s)
-        if topic not in metadata.topics or metadata.topics[topic].error is not None:
-            raise ValueError(f"topic {topic!r} does not exist on {kafka_config.get('bootstrap.servers')}")
         return {
             partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
-            for partition in sorted(metadata.topics[topic].partitions)
+            for partition in _partitions(consumer, kafka_config, topic, timeout_s)
         }
     finally:
         consumer.close()
