@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from spark_apps.config import StreamingAppConfig
-from spark_apps.schemas import KAFKA_RAW_COLUMNS
+from spark_apps.schemas import BRONZE_ORDER_COLUMNS, GOLD_SCHEMA, KAFKA_RAW_COLUMNS, STORE_SCHEMA
 from spark_apps.transformations import latest_stores
 
 GOLD_KEY_COLUMNS = ("location_id", "order_type", "window_start")
@@ -137,19 +138,37 @@ def read_bronze_raw(spark: SparkSession, table_path: str) -> DataFrame:
     return spark.read.format("delta").load(table_path).select(*KAFKA_RAW_COLUMNS)
 
 
-def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str) -> None:
-    """Batch-write Kafka sink columns (key, value[, headers]) to `topic` (at-least-once)."""
-    (records.write.format("kafka").options(**_kafka_client_options(config)).option("topic", topic).save())
+def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | None = None) -> None:
+    """Batch-write Kafka sink columns (key, value[, headers]) to `topic` (at-least-once).
+
+    Without `topic` each row names its own in a `topic` column (several topics, one job).
+    """
+    writer = records.write.format("kafka").options(**_kafka_client_options(config))
+    if topic is not None:
+        writer = writer.option("topic", topic)
+    writer.save()
 
 
-def bronze_rows(validated: DataFrame) -> DataFrame:
-    """Archive shape: the raw record, its validation outcome, event time when valid, ingest date."""
+def bronze_rows(validated: DataFrame, ingest_batch_id: int | None = None) -> DataFrame:
+    """Archive shape (``BRONZE_SCHEMA``): the raw record, its validation outcome, typed fields when
+    valid, the ingest batch and the ingest date."""
     return validated.select(
         *KAFKA_RAW_COLUMNS,
         "dlq_reason",
-        "ordered_at",
+        *BRONZE_ORDER_COLUMNS,
+        F.lit(ingest_batch_id).cast("long").alias("ingest_batch_id"),
         F.to_date("timestamp").alias("ingest_date"),
     )
+
+
+def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType, *partition_by: str) -> None:
+    """Create an empty Delta table with `schema` unless one exists (a stream can only read a table)."""
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(table_path).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    builder.execute()
 
 
 def append_bronze_idempotent(rows: DataFrame, table_path: str, writer_id: str, batch_id: int) -> None:
@@ -164,26 +183,104 @@ def append_bronze_idempotent(rows: DataFrame, table_path: str, writer_id: str, b
     )
 
 
-def merge_gold(updates: DataFrame, table_path: str) -> None:
-    """Upsert window rows into the gold table on (location_id, order_type, window_start).
+def read_bronze_orders_stream(spark: SparkSession, table_path: str) -> DataFrame:
+    """Valid orders appended to bronze, as a stream: the revenue query's input (typed, never re-parsed).
+
+    Every bronze commit is admitted whole (no file limit): one ingest batch is never split across
+    revenue batches, so `ingest_batch_id` tells exactly which Kafka offsets a revenue batch covers.
+    """
+    return (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", str(2**31 - 1))
+        .load(table_path)
+        .filter(F.col("dlq_reason").isNull())
+        .select(*BRONZE_ORDER_COLUMNS, "ingest_batch_id")
+    )
+
+
+def ensure_gold_table(spark: SparkSession, table_path: str) -> None:
+    """Create the (empty) gold table once, before the first batch: no existence check per batch."""
+    ensure_delta_table(spark, table_path, GOLD_SCHEMA)
+
+
+def merge_gold(
+    updates: DataFrame, table_path: str, first_window: Any = None, last_window: Any = None
+) -> None:
+    """Upsert window rows into the existing gold table on (location_id, order_type, window_start).
 
     Rows carry each window's full current totals, so a MERGE of the same batch twice is a no-op.
+    `first_window`/`last_window` (window starts, both or neither) bound the batch: the range
+    predicate lets Delta skip every gold file outside it instead of scanning the whole table.
     """
     from delta.tables import DeltaTable
 
-    spark = updates.sparkSession
-    if not DeltaTable.isDeltaTable(spark, table_path):
-        # The first batch creates the table; concurrent creators do not exist (one writer per deployment).
-        updates.limit(0).write.format("delta").mode("ignore").save(table_path)
-    condition = " AND ".join(f"gold.{column} = updates.{column}" for column in GOLD_KEY_COLUMNS)
+    condition = _gold_key_match("updates")
+    if first_window is not None and last_window is not None:
+        condition = condition & F.col("gold.window_start").between(F.lit(first_window), F.lit(last_window))
     (
-        DeltaTable.forPath(spark, table_path)
+        DeltaTable.forPath(updates.sparkSession, table_path)
         .alias("gold")
         .merge(updates.alias("updates"), condition)
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
         .execute()
     )
+
+
+def _gold_key_match(source_alias: str) -> Column:
+    """gold.<key> = <source>.<key> for every gold key column."""
+    condition = F.lit(True)
+    for column in GOLD_KEY_COLUMNS:
+        condition = condition & (F.col(f"gold.{column}") == F.col(f"{source_alias}.{column}"))
+    return condition
+
+
+class StoresTable:
+    """The latest store per locationId, re-read only when the `stores` topic's end offsets move.
+
+    Stores change rarely; re-reading and re-aggregating the whole compacted topic every revenue
+    batch was a Spark job per batch for nothing. A cheap watermark query (librdkafka, no Spark)
+    tells whether anything was appended since the last read. The table is small (one row per
+    location) and held as a local relation, so joining it costs no job of its own.
+    """
+
+    def __init__(self, config: StreamingAppConfig) -> None:
+        self._config = config
+        self._end_offsets: dict[int, int] | None = None
+        self._table: DataFrame | None = None
+        self._consumer: Any = None
+
+    def current(self, spark: SparkSession) -> DataFrame:
+        end_offsets = self._stores_end_offsets()
+        if self._table is None or end_offsets != self._end_offsets:
+            rows = read_stores_table(spark, self._config).collect()
+            self._table = spark.createDataFrame(rows, STORE_SCHEMA)
+            self._end_offsets = end_offsets
+        return self._table
+
+    def _stores_end_offsets(self) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **kafka_admin_config(self._config),
+                    "group.id": "stores-watermarks",
+                    "enable.auto.commit": False,
+                }
+            )
+        topic = self._config.kafka.stores_topic
+        metadata = self._consumer.list_topics(topic, timeout=10)
+        partitions = sorted(metadata.topics[topic].partitions) if topic in metadata.topics else []
+        return {
+            p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
 
 def replace_gold_windows(

@@ -22,6 +22,12 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 LOG = logging.getLogger("orders_streaming_app.progress")
 
+# Streaming observations (reported in each query's progress, computed by the batch's own jobs):
+# records and dead letters seen by the ingest query, and the newest ingest batch the revenue
+# query has read from bronze.
+INGEST_METRICS = "ingest_totals"
+REVENUE_INPUT_METRICS = "revenue_input"
+
 
 class BatchCounters:
     """Per-deployment counters that foreachBatch functions add to (thread-safe)."""
@@ -43,7 +49,8 @@ def summarize_progress(progress: dict[str, Any], counters: dict[str, int]) -> di
     """The fields operators and the supervisor need, from one StreamingQueryProgress (as a dict)."""
     sources = progress.get("sources") or [{}]
     # A replay from bronze reads two sources (bronze history, then Kafka): offsets and lag are Kafka's.
-    source = next((s for s in sources if str(s.get("description", "")).startswith("Kafka")), sources[0])
+    kafka_sources = [s for s in sources if str(s.get("description", "")).startswith("Kafka")]
+    source = kafka_sources[0] if kafka_sources else sources[0]
     history = [s for s in sources if s is not source]
     metrics = source.get("metrics") or {}
     dropped_late = sum(
@@ -60,7 +67,7 @@ def summarize_progress(progress: dict[str, Any], counters: dict[str, int]) -> di
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
         "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
-        "end_offsets": _parse_offsets(source.get("endOffset")),
+        "end_offsets": _parse_offsets(source.get("endOffset")) if source in kafka_sources else {},
         "max_offsets_behind_latest": int(behind) if behind not in (None, "") else None,
         "history_pending": any(not _snapshot_consumed(s.get("endOffset")) for s in history),
         "rows_dropped_by_watermark": dropped_late,
@@ -97,8 +104,44 @@ def write_json_atomically(path: Path, document: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def kafka_position(
+    covered_batch: int | None,
+    ingest_end_offsets: dict[int, dict[str, dict[str, int]]],
+    latest_offsets: dict[str, dict[str, int]],
+) -> tuple[dict[str, dict[str, int]], int | None]:
+    """(end offsets, max offsets behind latest) of a query that has read ingest batches ≤ `covered_batch`.
+
+    The revenue query reads bronze, not Kafka; bronze commits are admitted whole, so having read
+    ingest batch k means having read every Kafka record up to that batch's end offsets. Unknown
+    (None) until the covered batch's offsets are known.
+    """
+    if covered_batch is None or covered_batch not in ingest_end_offsets:
+        return {}, None
+    covered = ingest_end_offsets[covered_batch]
+    behind = 0
+    for topic, partitions in latest_offsets.items():
+        for partition, latest in partitions.items():
+            behind = max(behind, latest - covered.get(topic, {}).get(partition, 0))
+    return covered, behind
+
+
+def _latest_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
+    kafka = [s for s in progress.get("sources") or [] if str(s.get("description", "")).startswith("Kafka")]
+    return _parse_offsets(kafka[0].get("latestOffset")) if kafka else {}
+
+
 class ProgressPublisher(StreamingQueryListener):
-    """Publishes progress of this app's queries and commits processed offsets to Kafka."""
+    """Publishes progress of this app's queries and commits the offsets reflected in gold to Kafka.
+
+    The ingest query reads Kafka; its file carries Kafka's own lag. The revenue query reads bronze;
+    its file carries the Kafka position of the newest ingest batch it has read (an observed metric
+    on its input), so lag and catch-up judge what is in gold, and the consumer group's committed
+    offsets (what `kafka-consumer-groups` shows) are the records reflected in gold. The mapping of
+    ingest batches to Kafka offsets is kept in `_positions.json`, so a restart keeps it.
+    """
+
+    POSITIONS_FILE = "_positions.json"
+    KEEP_INGEST_BATCHES = 200
 
     def __init__(
         self,
@@ -106,32 +149,124 @@ class ProgressPublisher(StreamingQueryListener):
         counters: BatchCounters,
         consumer_group: str,
         kafka_config: dict[str, Any],
-        commit_for_query: str,
+        ingest_query: str,
+        revenue_query: str,
     ) -> None:
         self.progress_dir = Path(progress_dir.removeprefix("file:"))
         self.counters = counters
         self.consumer_group = consumer_group
         self.kafka_config = kafka_config
-        self.commit_for_query = commit_for_query
+        self.ingest_query = ingest_query
+        self.revenue_query = revenue_query
         self._consumer: Any = None
         self._last_batch: dict[str, int] = {}
         self._seen = threading.Condition()
+        # Listener events arrive on one thread, but wait_until_published reads from another.
+        self._state_lock = threading.Lock()
+        self._ingest_end_offsets: dict[int, dict[str, dict[str, int]]] = {}
+        self._latest_offsets: dict[str, dict[str, int]] = {}
+        self._ingest_summary: dict[str, Any] | None = None
+        self._revenue_summary: dict[str, Any] | None = None
+        self._covered_batch: int | None = None
+        self._committed_batch: int | None = None
+        self._history_done_batch: int | None = None
+        self._load_positions()
 
     def onQueryStarted(self, event: Any) -> None:
         LOG.info("query %s started (id %s, run %s)", event.name, event.id, event.runId)
 
     def onQueryProgress(self, event: Any) -> None:
         try:
-            summary = summarize_progress(json.loads(event.progress.json), self.counters.snapshot())
-            write_json_atomically(self.progress_dir / f"{summary['query_name']}.json", summary)
-            if summary["query_name"] == self.commit_for_query and summary["end_offsets"]:
-                self._commit(summary["end_offsets"])
+            progress = json.loads(event.progress.json)
+            with self._state_lock:
+                if progress.get("name") == self.ingest_query:
+                    self._on_ingest(progress)
+                elif progress.get("name") == self.revenue_query:
+                    self._on_revenue(progress)
+                self._publish_revenue()
         except Exception:  # a monitoring hiccup must never stop the pipeline
             LOG.exception("could not publish streaming progress")
         finally:
             with self._seen:
                 self._last_batch[event.progress.name] = event.progress.batchId
                 self._seen.notify_all()
+
+    def _on_ingest(self, progress: dict[str, Any]) -> None:
+        totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
+        self.counters.add("records_archived", int(totals.get("records") or 0))
+        self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
+        summary = summarize_progress(progress, self.counters.snapshot())
+        write_json_atomically(self.progress_dir / f"{self.ingest_query}.json", summary)
+        self._ingest_summary = summary
+        self._latest_offsets = _latest_offsets(progress) or self._latest_offsets
+        if summary["end_offsets"]:
+            self._ingest_end_offsets[int(progress["batchId"])] = summary["end_offsets"]
+        reads_history = len(progress.get("sources") or []) > 1
+        if reads_history and not summary["history_pending"] and self._history_done_batch is None:
+            self._history_done_batch = int(progress["batchId"])
+        self._save_positions()
+
+    def _on_revenue(self, progress: dict[str, Any]) -> None:
+        observed = (progress.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}
+        read_batch = observed.get("ingest_batch_id")
+        if read_batch is not None:
+            self._covered_batch = max(int(read_batch), self._covered_batch or -1)
+        self._revenue_summary = summarize_progress(progress, self.counters.snapshot())
+        self._save_positions()
+
+    def _publish_revenue(self) -> None:
+        if self._revenue_summary is None:
+            return
+        end_offsets, behind = kafka_position(
+            self._covered_batch, self._ingest_end_offsets, self._latest_offsets
+        )
+        if self._covered_batch is None and not self._ingest_end_offsets:
+            # Nothing ingested yet: the revenue query is exactly as far as ingest.
+            behind = (self._ingest_summary or {}).get("max_offsets_behind_latest")
+        history_pending = bool((self._ingest_summary or {}).get("history_pending")) or (
+            self._history_done_batch is not None
+            and (self._covered_batch is None or self._covered_batch < self._history_done_batch)
+        )
+        summary = {
+            **self._revenue_summary,
+            "heartbeat_at": datetime.now(UTC).isoformat(),
+            "end_offsets": end_offsets,
+            "max_offsets_behind_latest": behind,
+            "history_pending": history_pending,
+            "ingest_batch_read": self._covered_batch,
+            "counters": self.counters.snapshot(),
+        }
+        write_json_atomically(self.progress_dir / f"{self.revenue_query}.json", summary)
+        if end_offsets and self._covered_batch != self._committed_batch:
+            self._commit(end_offsets)
+            self._committed_batch = self._covered_batch
+
+    def _load_positions(self) -> None:
+        path = self.progress_dir / self.POSITIONS_FILE
+        if not path.exists():
+            return
+        try:
+            saved = json.loads(path.read_text())
+        except ValueError:
+            LOG.warning("ignoring unreadable %s", path)
+            return
+        self._ingest_end_offsets = {int(b): o for b, o in (saved.get("ingest_end_offsets") or {}).items()}
+        self._covered_batch = saved.get("revenue_ingest_batch_read")
+        self._history_done_batch = saved.get("history_done_batch")
+
+    def _save_positions(self) -> None:
+        # Keep the covered batch's offsets and the newer ones; older batches are never needed again.
+        floor = self._covered_batch if self._covered_batch is not None else -1
+        kept = sorted(b for b in self._ingest_end_offsets if b >= floor)[-self.KEEP_INGEST_BATCHES :]
+        self._ingest_end_offsets = {b: self._ingest_end_offsets[b] for b in kept}
+        write_json_atomically(
+            self.progress_dir / self.POSITIONS_FILE,
+            {
+                "ingest_end_offsets": self._ingest_end_offsets,
+                "revenue_ingest_batch_read": self._covered_batch,
+                "history_done_batch": self._history_done_batch,
+            },
+        )
 
     def wait_until_published(self, query_name: str, batch_id: int, timeout_s: float = 30.0) -> bool:
         """Block until progress of `batch_id` of `query_name` was handled (events arrive asynchronously)."""

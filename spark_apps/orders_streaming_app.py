@@ -1,13 +1,15 @@
 """The orders revenue streaming app: Kafka orders in, exact windowed revenue out.
 
-Two streaming queries per deployment, each with its own checkpoint:
-  * archive — validate every record; append it to the bronze Delta archive (idempotent
-    per batch), send invalid ones to the dead-letter topic with a reason, and route valid
-    orders to general_orders / restaurant_orders. Stateless.
-  * revenue — deduplicate valid orders by orderId within the watermark, aggregate count
-    and DECIMAL revenue per (location, order type, event-time window), enrich with the
-    latest store address, MERGE the full window totals into the gold table and publish
-    them to the compacted revenue topic keyed location|type|window_start.
+Two streaming queries per deployment, each with its own checkpoint; each Kafka record is
+read once and parsed once:
+  * ingest — read the orders topic, validate every record, append it to the bronze Delta
+    archive with its typed fields (idempotent per batch), then send dead letters (with a
+    reason) and valid orders (split by type) to Kafka in one write. Stateless.
+  * revenue — stream the valid orders from bronze (the Delta source; already typed),
+    deduplicate them by orderId within the watermark, aggregate count and DECIMAL revenue
+    per (location, order type, event-time window), enrich with the latest store address,
+    MERGE the full window totals into the gold table and publish them to the compacted
+    revenue topic keyed location|type|window_start.
 Bad data never stops the app: it is routed, counted and kept.
 
 Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/streaming_app.yaml \
@@ -33,70 +35,78 @@ from pyspark.sql.streaming import StreamingQuery
 from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
 from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
-from spark_apps.observability import BatchCounters, ProgressPublisher
+from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
+from spark_apps.schemas import BRONZE_SCHEMA
 from spark_apps.session import DELTA_CONF, spark_conf
 from spark_apps.transformations import (
     deduplicate_orders,
     enrich_with_stores,
     parse_and_validate_orders,
-    split_by_order_type,
-    to_dlq_kafka_records,
-    to_dlq_records,
-    to_kafka_records,
+    side_output_records,
     to_revenue_kafka_records,
-    valid_orders,
     windowed_revenue,
 )
 
 LOG = logging.getLogger("orders_streaming_app")
-ARCHIVE_QUERY = "archive"
+INGEST_QUERY = "ingest"
 REVENUE_QUERY = "revenue"
+# The query of the two-Kafka-reader design this app replaced; its checkpoint cannot be continued.
+RETIRED_ARCHIVE_QUERY = "archive"
 
 
-def archive_batch(config: StreamingAppConfig, counters: BatchCounters) -> Callable[[DataFrame, int], None]:
-    """foreachBatch of the archive query: bronze, dead letters, split topics."""
+class CheckpointMigrationError(RuntimeError):
+    """The deployment's checkpoints were written by the earlier two-query design."""
+
+
+def ingest_batch(config: StreamingAppConfig) -> Callable[[DataFrame, int], None]:
+    """foreachBatch of the ingest query: bronze (typed, idempotent) first, then one Kafka write of
+    dead letters and split-topic orders. The batch is read from Kafka and validated once (cached)."""
     names = config.names
+    kafka = config.kafka
 
     def handle(validated: DataFrame, batch_id: int) -> None:
         validated.persist()
         try:
             io.append_bronze_idempotent(
-                io.bronze_rows(validated),
+                io.bronze_rows(validated, batch_id),
                 names.bronze_orders_table,
                 f"{config.deployment_id}-bronze",
                 batch_id,
             )
-            dead_letters = to_dlq_records(validated)
-            io.write_to_kafka(to_dlq_kafka_records(dead_letters), config, config.kafka.dlq_topic)
-            general, restaurant = split_by_order_type(valid_orders(validated))
-            io.write_to_kafka(to_kafka_records(general), config, config.kafka.general_orders_topic)
-            io.write_to_kafka(to_kafka_records(restaurant), config, config.kafka.restaurant_orders_topic)
-            totals = validated.agg(
-                F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
-            ).first()
-            if totals is not None:
-                counters.add("records_archived", int(totals["records"]))
-                counters.add("dead_letters", int(totals["dead_letters"]))
+            side_outputs = side_output_records(
+                validated, kafka.dlq_topic, kafka.general_orders_topic, kafka.restaurant_orders_topic
+            )
+            io.write_to_kafka(side_outputs, config)
         finally:
             validated.unpersist()
 
     return handle
 
 
-def revenue_batch(config: StreamingAppConfig, counters: BatchCounters) -> Callable[[DataFrame, int], None]:
+def revenue_batch(
+    config: StreamingAppConfig, counters: BatchCounters, stores: io.StoresTable
+) -> Callable[[DataFrame, int], None]:
     """foreachBatch of the revenue query: enrich, MERGE into gold, publish to the revenue topic."""
     names = config.names
 
     def handle(windows: DataFrame, batch_id: int) -> None:
         spark = windows.sparkSession
-        updates = enrich_with_stores(windows, io.read_stores_table(spark, config)).withColumn(
+        updates = enrich_with_stores(windows, stores.current(spark)).withColumn(
             "batch_id", F.lit(batch_id).cast("long")
         )
         updates.persist()
         try:
-            io.merge_gold(updates, names.gold_revenue_table)
+            # One job runs the stateful plan (filling the cache) and bounds the batch's windows.
+            bounds = updates.agg(
+                F.count(F.lit(1)).alias("windows"),
+                F.min("window_start").alias("first"),
+                F.max("window_start").alias("last"),
+            ).first()
+            if bounds is None or not bounds["windows"]:
+                return  # no window changed: nothing to MERGE or publish
+            io.merge_gold(updates, names.gold_revenue_table, bounds["first"], bounds["last"])
             io.write_to_kafka(to_revenue_kafka_records(updates), config, config.kafka.revenue_topic)
-            counters.add("windows_updated", updates.count())
+            counters.add("windows_updated", int(bounds["windows"]))
         finally:
             updates.unpersist()
 
@@ -109,40 +119,80 @@ def _trigger(config: StreamingAppConfig) -> dict[str, Any]:
     return {"processingTime": config.trigger.interval}
 
 
-def start_queries(
-    spark: SparkSession, config: StreamingAppConfig
-) -> tuple[list[StreamingQuery], ProgressPublisher]:
-    """Start the archive and revenue queries of one deployment; return them running, and their listener."""
+def _path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether `path` exists on its file system (local or object store), through Hadoop's FS API."""
+    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+    return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
+
+
+def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
+    """A deployment started by the two-Kafka-reader design cannot continue from its checkpoints:
+    its archive offsets do not carry over to the ingest query (bronze would get every record again)."""
     names = config.names
+    if _path_exists(spark, names.checkpoint(RETIRED_ARCHIVE_QUERY)) and not _path_exists(
+        spark, names.checkpoint(INGEST_QUERY)
+    ):
+        raise CheckpointMigrationError(
+            f"deployment {config.deployment_id} has checkpoints of the earlier app design "
+            f"({names.checkpoint(RETIRED_ARCHIVE_QUERY)}); this version cannot continue them. "
+            "Roll it out as a new deployment with the blue_green_replay DAG (a replay from earliest "
+            "offsets or from bronze) and retire the old one; see docs/streaming-app.md."
+        )
+
+
+def prepare_queries(
+    spark: SparkSession, config: StreamingAppConfig
+) -> tuple[list[Callable[[], StreamingQuery]], ProgressPublisher, io.StoresTable]:
+    """Make one deployment ready to run: its listener, its tables, and a starter per query
+    (ingest first, then revenue). Returns the starters, the listener and the stores table (to
+    close when the queries end)."""
+    names = config.names
+    refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
     publisher = ProgressPublisher(
         names.progress_dir,
         counters,
         names.consumer_group,
         io.kafka_admin_config(config),
-        commit_for_query=names.query_name(REVENUE_QUERY),
+        ingest_query=names.query_name(INGEST_QUERY),
+        revenue_query=names.query_name(REVENUE_QUERY),
     )
     spark.streams.addListener(publisher)
-    validated = parse_and_validate_orders(io.read_orders_stream(spark, config))
+    # Both tables exist before either query starts: the revenue query streams from bronze, and
+    # no batch has to ask whether gold exists.
+    io.ensure_delta_table(spark, names.bronze_orders_table, BRONZE_SCHEMA, "ingest_date")
+    io.ensure_gold_table(spark, names.gold_revenue_table)
+    stores = io.StoresTable(config)
 
-    archive = (
-        validated.writeStream.queryName(names.query_name(ARCHIVE_QUERY))
-        .foreachBatch(archive_batch(config, counters))
-        .option("checkpointLocation", names.checkpoint(ARCHIVE_QUERY))
-        .trigger(**_trigger(config))
-        .start()
-    )
-    deduplicated = deduplicate_orders(valid_orders(validated), config.window.watermark)
-    windows = windowed_revenue(deduplicated, config.window.size, config.window.slide)
-    revenue = (
-        windows.writeStream.queryName(names.query_name(REVENUE_QUERY))
-        .outputMode("update")
-        .foreachBatch(revenue_batch(config, counters))
-        .option("checkpointLocation", names.checkpoint(REVENUE_QUERY))
-        .trigger(**_trigger(config))
-        .start()
-    )
-    return [archive, revenue], publisher
+    def start_ingest() -> StreamingQuery:
+        # Counted by a streaming observation (reported with the query's progress): no extra job.
+        validated = parse_and_validate_orders(io.read_orders_stream(spark, config)).observe(
+            INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
+        )
+        return (
+            validated.writeStream.queryName(names.query_name(INGEST_QUERY))
+            .foreachBatch(ingest_batch(config))
+            .option("checkpointLocation", names.checkpoint(INGEST_QUERY))
+            .trigger(**_trigger(config))
+            .start()
+        )
+
+    def start_revenue() -> StreamingQuery:
+        orders = io.read_bronze_orders_stream(spark, names.bronze_orders_table).observe(
+            REVENUE_INPUT_METRICS, F.max("ingest_batch_id").alias("ingest_batch_id")
+        )
+        deduplicated = deduplicate_orders(orders, config.window.watermark)
+        windows = windowed_revenue(deduplicated, config.window.size, config.window.slide)
+        return (
+            windows.writeStream.queryName(names.query_name(REVENUE_QUERY))
+            .outputMode("update")
+            .foreachBatch(revenue_batch(config, counters, stores))
+            .option("checkpointLocation", names.checkpoint(REVENUE_QUERY))
+            .trigger(**_trigger(config))
+            .start()
+        )
+
+    return [start_ingest, start_revenue], publisher, stores
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
@@ -200,8 +250,20 @@ def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
     names = config.names
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
-    queries, publisher = start_queries(session, config)
-    LOG.info("deployment %s running queries %s", config.deployment_id, [q.name for q in queries])
+    starters, publisher, stores = prepare_queries(session, config)
+    # A bounded run (available_now) runs ingest to its end before revenue starts: revenue reads
+    # what ingest appended to bronze, and an available-now query stops at what is there when it
+    # starts. A continuous run starts both at once.
+    sequential = config.trigger.mode == "available_now"
+    queries: list[StreamingQuery] = []
+
+    def start_next() -> None:
+        queries.append(starters[len(queries)]())
+        LOG.info("deployment %s started query %s", config.deployment_id, queries[-1].name)
+
+    start_next()
+    while not sequential and len(queries) < len(starters):
+        start_next()
     stop_requested = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:
@@ -216,9 +278,13 @@ def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
     next_heartbeat = 0.0
     next_lease_check = time.monotonic() + LEASE_CHECK_INTERVAL_S
     try:
-        while any(q.isActive for q in queries):
+        while True:
             if any(q.exception() is not None for q in queries):
                 break  # one query failed: stop the other too, so the supervisor restarts both
+            if not any(q.isActive for q in queries):
+                if len(queries) == len(starters) or stop_requested.is_set():
+                    break
+                start_next()  # the previous phase of a bounded run has ended
             if stop_requested.is_set():
                 for query in queries:
                     if query.isActive and not query.status.get("isTriggerActive", False):
@@ -226,9 +292,11 @@ def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
             now = time.monotonic()
             # Until every query is ready, check each turn: the first "ready" heartbeat is what a
             # deploy waits for, so an app that fails on its first trigger is reported as failed.
-            if now >= next_heartbeat or len(ready) < len(queries):
+            if now >= next_heartbeat or len(ready) < len(starters):
                 states = _query_states(queries, ready)
-                write_driver_status(names, config.lease_token, started_at, states, len(ready) == len(queries))
+                write_driver_status(
+                    names, config.lease_token, started_at, states, len(ready) == len(starters)
+                )
                 next_heartbeat = now + HEARTBEAT_INTERVAL_S
             if config.lease_token is not None and now >= next_lease_check:
                 next_lease_check = now + LEASE_CHECK_INTERVAL_S
@@ -250,6 +318,7 @@ def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
                 publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
         session.streams.removeListener(publisher)
         publisher.close()
+        stores.close()
         write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
     failures = [q.exception() for q in queries if q.exception() is not None]
     if failures:

@@ -14,6 +14,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     DataType,
+    DateType,
     DecimalType,
     IntegerType,
     LongType,
@@ -108,6 +109,28 @@ SOURCE_COLUMNS_SCHEMA = StructType(
 )
 VALID_ORDER_SCHEMA = StructType([*ORDER_SCHEMA.fields, *SOURCE_COLUMNS_SCHEMA.fields])
 
+# --- bronze: every consumed record, raw, with its validation outcome ---------------------------------
+# The raw Kafka record (replay source beyond retention), the reason it was rejected (null when
+# valid) and, for valid orders, the typed fields the revenue query needs: it streams from bronze,
+# so no record is parsed twice. `ingest_batch_id` is the ingest micro-batch that appended the row.
+BRONZE_ORDER_COLUMNS: tuple[str, ...] = (
+    "order_id",
+    "location_id",
+    "final_amount",
+    "order_type",
+    "ordered_at",
+)
+BRONZE_SCHEMA = StructType(
+    [
+        *KAFKA_RAW_SCHEMA.fields,
+        _field("dlq_reason", StringType()),
+        *(f for f in ORDER_SCHEMA.fields if f.name in BRONZE_ORDER_COLUMNS),
+        _field("ingest_batch_id", LongType()),
+        _field("ingest_date", DateType()),
+    ]
+)
+BRONZE_COLUMNS: tuple[str, ...] = tuple(BRONZE_SCHEMA.fieldNames())
+
 # --- dead letters ------------------------------------------------------------------------------
 DLQ_RECORD_SCHEMA = StructType(
     [
@@ -163,6 +186,9 @@ REVENUE_WINDOW_SCHEMA = StructType(
 ENRICHED_REVENUE_SCHEMA = StructType(
     [*REVENUE_WINDOW_SCHEMA.fields, *(f for f in STORE_SCHEMA.fields if f.name != "location_id")]
 )
+
+# The gold table: enriched window totals plus the micro-batch that last wrote the row.
+GOLD_SCHEMA = StructType([*ENRICHED_REVENUE_SCHEMA.fields, _field("batch_id", LongType())])
 
 KAFKA_RAW_DDL = to_ddl(KAFKA_RAW_SCHEMA)
 ORDER_DDL = to_ddl(ORDER_SCHEMA)

@@ -107,10 +107,14 @@ class Lake:
         )
 
     def write_gold(self, spark: SparkSession, deployment_id: str, orders: list[Order]) -> None:
-        from spark_apps.io import merge_gold
+        from pyspark.sql import functions as F
+
+        from spark_apps.io import ensure_gold_table, merge_gold
 
         frame = spark.createDataFrame(_gold_rows(orders), ENRICHED_REVENUE_DDL)
-        merge_gold(frame, DeploymentNames(str(self.root), deployment_id).gold_revenue_table)
+        gold = DeploymentNames(str(self.root), deployment_id).gold_revenue_table
+        ensure_gold_table(spark, gold)
+        merge_gold(frame.withColumn("batch_id", F.lit(0).cast("long")), gold)
 
 
 BLUE_ORDERS, GREEN_ORDERS = _orders(Decimal(1)), _orders(Decimal(3))

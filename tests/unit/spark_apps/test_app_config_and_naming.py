@@ -8,7 +8,7 @@ import pytest
 
 from spark_apps.config import AppConfigError, interval_seconds, load_config
 from spark_apps.naming import DeploymentNames
-from spark_apps.observability import summarize_progress
+from spark_apps.observability import kafka_position, summarize_progress
 
 SHIPPED_CONFIG = Path(__file__).resolve().parents[3] / "include" / "config" / "streaming_app.yaml"
 
@@ -81,11 +81,17 @@ def test_names_keep_deployments_apart() -> None:
 
 def test_progress_summary_reads_lag_late_rows_and_offsets() -> None:
     progress = {
-        "name": "blue__revenue",
+        "name": "blue__ingest",
         "batchId": 7,
         "numInputRows": 120,
         "durationMs": {"triggerExecution": 900},
-        "sources": [{"endOffset": '{"orders":{"0":40,"1":80}}', "metrics": {"maxOffsetsBehindLatest": "12"}}],
+        "sources": [
+            {
+                "description": "KafkaV2[Subscribe[orders]]",
+                "endOffset": '{"orders":{"0":40,"1":80}}',
+                "metrics": {"maxOffsetsBehindLatest": "12"},
+            }
+        ],
         "stateOperators": [{"numRowsDroppedByWatermark": 3}, {"numRowsDroppedByWatermark": 2}],
         "eventTime": {"watermark": "2026-11-22T09:00:00.000Z"},
     }
@@ -112,14 +118,33 @@ def test_progress_of_a_bronze_replay_reports_kafka_lag_and_whether_history_is_do
         "description": delta,
         "endOffset": '{"reservoirVersion": 1, "index": -1, "isStartingVersion": false}',
     }
-    first = summarize_progress({"name": "green__revenue", "sources": [reading, kafka]}, {})
+    first = summarize_progress({"name": "green__ingest", "sources": [reading, kafka]}, {})
     assert first["end_offsets"] == {"orders": {"0": 140}}, "offsets to commit are Kafka's, not Delta's"
     assert (first["max_offsets_behind_latest"], first["history_pending"]) == (0, True)
     assert (
-        summarize_progress({"name": "green__revenue", "sources": [done, kafka]}, {})["history_pending"]
+        summarize_progress({"name": "green__ingest", "sources": [done, kafka]}, {})["history_pending"]
         is False
     )
-    assert summarize_progress({"name": "blue__revenue", "sources": [kafka]}, {})["history_pending"] is False
+    assert summarize_progress({"name": "blue__ingest", "sources": [kafka]}, {})["history_pending"] is False
+
+
+def test_a_query_reading_bronze_reports_no_kafka_offsets_of_its_own() -> None:
+    bronze = {
+        "description": "DeltaSource[file:/lake/bronze/orders_raw/blue]",
+        "endOffset": '{"reservoirVersion": 4}',
+    }
+    summary = summarize_progress({"name": "blue__revenue", "sources": [bronze]}, {})
+    assert summary["end_offsets"] == {}
+
+
+def test_kafka_position_of_the_revenue_query_is_that_of_the_newest_ingest_batch_it_read() -> None:
+    ingest = {3: {"orders": {"0": 100, "1": 50}}, 4: {"orders": {"0": 180, "1": 90}}}
+    latest = {"orders": {"0": 200, "1": 90}}
+    assert kafka_position(4, ingest, latest) == ({"orders": {"0": 180, "1": 90}}, 20)
+    assert kafka_position(3, ingest, latest) == ({"orders": {"0": 100, "1": 50}}, 100)
+    # Unknown until the covered batch's offsets are known: never a made-up "0 behind".
+    assert kafka_position(None, ingest, latest) == ({}, None)
+    assert kafka_position(2, ingest, latest) == ({}, None)
 
 
 def test_history_config_validates_cut_over_offsets() -> None:
