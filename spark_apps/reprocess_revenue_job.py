@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, interval_seconds, load_config
 from spark_apps.kafka_ranges import find_topic_range
+from spark_apps.naming import validate_location_id
 from spark_apps.reconciliation import EQUAL, closed_window_revenue, gold_in_range, reconcile_windows
 from spark_apps.session import DELTA_CONF, spark_conf
 from spark_apps.transformations import enrich_with_stores
@@ -204,11 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, args.overrides)
         start, end = parse_range(args.range_start, args.range_end, config.window.size)
+        # Checked again here (the DAG checks first): the job may be submitted by hand.
+        stores = (
+            [validate_location_id(s.strip()) for s in args.stores.split(",") if s.strip()]
+            if args.stores
+            else None
+        )
     except (AppConfigError, ValueError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     try:
-        stores = [s.strip() for s in args.stores.split(",") if s.strip()] if args.stores else None
         report = reprocess(build_session(config), config, start, end, args.source, args.repair, stores)
     except RangeNotCoveredError as error:
         print(f"ERROR: {error}", file=sys.stderr)
