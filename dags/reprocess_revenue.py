@@ -94,8 +94,10 @@ def reprocess_revenue() -> None:
         from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import plan_reprocessing as plan
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
+        refuse_unknown_conf(context)
         params = dict(context["params"])
         bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
