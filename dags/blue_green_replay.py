@@ -102,7 +102,9 @@ def blue_green_replay() -> None:
         from revenue_platform.bluegreen import ReplayRequest
         from revenue_platform.bluegreen.replay import plan_green
         from revenue_platform.registry import DeploymentRegistry
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
+        refuse_unknown_conf(get_current_context())
         request = ReplayRequest.from_params(get_current_context()["params"])
         deploy_request, blue = plan_green(
             DeploymentRegistry(), request, _kafka_bootstrap(), _kafka_client_config()

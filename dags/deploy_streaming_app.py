@@ -84,8 +84,11 @@ def deploy_streaming_app() -> None:
     def validate_request() -> dict[str, Any]:
         from revenue_platform.registry import registry_lake_root
         from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
-        params = get_current_context()["params"]
+        context = get_current_context()
+        refuse_unknown_conf(context)
+        params = context["params"]
         request = DeployRequest(
             deployment_id=params["deployment_id"],
             colour=params["colour"],

@@ -20,7 +20,7 @@ from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.dag_defaults import platform_default_args
-from revenue_platform.errors import BrokerUnreachableError
+from revenue_platform.errors import BrokerUnreachableError, ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
 
@@ -43,6 +43,7 @@ ENVIRONMENTS = ["local", "cluster"]
     default_args=platform_default_args(
         timedelta(seconds=30),
         non_retryable=(
+            ConfigError,
             TopicSpecError,
             DestructiveChangeRefused,
             KafkaConnectionConfigError,
@@ -82,8 +83,11 @@ def provision_topics() -> None:
     @task(multiple_outputs=False)
     def load_spec() -> dict[str, Any]:
         from revenue_platform.topics.provision import load_spec_step
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
-        params = get_current_context()["params"]
+        context = get_current_context()
+        refuse_unknown_conf(context)
+        params = context["params"]
         return load_spec_step(
             environment=params["environment"],
             topics=params["topics"],

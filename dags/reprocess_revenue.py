@@ -26,6 +26,7 @@ from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
 
 
 def _plan_field(name: str) -> str:
@@ -55,7 +56,10 @@ def _plan_field(name: str) -> str:
             None, type=["null", "string"], description="Ad-hoc range end, exclusive; empty = data interval."
         ),
         "deployment_id": Param(
-            None, type=["null", "string"], description="Deployment to repair; empty = the live one."
+            None,
+            type=["null", "string"],
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
+            description="Deployment to repair; empty = the live one.",
         ),
         "source": Param(
             "auto",
@@ -66,7 +70,8 @@ def _plan_field(name: str) -> str:
         "stores": Param(
             [],
             type="array",
-            items={"type": "string"},
+            # Refused at trigger time; plan_reprocessing applies the same rule to callers without a form.
+            items={"type": "string", "pattern": LOCATION_ID_PATTERN.pattern},
             description="Only these locationIds (e.g. store_1001); empty = every store.",
         ),
         "repair": Param(
@@ -78,7 +83,8 @@ def _plan_field(name: str) -> str:
         "lake_root": Param(
             None,
             type=["null", "string"],
-            description="Lake root; empty = $PLATFORM_LAKE_ROOT or .local/lake.",
+            description="Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT "
+            "or .local/lake.",
         ),
     },
 )
@@ -88,8 +94,10 @@ def reprocess_revenue() -> None:
         from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import plan_reprocessing as plan
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
+        refuse_unknown_conf(context)
         params = dict(context["params"])
         bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))

@@ -45,8 +45,10 @@ def rollback_live_deployment() -> None:
     def rollback() -> dict[str, Any]:
         from revenue_platform.bluegreen.replay import rollback as roll_back
         from revenue_platform.registry import DeploymentRegistry
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
+        refuse_unknown_conf(context)
         params = context["params"]
         return roll_back(
             DeploymentRegistry(),

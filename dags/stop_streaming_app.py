@@ -15,6 +15,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
 
@@ -28,6 +29,7 @@ from revenue_platform.streaming.stop import StopError
     default_args=platform_default_args(
         timedelta(seconds=10),
         non_retryable=(
+            ConfigError,
             DeploymentNotFoundError,
             StopError,
         ),
@@ -44,8 +46,10 @@ def stop_streaming_app() -> None:
     def stop() -> dict[str, Any]:
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.stop import stop_deployment
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
+        refuse_unknown_conf(context)
         params = context["params"]
         return stop_deployment(
             DeploymentRegistry(),

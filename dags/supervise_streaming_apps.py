@@ -59,8 +59,10 @@ def supervise_streaming_apps() -> None:
         from revenue_platform.streaming.launcher import spark_target_from_connection
         from revenue_platform.streaming.supervisor import RestartPolicy
         from revenue_platform.streaming.supervisor import supervise as supervise_deployments
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
+        refuse_unknown_conf(context)
         params = context["params"]
         policy = RestartPolicy(
             max_restarts=int(params["max_restarts"]),

@@ -18,6 +18,14 @@ from spark_apps.naming import DeploymentNames, validate_deployment_id
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*$")
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+# Kafka's own rule for topic names (249 characters at most; "." and ".." are reserved).
+TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+MAX_TOPIC_NAME = 249
+# Bounds that keep state and waits finite: a window (and the watermark that keeps it open) of
+# more than a day would hold state the app is not sized for, and makes reprocessing wait as long.
+MAX_WINDOW_SECONDS = 86400
+MAX_WATERMARK_SECONDS = 86400
+MAX_TRIGGER_SECONDS = 3600
 
 
 class AppConfigError(ValueError):
@@ -30,6 +38,24 @@ def interval_seconds(interval: str) -> int:
     if not match:
         raise ValueError(f"{interval!r} is not an interval like '15 seconds', '5 minutes' or '1 hour'")
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2).rstrip("s")]
+
+
+def bounded_interval(value: str, maximum_s: int) -> str:
+    """`value` if it is an interval of 1 second to `maximum_s` seconds; else ValueError saying so."""
+    seconds = interval_seconds(value)
+    if not 1 <= seconds <= maximum_s:
+        raise ValueError(f"{value!r} must be between 1 second and {maximum_s} seconds, got {seconds} s")
+    return value
+
+
+def validate_topic_name(value: str) -> str:
+    """`value` if Kafka accepts it as a topic name; else ValueError naming the rule."""
+    if not TOPIC_NAME_PATTERN.match(value) or value in (".", ".."):
+        raise ValueError(
+            f"{value!r} is not a Kafka topic name: 1-249 characters of letters, digits, '.', '_' or '-', "
+            "and not '.' or '..'"
+        )
+    return value
 
 
 class _Strict(BaseModel):
@@ -54,6 +80,18 @@ class KafkaConfig(_Strict):
     """Upper bound of records per micro-batch (back-pressure); None = unbounded."""
     options: dict[str, str] = Field(default_factory=dict)
     """Extra Kafka client settings without the `kafka.` prefix (e.g. security.protocol, sasl.mechanism)."""
+
+    @field_validator(
+        "orders_topic",
+        "stores_topic",
+        "dlq_topic",
+        "general_orders_topic",
+        "restaurant_orders_topic",
+        "revenue_topic",
+    )
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        return validate_topic_name(value)
 
 
 class HistoryConfig(_Strict):
@@ -86,12 +124,15 @@ class WindowConfig(_Strict):
     watermark: str = "30 seconds"
     """How long to wait for late events (the seed's grace); later events are only archived."""
 
-    @field_validator("size", "watermark", "slide")
+    @field_validator("size", "slide")
     @classmethod
     def _interval(cls, value: str | None) -> str | None:
-        if value is not None and interval_seconds(value) <= 0:
-            raise ValueError("must be positive")
-        return value
+        return None if value is None else bounded_interval(value, MAX_WINDOW_SECONDS)
+
+    @field_validator("watermark")
+    @classmethod
+    def _watermark(cls, value: str) -> str:
+        return bounded_interval(value, MAX_WATERMARK_SECONDS)
 
     @model_validator(mode="after")
     def _slide_within_size(self) -> WindowConfig:
@@ -109,8 +150,7 @@ class TriggerConfig(_Strict):
     @field_validator("interval")
     @classmethod
     def _interval(cls, value: str) -> str:
-        interval_seconds(value)
-        return value
+        return bounded_interval(value, MAX_TRIGGER_SECONDS)
 
 
 class StreamingAppConfig(_Strict):
@@ -120,8 +160,10 @@ class StreamingAppConfig(_Strict):
     """Namespace of this deployment's checkpoints, tables and consumer group."""
     app_version: str = "dev"
     """Free-form version label recorded with the deployment."""
-    lake_root: str = ".local/lake"
-    """Root of Delta tables and checkpoints: a local path or an object-store URI."""
+    lake_root: str = Field(default=".local/lake", min_length=1)
+    """Root of Delta tables and checkpoints: a local path or an object-store URI. Any root is allowed
+    here (an operator may point the app at an object store); the control plane keeps roots that come
+    from a trigger form inside the platform's lake (revenue_platform.paths.require_inside_lake)."""
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     window: WindowConfig = Field(default_factory=WindowConfig)
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
@@ -139,6 +181,17 @@ class StreamingAppConfig(_Strict):
     @classmethod
     def _deployment_id(cls, value: str) -> str:
         return validate_deployment_id(value)
+
+    @model_validator(mode="after")
+    def _revenue_topic_fits(self) -> StreamingAppConfig:
+        # Each deployment publishes to `<revenue_topic>_<deployment_id>`, which must be a topic name too.
+        topic = self.names.revenue_topic(self.kafka.revenue_topic)
+        if len(topic) > MAX_TOPIC_NAME:
+            raise ValueError(
+                f"kafka.revenue_topic: the deployment's topic {topic[:40]}... would be {len(topic)} "
+                f"characters, more than Kafka's {MAX_TOPIC_NAME}; shorten revenue_topic"
+            )
+        return self
 
     @property
     def names(self) -> DeploymentNames:

@@ -295,24 +295,30 @@ def replace_gold_windows(
     Changed windows are updated, missing ones inserted, and gold windows in the range that
     the recomputation does not have are deleted; windows outside the range (or, when
     `location_ids` is given, of other locations) are untouched.
+
+    The conditions are Column expressions, never SQL text: `location_ids` come from a trigger
+    form, and a value spliced into SQL could widen the delete to the whole table.
     """
     from delta.tables import DeltaTable
 
     spark = recomputed.sparkSession
     if not DeltaTable.isDeltaTable(spark, table_path):
         recomputed.limit(0).write.format("delta").mode("ignore").save(table_path)
-    condition = " AND ".join(f"gold.{column} = fixed.{column}" for column in GOLD_KEY_COLUMNS)
-    in_range = (
-        f"gold.window_start >= CAST('{range_start.isoformat()}' AS TIMESTAMP) "
-        f"AND gold.window_end <= CAST('{range_end.isoformat()}' AS TIMESTAMP)"
+    first, *rest = (F.col(f"gold.{column}") == F.col(f"fixed.{column}") for column in GOLD_KEY_COLUMNS)
+    same_window = first
+    for match in rest:
+        same_window = same_window & match
+    # A string literal cast to TIMESTAMP is read in the session time zone (UTC), as before; a
+    # Python datetime literal would be converted with the driver process's local zone instead.
+    in_range = (F.col("gold.window_start") >= F.lit(range_start.isoformat()).cast("timestamp")) & (
+        F.col("gold.window_end") <= F.lit(range_end.isoformat()).cast("timestamp")
     )
     if location_ids:
-        quoted = ", ".join("'" + location.replace("'", "''") + "'" for location in location_ids)
-        in_range += f" AND gold.location_id IN ({quoted})"
+        in_range = in_range & F.col("gold.location_id").isin([str(location) for location in location_ids])
     (
         DeltaTable.forPath(spark, table_path)
         .alias("gold")
-        .merge(recomputed.alias("fixed"), condition)
+        .merge(recomputed.alias("fixed"), same_window)
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
         .whenNotMatchedBySourceDelete(condition=in_range)

@@ -11,6 +11,9 @@ import re
 from dataclasses import dataclass
 
 DEPLOYMENT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+# Store ids (the orders' locationId, e.g. store_1001) that a trigger form may name. No quotes,
+# backslashes, spaces or commas: the reprocess job takes them as one comma-separated argument.
+LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 def validate_deployment_id(deployment_id: str) -> str:
@@ -21,6 +24,16 @@ def validate_deployment_id(deployment_id: str) -> str:
             "lowercase letters, digits, '_' or '-' (at most 63 characters)"
         )
     return deployment_id
+
+
+def validate_location_id(location_id: str) -> str:
+    """Return `location_id` if it looks like a store id; else raise ValueError naming the rule."""
+    if not isinstance(location_id, str) or not LOCATION_ID_PATTERN.match(location_id):
+        raise ValueError(
+            f"store id {location_id!r} must start with a letter or digit and contain only letters, digits, "
+            "'_', '.' or '-' (at most 128 characters), e.g. store_1001"
+        )
+    return location_id
 
 
 def _join(root: str, *parts: str) -> str:

@@ -28,8 +28,9 @@ from pyspark.sql import functions as F
 from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, interval_seconds, load_config
 from spark_apps.kafka_ranges import find_topic_range
+from spark_apps.naming import validate_location_id
 from spark_apps.reconciliation import EQUAL, closed_window_revenue, gold_in_range, reconcile_windows
-from spark_apps.session import DELTA_CONF, spark_conf
+from spark_apps.session import DELTA_CONF, loopback_driver_conf, spark_conf
 from spark_apps.transformations import enrich_with_stores
 
 LOG = logging.getLogger("reprocess_revenue_job")
@@ -179,9 +180,17 @@ def reprocess(
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
+    from pyspark import SparkConf
+
     builder = SparkSession.builder.appName(f"reprocess-revenue-{config.deployment_id}")
+    # spark-submit passed the master; a local one keeps the driver's ports on loopback.
+    master = SparkConf().get("spark.master", "") or ""
     for key, value in spark_conf(
-        {**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)}
+        {
+            **loopback_driver_conf(master),
+            **DELTA_CONF,
+            "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        }
     ).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -204,11 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, args.overrides)
         start, end = parse_range(args.range_start, args.range_end, config.window.size)
+        # Checked again here (the DAG checks first): the job may be submitted by hand.
+        stores = (
+            [validate_location_id(s.strip()) for s in args.stores.split(",") if s.strip()]
+            if args.stores
+            else None
+        )
     except (AppConfigError, ValueError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     try:
-        stores = [s.strip() for s in args.stores.split(",") if s.strip()] if args.stores else None
         report = reprocess(build_session(config), config, start, end, args.source, args.repair, stores)
     except RangeNotCoveredError as error:
         print(f"ERROR: {error}", file=sys.stderr)

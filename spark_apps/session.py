@@ -27,6 +27,17 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
+LOOPBACK = "127.0.0.1"
+
+
+def loopback_driver_conf(master: str) -> dict[str, str]:
+    """For a `local[...]` master: the driver's ports listen on loopback only (Spark's default is
+    every interface). Other masters get nothing: their executors must reach the driver."""
+    if not master.startswith("local"):
+        return {}
+    return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
+
+
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -88,6 +99,6 @@ def build_spark_session(
     that already exists in the process keeps its classpath.
     """
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in spark_conf(extra_conf, jars).items():
+    for key, value in spark_conf({**loopback_driver_conf(master), **(extra_conf or {})}, jars).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from revenue_platform.local_stack.airflow_local import (
-    LOCAL_ADMIN_PASSWORD,
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
     airflow_environment,
+    local_admin_password,
     migrate_db,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
@@ -100,7 +100,8 @@ def airflow_api(airflow_db: AirflowLocalSettings) -> Iterator[TestClient]:
 def auth(airflow_api: TestClient) -> dict[str, str]:
     """Headers with a real admin token from the simple auth manager's `POST /auth/token`."""
     response = airflow_api.post(
-        "/auth/token", json={"username": LOCAL_ADMIN_USER, "password": LOCAL_ADMIN_PASSWORD}
+        "/auth/token",
+        json={"username": LOCAL_ADMIN_USER, "password": local_admin_password(TEST_AIRFLOW)},
     )
     assert response.status_code == 201, response.text
     return {"Authorization": f"Bearer {response.json()['access_token']}"}

@@ -22,9 +22,9 @@ from pathlib import Path
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack.airflow_api import AirflowApiClient
 from revenue_platform.local_stack.airflow_local import (
-    LOCAL_ADMIN_PASSWORD,
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
+    local_admin_password,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings
 from revenue_platform.orders_generator import (
@@ -197,7 +197,8 @@ def main() -> int:
     kafka = KafkaBrokerSettings.from_env()
     airflow = AirflowLocalSettings.from_env(kafka.bootstrap_servers)
     lake_root = registry_lake_root()
-    client = AirflowApiClient(airflow.base_url, LOCAL_ADMIN_USER, LOCAL_ADMIN_PASSWORD)
+    password = local_admin_password(airflow)
+    client = AirflowApiClient(airflow.base_url, LOCAL_ADMIN_USER, password)
     try:
         provision_topics(client)
         deploy_streaming_app(client)
@@ -209,7 +210,7 @@ def main() -> int:
         return 2
     _say(
         f"\nThe stack keeps running: Airflow UI {airflow.base_url} "
-        f"(login {LOCAL_ADMIN_USER}/{LOCAL_ADMIN_PASSWORD}), Kafka {kafka.bootstrap_servers}, and the "
+        f"(login {LOCAL_ADMIN_USER} / {password}), Kafka {kafka.bootstrap_servers}, and the "
         f"streaming app (deployment {DEMO_DEPLOYMENT!r}, supervised every minute by "
         "supervise_streaming_apps)."
         '\nStop everything with `make down`, or only the app with:\n  make airflow CMD="dags trigger '

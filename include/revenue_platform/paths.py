@@ -2,13 +2,17 @@
 
 The repository root is found from this file, so every entry point (make, Airflow,
 spark-submit, pytest) resolves the same folders. `PLATFORM_STATE_DIR` moves all local
-state (Kafka data, Airflow home, the lake) elsewhere, e.g. to a bigger disk.
+state (Kafka data, Airflow home, the lake) elsewhere, e.g. to a bigger disk. A lake root
+that comes from a trigger form must stay inside the platform's lake (`require_inside_lake`).
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
+
+from revenue_platform.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INCLUDE_DIR = REPO_ROOT / "include"
@@ -32,3 +36,32 @@ LAKE_ROOT_ENV = "PLATFORM_LAKE_ROOT"
 def lake_root() -> str:
     """Delta tables, checkpoints, registry and reports: $PLATFORM_LAKE_ROOT, else `<state dir>/lake`."""
     return os.environ.get(LAKE_ROOT_ENV) or str(state_dir() / "lake")
+
+
+def require_inside_lake(root: str, lake: str, field: str) -> str:
+    """`root` if it is `lake` or a folder below it; else ConfigError naming `field`.
+
+    Trigger forms may pick a sub-lake (tests, experiments) but never `/`, a `..` escape or another
+    store: the control plane writes tables, checkpoints and reports there. Local roots must be
+    absolute and are compared after resolving symlinks; URIs (s3a://...) by normalised prefix.
+    """
+    advice = f"{field}: {root!r} must be the platform's lake {lake!r} or a folder inside it"
+    if not root:
+        raise ConfigError(f"{advice} (it is empty)")
+    if "://" in lake or "://" in root:
+        scheme, _, rest = root.partition("://")
+        lake_scheme, _, lake_rest = lake.partition("://")
+        normalised = posixpath.normpath("/" + rest)
+        inside = (
+            scheme == lake_scheme
+            and ".." not in rest.split("/")
+            and (normalised + "/").startswith(posixpath.normpath("/" + lake_rest).rstrip("/") + "/")
+        )
+        if not inside:
+            raise ConfigError(advice)
+        return root
+    if not Path(root).is_absolute():
+        raise ConfigError(f"{advice} (give an absolute path; relative paths depend on the process)")
+    if not Path(root).resolve().is_relative_to(Path(lake).resolve()):
+        raise ConfigError(advice)
+    return root

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from revenue_platform.errors import ConfigError
-from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR
+from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.times import parse_utc
 
@@ -26,6 +26,23 @@ APP_CONFIG_PATH = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
 SOURCES = ("auto", "kafka", "bronze")
 DEFAULT_DEPLOYMENT = "blue"
+# Config fields the form sets through its own params (or that belong to a running deployment);
+# an override of them would repair another deployment's gold or write outside the checked lake.
+RESERVED_OVERRIDES = ("deployment_id", "lake_root", "registry_root", "lease_token", "history")
+
+
+def validate_stores(stores: Any) -> list[str]:
+    """The form's `stores` as a list of store ids; ConfigError naming the first bad one."""
+    from spark_apps.naming import validate_location_id
+
+    if stores in (None, ""):
+        return []
+    if not isinstance(stores, list):
+        raise ConfigError(f"stores: must be a list of store ids, got {type(stores).__name__}")
+    try:
+        return [validate_location_id(store) for store in stores]
+    except ValueError as error:
+        raise ConfigError(f"stores: {error}") from error
 
 
 def resolve_range(
@@ -58,18 +75,34 @@ def plan_reprocessing(
     live_deployment: str | None,
 ) -> dict[str, Any]:
     """Everything `submit_reprocess_job` needs, validated before Spark starts."""
+    from spark_apps.naming import validate_deployment_id
+
     source = params.get("source") or "auto"
     if source not in SOURCES:
         raise ConfigError(f"source={source!r} must be one of {SOURCES}")
     start, end = resolve_range(params, data_interval_start, data_interval_end)
     deployment_id = params.get("deployment_id") or live_deployment or DEFAULT_DEPLOYMENT
-    lake_root = params.get("lake_root") or paths_lake_root()
+    try:
+        validate_deployment_id(str(deployment_id))
+    except ValueError as error:
+        raise ConfigError(f"deployment_id: {error}") from error
+    stores = validate_stores(params.get("stores"))
+    lake_root = require_inside_lake(
+        params.get("lake_root") or paths_lake_root(), paths_lake_root(), "lake_root"
+    )
+    extra = dict(params.get("config_overrides") or {})
+    for reserved in RESERVED_OVERRIDES:
+        if any(key == reserved or key.startswith(f"{reserved}.") for key in extra):
+            raise ConfigError(
+                f"config_overrides: {reserved!r} is not allowed here; use the form's own field "
+                "(deployment_id, lake_root) or leave it to the deployment"
+            )
     report = report_path(lake_root, deployment_id, start, end)
     overrides = {
         "deployment_id": deployment_id,
         "lake_root": lake_root,
         "kafka.bootstrap_servers": kafka_bootstrap_servers,
-        **(params.get("config_overrides") or {}),
+        **extra,
     }
     from spark_apps.config import AppConfigError, interval_seconds, load_config
 
@@ -89,8 +122,8 @@ def plan_reprocessing(
     args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", source, "--report", report]
     if not params.get("repair", True):
         args.append("--no-repair")
-    if params.get("stores"):
-        args += ["--stores", ",".join(params["stores"])]
+    if stores:
+        args += ["--stores", ",".join(stores)]
     return {
         "deployment_id": deployment_id,
         "range_start": start.isoformat(),

@@ -22,8 +22,16 @@ def spark_jars() -> list[str]:
 
 
 def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]") -> list[str]:
-    """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments."""
+    """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments.
+
+    A local master's driver listens on loopback only (`loopback_driver_conf`).
+    """
+    from spark_apps.session import loopback_driver_conf
+
     spark_submit = Path(sys.executable).parent / "spark-submit"
+    loopback = [
+        part for key, value in loopback_driver_conf(master).items() for part in ("--conf", f"{key}={value}")
+    ]
     return [
         str(spark_submit),
         "--master",
@@ -36,6 +44,7 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
         "spark.ui.enabled=false",
         "--conf",
         "spark.sql.session.timeZone=UTC",
+        *loopback,
         str(SPARK_APPS_DIR / app),
         *app_args,
     ]

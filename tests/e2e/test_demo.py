@@ -22,7 +22,11 @@ from pathlib import Path
 import pytest
 
 from revenue_platform.local_stack import processes
-from revenue_platform.local_stack.airflow_local import LOCAL_ADMIN_PASSWORD, LOCAL_ADMIN_USER
+from revenue_platform.local_stack.airflow_local import (
+    LOCAL_ADMIN_USER,
+    AirflowLocalSettings,
+    local_admin_password,
+)
 from revenue_platform.paths import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
@@ -77,6 +81,14 @@ class DemoStack:
     def airflow_url(self) -> str:
         return f"http://localhost:{AIRFLOW_PORT}"
 
+    @property
+    def admin_password(self) -> str:
+        """The password `up` generated into the stack's secrets dir (and printed)."""
+        settings = AirflowLocalSettings(
+            home=self.state_dir / "airflow", secrets_dir=self.state_dir / "secrets"
+        )
+        return local_admin_password(settings)
+
     def require_demo_output(self) -> None:
         """The stack is up and the demo wrote its windows (its exit status is the first test's business)."""
         assert self.up.returncode == 0, self.up.stdout + self.up.stderr
@@ -109,7 +121,7 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoStack]:
 
 def test_demo_prints_windowed_revenue(demo_stack: DemoStack) -> None:
     assert demo_stack.up.returncode == 0, demo_stack.up.stdout + demo_stack.up.stderr
-    assert "login admin / admin" in demo_stack.up.stdout
+    assert f"login admin / {demo_stack.admin_password}" in demo_stack.up.stdout
     output = demo_stack.demo.stdout + demo_stack.demo.stderr
     assert demo_stack.demo.returncode == 0, output[-4000:]
     summary = re.search(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)", output)
@@ -158,7 +170,7 @@ def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_rev
             page.goto(demo_stack.airflow_url + "/")
             # Airflow's own login page (simple auth manager): the view must work for a real UI session.
             page.get_by_label("Username").fill(LOCAL_ADMIN_USER)
-            page.get_by_label("Password").fill(LOCAL_ADMIN_PASSWORD)
+            page.get_by_label("Password").fill(demo_stack.admin_password)
             page.get_by_role("button", name="Sign in").click()
             page.wait_for_url(demo_stack.airflow_url + "/")
 

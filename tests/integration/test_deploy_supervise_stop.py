@@ -84,7 +84,7 @@ def wait_until_gone(pid: int, timeout_s: float = 30) -> None:
 
 
 def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
-    dags: dict[str, Any], kafka_bootstrap: str, lake: str
+    dags: dict[str, Any], kafka_bootstrap: str, lake: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     suffix = unique_suffix()
     deployment_id = f"it{suffix}"
@@ -124,6 +124,18 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
     assert run.state == SUCCESS, task_states(run)
     assert xcom(run, "deploy")["action"] == "already_running"
     assert registry.get(deployment_id).lease_token == record.lease_token
+    assert spark_drivers(lake) == [record.driver_pid]
+
+    # 3b. deploying it with another config fails, says how to roll it out, and changes nothing.
+    events_before = len(registry.events(deployment_id))
+    capfd.readouterr()
+    run = deploy(dags, deployment_id, {**overrides, "trigger.interval": "3 seconds"})
+    assert run.state == FAILED, task_states(run)
+    assert "roll the new config out with the blue_green_replay DAG" in "".join(capfd.readouterr())
+    assert task_states(run) == {"validate_request": SUCCESS, "deploy": FAILED}
+    unchanged = registry.get(deployment_id)
+    assert (unchanged.lease_token, unchanged.config_hash) == (record.lease_token, record.config_hash)
+    assert len(registry.events(deployment_id)) == events_before
     assert spark_drivers(lake) == [record.driver_pid]
 
     # 4. the driver dies hard; orders keep coming; the supervisor restarts it from its checkpoint.

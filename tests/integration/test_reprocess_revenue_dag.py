@@ -36,10 +36,16 @@ START = datetime(2026, 11, 22, 9, 0, 0)
 
 
 def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
-    kafka_bootstrap: str, airflow_db: AirflowLocalSettings, spark: SparkSession, tmp_path: Path
+    kafka_bootstrap: str,
+    airflow_db: AirflowLocalSettings,
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     suffix = unique_suffix()
     lake = str(tmp_path / "lake")
+    # The form's lake_root must lie inside the platform's lake.
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", lake)
     overrides = {
         "kafka.max_offsets_per_trigger": 150,
         "window.watermark": "10 seconds",

@@ -2,14 +2,21 @@
 
 The environment built here is the only place local Airflow settings come from: the
 project's dags/ and plugins/, the `kafka_default` and `spark_default` connections (as
-AIRFLOW_CONN_* variables, so nothing is configured by hand), a fixed local login, and
+AIRFLOW_CONN_* variables, so nothing is configured by hand), the local login, and
 unpaused DAGs. `make up`, the tests and the demo all use it.
+
+The stack is closed by default: the API server listens on loopback only (AIRFLOW_HOST opens
+it, e.g. AIRFLOW_HOST=0.0.0.0), the admin password and the signing secrets are generated once
+with `secrets` into 0600 files under `<state dir>/secrets/`, and `make up` prints the password.
+Airflow 3.3's log servers (scheduler and triggerer "serve-logs") bind every interface with no
+setting to change that; what they serve needs a token signed with the generated secret.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -26,8 +33,12 @@ from revenue_platform.local_stack.prerequisites import require_free_port
 from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, REPO_ROOT, state_dir
 
 LOCAL_ADMIN_USER = "admin"
-# A fixed password for the single-machine stack only; docs/local-stack.md says so.
-LOCAL_ADMIN_PASSWORD = "admin"
+LOOPBACK = "127.0.0.1"
+# Files under the secrets dir; every one is created 0600 and generated only once.
+PASSWORDS_FILE = "airflow_passwords.json"
+SIGNING_SECRETS_FILE = "airflow_signing_secrets.json"
+# HS512 wants a key at least as long as its 64-byte hash (PyJWT warns below that).
+SIGNING_SECRET_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,10 @@ class AirflowLocalSettings:
     """Written into the kafka_default connection."""
     spark_master: str = "local[*]"
     """Written into the spark_default connection; env SPARK_MASTER."""
+    host: str = LOOPBACK
+    """Interface the API server (UI) listens on; env AIRFLOW_HOST (0.0.0.0 opens it to the network)."""
+    secrets_dir: Path | None = None
+    """Generated admin password and signing secrets (0600 files); None = next to `home` (`../secrets`)."""
 
     @classmethod
     def from_env(cls, kafka_bootstrap_servers: str) -> AirflowLocalSettings:
@@ -55,11 +70,22 @@ class AirflowLocalSettings:
             port=int(raw_port),
             kafka_bootstrap_servers=kafka_bootstrap_servers,
             spark_master=os.environ.get("SPARK_MASTER", "local[*]"),
+            host=os.environ.get("AIRFLOW_HOST") or LOOPBACK,
+            secrets_dir=state_dir() / "secrets",
         )
 
     @property
     def base_url(self) -> str:
         return f"http://localhost:{self.port}"
+
+    @property
+    def secrets_path(self) -> Path:
+        """Outside AIRFLOW_HOME, so wiping the metadata DB keeps the login and running tokens valid."""
+        return self.secrets_dir if self.secrets_dir is not None else self.home.parent / "secrets"
+
+    @property
+    def passwords_file(self) -> Path:
+        return self.secrets_path / PASSWORDS_FILE
 
 
 def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str, str]:
@@ -79,18 +105,61 @@ def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str,
     }
 
 
+def _private_json(path: Path, generate: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """The JSON object in `path`, created 0600 (never readable by others) with `generate()` if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        # O_EXCL: two processes starting at once never overwrite each other's freshly generated value.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)  # tighten a file an older version wrote 0644
+        loaded: dict[str, str] = json.loads(path.read_text())
+        return loaded
+    values = generate()
+    with os.fdopen(fd, "w") as handle:
+        json.dump(values, handle)
+    return values
+
+
+def local_admin_password(settings: AirflowLocalSettings) -> str:
+    """The local admin's password: generated once (secrets.token_urlsafe) into a 0600 file."""
+    stored = _private_json(settings.passwords_file, lambda: {LOCAL_ADMIN_USER: secrets.token_urlsafe(24)})
+    return stored[LOCAL_ADMIN_USER]
+
+
+def signing_secrets(settings: AirflowLocalSettings) -> dict[str, str]:
+    """JWT signing key (API tokens) and the API server's secret key (log-server tokens, sessions)."""
+    return _private_json(
+        settings.secrets_path / SIGNING_SECRETS_FILE,
+        lambda: {
+            "jwt_secret": secrets.token_urlsafe(SIGNING_SECRET_BYTES),
+            "secret_key": secrets.token_urlsafe(SIGNING_SECRET_BYTES),
+        },
+    )
+
+
 def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
-    """The variables (on top of os.environ) under which every local Airflow process runs."""
+    """The variables (on top of os.environ) under which every local Airflow process runs.
+
+    Creates the secrets files on first use (see `local_admin_password`, `signing_secrets`).
+    """
     venv_bin = str(Path(sys.executable).parent)
+    local_admin_password(settings)
+    signing = signing_secrets(settings)
     env = {
         "AIRFLOW_HOME": str(settings.home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_DIR),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_DIR),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        # "user:role"; the password is in the passwords file.
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{LOCAL_ADMIN_USER}:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(settings.home / "passwords.json"),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(settings.passwords_file),
+        "AIRFLOW__API__HOST": settings.host,
         "AIRFLOW__API__PORT": str(settings.port),
+        # Same secrets for every component (they must agree), instead of 16 random bytes per airflow.cfg.
+        "AIRFLOW__API_AUTH__JWT_SECRET": signing["jwt_secret"],
+        "AIRFLOW__API__SECRET_KEY": signing["secret_key"],
         "AIRFLOW__API__BASE_URL": settings.base_url,
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.base_url}/execution/",
         # SQLite serializes writers; with scheduler, DAG processor, API server and task processes
@@ -110,15 +179,9 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
     return env
 
 
-def write_local_login(settings: AirflowLocalSettings) -> None:
-    """Fix the local admin password so `make up` can print it and scripts can log in."""
-    settings.home.mkdir(parents=True, exist_ok=True)
-    (settings.home / "passwords.json").write_text(json.dumps({LOCAL_ADMIN_USER: LOCAL_ADMIN_PASSWORD}))
-
-
 def migrate_db(settings: AirflowLocalSettings, progress: Callable[[str], None] = print) -> None:
     """Run `airflow db migrate` (idempotent) against the local SQLite metadata DB."""
-    write_local_login(settings)
+    settings.home.mkdir(parents=True, exist_ok=True)
     progress(f"[airflow] migrating the metadata DB in {settings.home} ...")
     completed = subprocess.run(
         [sys.executable, "-m", "airflow", "db", "migrate"],
@@ -196,8 +259,10 @@ class LocalAirflow:
                 )
                 last_report = time.monotonic()
             time.sleep(1)
+        password = local_admin_password(self.settings)
         progress(
-            f"[airflow] ready: UI {self.settings.base_url}  login {LOCAL_ADMIN_USER} / {LOCAL_ADMIN_PASSWORD}"
+            f"[airflow] ready: UI {self.settings.base_url} (listening on {self.settings.host})  "
+            f"login {LOCAL_ADMIN_USER} / {password}  (kept in {self.settings.passwords_file})"
         )
 
     def stop(self, grace_s: float = 30.0, progress: Callable[[str], None] = print) -> None:

@@ -98,8 +98,10 @@ def check_revenue_quality(
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
     from revenue_platform.quality.runner import run_revenue_checks
+    from revenue_platform.trigger_conf import refuse_unknown_conf
 
     context = get_current_context()
+    refuse_unknown_conf(context)
     params = context.get("params") or {}
     deployment = resolve_deployment(context, deployment_id)
     start, end = resolve_interval(context, interval_start, interval_end)

@@ -55,10 +55,6 @@ def registry_lake_root() -> str:
     return lake_root()
 
 
-def _sql_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 class DeploymentRegistry:
     """Read and change deployment rows and their audit trail under one lake root."""
 

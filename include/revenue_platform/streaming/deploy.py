@@ -1,12 +1,13 @@
 """Deploy a streaming app deployment: validate, register, take the lease, launch, wait for its heartbeat.
 
 Everything is validated before anything is touched. A deployment whose driver is alive is
-left alone (deploying twice never starts a second driver); otherwise a new fencing token
-is taken with a compare-and-swap on the registry row, the driver is launched with it, and
-the call waits, bounded, for the driver's first heartbeat. A driver that exits first, or
-stays silent, is recorded as failed with the tail of its log, and DeploymentFailedError
-carries that tail to the Airflow task log. The supervisor restarts through the same
-`launch_and_wait`.
+left alone (deploying twice never starts a second driver), and deploying it with a different
+config fails and changes nothing (new configs roll out with blue_green_replay); otherwise a
+new fencing token is taken with a compare-and-swap on the registry row, the driver is
+launched with it, and the call waits, bounded, for the driver's first heartbeat. A driver
+that exits first, or stays silent, is recorded as failed with the tail of its log, and
+DeploymentFailedError carries that tail to the Airflow task log. The supervisor restarts
+through the same `launch_and_wait`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.local_stack import processes
-from revenue_platform.paths import INCLUDE_DIR
+from revenue_platform.paths import INCLUDE_DIR, require_inside_lake
 from revenue_platform.registry import (
     DeploymentRecord,
     DeploymentRegistry,
@@ -104,9 +105,14 @@ def resolve_config(
         "registry_root": registry_root,
     }
     try:
-        return load_config(DEFAULT_CONFIG_PATH, merged)
+        config = load_config(DEFAULT_CONFIG_PATH, merged)
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
+    # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.
+    require_inside_lake(config.lake_root, registry_root, "config_overrides.lake_root")
+    if config.history is not None:
+        require_inside_lake(config.history.bronze_table, registry_root, "history.bronze_table")
+    return config
 
 
 def config_document(config: StreamingAppConfig) -> tuple[str, str]:
@@ -300,9 +306,15 @@ def deploy(
         )
         if running:
             if existing.config_hash != fields["config_hash"]:
-                progress(
-                    f"[deploy] WARNING {deployment_id} runs with config {existing.config_hash[:12]}, not the "
-                    f"requested {fields['config_hash'][:12]}: stop it first to apply a new config"
+                # A green run that applied nothing would read as "rolled out"; refuse before any change.
+                raise ConfigError(
+                    f"deployment {deployment_id!r} is running with config {existing.config_hash[:12]}, not "
+                    f"the requested {fields['config_hash'][:12]}; nothing was changed. A running deployment "
+                    "is never reconfigured in place: roll the new config out with the blue_green_replay DAG "
+                    '(e.g. {"green_deployment_id": "<new id>", "config_overrides": {...}}), which replays it '
+                    "next to this one and switches live once it is caught up and checked; or stop it with "
+                    "stop_streaming_app and deploy again to restart it from its checkpoint with the new "
+                    "config."
                 )
             if existing.desired_state != DesiredState.RUNNING.value:
                 registry.update(
