@@ -8,12 +8,14 @@ fails at start, before any query runs, with an error naming the field.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spark_apps.contract import OrderRules
 from spark_apps.naming import DeploymentNames, validate_deployment_id
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*$")
@@ -26,6 +28,8 @@ MAX_TOPIC_NAME = 249
 MAX_WINDOW_SECONDS = 86400
 MAX_WATERMARK_SECONDS = 86400
 MAX_TRIGGER_SECONDS = 3600
+# The largest amount DECIMAL(18,2) holds: an order amount must fit the platform's money type.
+MAX_ORDER_AMOUNT = Decimal("9999999999999999.99")
 
 
 class AppConfigError(ValueError):
@@ -153,6 +157,32 @@ class TriggerConfig(_Strict):
         return bounded_interval(value, MAX_TRIGGER_SECONDS)
 
 
+class ValidationConfig(_Strict):
+    """Plausibility rules every order must pass (the same in the app, the batch reprocess and, through
+    bronze's verdict, the quality checks); a failing order goes to the DLQ with the rule's reason."""
+
+    max_future_skew: str = "5 minutes"
+    """How far an order's orderedDateTime may be ahead of its Kafka record timestamp (producer/broker
+    clock skew); further ahead is `event_time_in_future`. Old orders are never refused."""
+    max_order_amount: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_ORDER_AMOUNT)
+    """Largest accepted finalAmount; larger is `amount_too_large`."""
+
+    @field_validator("max_future_skew")
+    @classmethod
+    def _skew(cls, value: str) -> str:
+        return bounded_interval(value, MAX_WATERMARK_SECONDS)
+
+    @field_validator("max_order_amount")
+    @classmethod
+    def _cents(cls, value: Decimal) -> Decimal:
+        if value != value.quantize(Decimal("0.01")):
+            raise ValueError("must be a whole number of cents")
+        return value
+
+    def rules(self) -> OrderRules:
+        return OrderRules(interval_seconds(self.max_future_skew), self.max_order_amount)
+
+
 class StreamingAppConfig(_Strict):
     """Everything the orders streaming app needs to run one deployment."""
 
@@ -167,6 +197,7 @@ class StreamingAppConfig(_Strict):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     window: WindowConfig = Field(default_factory=WindowConfig)
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
     shuffle_partitions: int = Field(default=4, ge=1)
     """spark.sql.shuffle.partitions; also fixes the state store layout, so keep it stable per checkpoint."""
     lease_token: str | None = None

@@ -17,10 +17,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from spark_apps.config import StreamingAppConfig
+from spark_apps.contract import GOLD_KEY_COLUMNS
 from spark_apps.schemas import BRONZE_ORDER_COLUMNS, GOLD_SCHEMA, KAFKA_RAW_COLUMNS, STORE_SCHEMA
 from spark_apps.transformations import latest_stores
-
-GOLD_KEY_COLUMNS = ("location_id", "order_type", "window_start")
 
 
 def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
@@ -304,10 +303,6 @@ def replace_gold_windows(
     spark = recomputed.sparkSession
     if not DeltaTable.isDeltaTable(spark, table_path):
         recomputed.limit(0).write.format("delta").mode("ignore").save(table_path)
-    first, *rest = (F.col(f"gold.{column}") == F.col(f"fixed.{column}") for column in GOLD_KEY_COLUMNS)
-    same_window = first
-    for match in rest:
-        same_window = same_window & match
     # A string literal cast to TIMESTAMP is read in the session time zone (UTC), as before; a
     # Python datetime literal would be converted with the driver process's local zone instead.
     in_range = (F.col("gold.window_start") >= F.lit(range_start.isoformat()).cast("timestamp")) & (
@@ -318,7 +313,7 @@ def replace_gold_windows(
     (
         DeltaTable.forPath(spark, table_path)
         .alias("gold")
-        .merge(recomputed.alias("fixed"), same_window)
+        .merge(recomputed.alias("fixed"), _gold_key_match("fixed"))
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
         .whenNotMatchedBySourceDelete(condition=in_range)

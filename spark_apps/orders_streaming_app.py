@@ -166,7 +166,9 @@ def prepare_queries(
 
     def start_ingest() -> StreamingQuery:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
-        validated = parse_and_validate_orders(io.read_orders_stream(spark, config)).observe(
+        validated = parse_and_validate_orders(
+            io.read_orders_stream(spark, config), config.validation.rules()
+        ).observe(
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
         )
         return (

@@ -14,7 +14,9 @@ from typing import Final
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.contract import OrderRules
 from spark_apps.transformations import (
+    DEFAULT_ORDER_RULES,
     deduplicate_orders,
     parse_and_validate_orders,
     valid_orders,
@@ -29,10 +31,15 @@ EQUAL: Final = "equal"
 
 
 def closed_window_revenue(
-    raw: DataFrame, size: str, slide: str | None, range_start: datetime, range_end: datetime
+    raw: DataFrame,
+    size: str,
+    slide: str | None,
+    range_start: datetime,
+    range_end: datetime,
+    rules: OrderRules = DEFAULT_ORDER_RULES,
 ) -> DataFrame:
     """Windowed revenue of the valid, deduplicated orders in `raw`, for windows inside [start, end)."""
-    orders = deduplicate_orders(valid_orders(parse_and_validate_orders(raw)), watermark="0 seconds")
+    orders = deduplicate_orders(valid_orders(parse_and_validate_orders(raw, rules)), watermark="0 seconds")
     windows = windowed_revenue(orders, size, slide)
     start, end = F.lit(range_start).cast("timestamp"), F.lit(range_end).cast("timestamp")
     return windows.filter((F.col("window_start") >= start) & (F.col("window_end") <= end))

@@ -133,7 +133,9 @@ def reprocess(
     raw, used = read_range(spark, config, start, end, source)
     raw = raw.persist()
     try:
-        recomputed = closed_window_revenue(raw, config.window.size, config.window.slide, start, end)
+        recomputed = closed_window_revenue(
+            raw, config.window.size, config.window.slide, start, end, config.validation.rules()
+        )
         enriched = enrich_with_stores(recomputed, io.read_stores_table(spark, config)).withColumn(
             "batch_id",
             F.lit(-1).cast("long"),  # -1 marks windows written by batch reprocessing

@@ -3,9 +3,9 @@
 Every table and topic the Spark side reads or writes has its shape declared here
 once, as a ``StructType`` built without a JVM (so importing this module is cheap)
 plus a DDL string for ``createDataFrame``/``from_json``. Money is
-``DECIMAL(18,2)`` everywhere — never float or double — so sums of cents stay
-exact. Input JSON keeps the producers' camelCase names; every column the
-platform writes is snake_case.
+``DECIMAL(18,2)`` per order and ``DECIMAL(38,2)`` per window sum — never float or
+double — so sums of cents stay exact and cannot overflow. Input JSON keeps the
+producers' camelCase names; every column the platform writes is snake_case.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-MONEY_PRECISION = 18
-MONEY_SCALE = 2
+from spark_apps.contract import MONEY_PRECISION, MONEY_SCALE, REVENUE_PRECISION
+
 MONEY_TYPE = DecimalType(MONEY_PRECISION, MONEY_SCALE)
 MONEY_DDL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
+# Window sums: wide enough that no sum of accepted orders overflows (see spark_apps.contract).
+REVENUE_TYPE = DecimalType(REVENUE_PRECISION, MONEY_SCALE)
+REVENUE_DDL = f"DECIMAL({REVENUE_PRECISION},{MONEY_SCALE})"
 
 
 def _field(name: str, data_type: DataType, nullable: bool = True) -> StructField:
@@ -180,7 +183,7 @@ REVENUE_WINDOW_SCHEMA = StructType(
         _field("window_start", TimestampType()),
         _field("window_end", TimestampType()),
         _field("order_count", LongType(), nullable=False),
-        _field("revenue", MONEY_TYPE),
+        _field("revenue", REVENUE_TYPE),
     ]
 )
 ENRICHED_REVENUE_SCHEMA = StructType(

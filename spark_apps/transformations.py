@@ -22,19 +22,17 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_apps.contract import GENERAL, ORDER_TYPES, RESTAURANT, OrderRules
 from spark_apps.schemas import (
     KAFKA_HEADERS_TYPE,
     MONEY_DDL,
     MONEY_SCALE,
     ORDER_COLUMNS,
     ORDER_LINE_ITEM_SCHEMA,
+    REVENUE_DDL,
     STORE_ADDRESS_COLUMNS,
     STORE_VALUE_SCHEMA,
 )
-
-GENERAL: Final = "GENERAL"
-RESTAURANT: Final = "RESTAURANT"
-ORDER_TYPES: Final = (GENERAL, RESTAURANT)
 
 ORDERS_DLQ_TOPIC: Final = "orders_dlq"
 GENERAL_ORDERS_TOPIC: Final = "general_orders"
@@ -57,6 +55,9 @@ def required_spark_conf() -> dict[str, str]:
     return {"spark.sql.session.timeZone": "UTC"}
 
 
+DEFAULT_ORDER_RULES: Final = OrderRules()
+
+
 class DlqReason:
     """Machine-readable reasons an order record goes to the dead-letter topic.
 
@@ -64,7 +65,7 @@ class DlqReason:
     empty_value, not_utf8, invalid_json, missing_field:<f> (orderId, locationId,
     finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
     orderLineItems), non_finite_amount, unknown_order_type, negative_amount,
-    unparseable_timestamp.
+    amount_too_large, unparseable_timestamp, event_time_in_future (see ``OrderRules``).
     """
 
     EMPTY_VALUE: Final = "empty_value"
@@ -75,7 +76,9 @@ class DlqReason:
     NON_FINITE_AMOUNT: Final = "non_finite_amount"
     UNKNOWN_ORDER_TYPE: Final = "unknown_order_type"
     NEGATIVE_AMOUNT: Final = "negative_amount"
+    AMOUNT_TOO_LARGE: Final = "amount_too_large"
     UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
+    EVENT_TIME_IN_FUTURE: Final = "event_time_in_future"
 
     @staticmethod
     def missing_field(name: str) -> str:
@@ -191,8 +194,12 @@ def _typed_order(json: Column) -> Column:
     )
 
 
-def _dlq_reason(value: Column, text: Column, json: Column, non_finite: Column, typed: Column) -> Column:
+def _dlq_reason(
+    value: Column, text: Column, json: Column, non_finite: Column, typed: Column, rules: OrderRules
+) -> Column:
     """First applicable DLQ reason (CASE WHEN evaluates in order), null for a valid order."""
+    # Compared as epoch microseconds: plain long arithmetic, no interval parsing per record.
+    latest_plausible_us = F.unix_micros(F.col("timestamp")) + F.lit(rules.max_future_skew_s * 1_000_000)
     checks: list[tuple[Column, str]] = [
         (value.isNull() | (F.length(value) == 0), DlqReason.EMPTY_VALUE),
         (~F.is_valid_utf8(value), DlqReason.NOT_UTF8),
@@ -208,7 +215,9 @@ def _dlq_reason(value: Column, text: Column, json: Column, non_finite: Column, t
         (non_finite, DlqReason.NON_FINITE_AMOUNT),
         (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
         (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),
+        (typed["final_amount"] > F.lit(rules.max_order_amount).cast(MONEY_DDL), DlqReason.AMOUNT_TOO_LARGE),
         (typed["ordered_at"].isNull(), DlqReason.UNPARSEABLE_TIMESTAMP),
+        (F.unix_micros(typed["ordered_at"]) > latest_plausible_us, DlqReason.EVENT_TIME_IN_FUTURE),
     ]
     condition, reason = checks[0]
     case = F.when(condition, F.lit(reason))
@@ -217,7 +226,7 @@ def _dlq_reason(value: Column, text: Column, json: Column, non_finite: Column, t
     return case
 
 
-def parse_and_validate_orders(raw: DataFrame) -> DataFrame:
+def parse_and_validate_orders(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_RULES) -> DataFrame:
     """Parse Kafka ``orders`` rows into typed order columns plus ``dlq_reason``.
 
     Keeps every input column, adds order_id, location_id, final_amount, order_type,
@@ -232,7 +241,8 @@ def parse_and_validate_orders(raw: DataFrame) -> DataFrame:
     Other edge rules: JSON null counts as missing; a blank locationId is missing;
     duplicate keys, trailing content and NaN/Infinity outside finalAmount are
     invalid_json; orderedDateTime must be ``yyyy-MM-ddTHH:mm:ss[.ffffff]`` with no zone
-    (a zone suffix is unparseable_timestamp) and is read as UTC.
+    (a zone suffix is unparseable_timestamp) and is read as UTC. ``rules`` bounds the
+    amount and how far the event time may be ahead of the record's Kafka timestamp.
     """
     text = F.col("value").cast("string")
     sanitized = F.regexp_replace(F.col(_TEXT), _NON_FINITE_AMOUNT_RE, "${prefix}0")
@@ -245,7 +255,7 @@ def parse_and_validate_orders(raw: DataFrame) -> DataFrame:
         .withColumn(_NON_FINITE, F.col(_STRICT).isNull() & F.col(_JSON).isNotNull())
         .withColumn(_TYPED, _typed_order(F.col(_JSON)))
     )
-    reason = _dlq_reason(F.col("value"), F.col(_TEXT), F.col(_JSON), F.col(_NON_FINITE), F.col(_TYPED))
+    reason = _dlq_reason(F.col("value"), F.col(_TEXT), F.col(_JSON), F.col(_NON_FINITE), F.col(_TYPED), rules)
     with_reason = staged.withColumn("dlq_reason", reason)
     typed_columns = [
         F.when(F.col("dlq_reason").isNull(), F.col(f"{_TYPED}.{name}")).alias(name) for name in ORDER_COLUMNS
@@ -444,8 +454,8 @@ def windowed_revenue(
     Tumbling when ``slide`` is None or equal to ``size``, hopping otherwise. Pass
     ``watermark`` only when the input has none yet: after ``deduplicate_orders`` leave
     it None, since a streaming query fails with "Redefining watermark is disallowed".
-    Spark widens ``sum(DECIMAL(18,2))`` to DECIMAL(28,2);
-    revenue is cast back to DECIMAL(18,2), the platform's one money type.
+    Amounts are widened to DECIMAL(38,2) before summing, so no window of accepted orders
+    can overflow (an overflow under ANSI mode would fail the batch on every restart).
     """
     if watermark is not None:
         orders = orders.withWatermark("ordered_at", watermark)
@@ -455,7 +465,7 @@ def windowed_revenue(
         window = F.window("ordered_at", size, slide)
     aggregated = orders.groupBy("location_id", "order_type", window.alias("window")).agg(
         F.count(F.lit(1)).alias("order_count"),
-        F.sum("final_amount").cast(MONEY_DDL).alias("revenue"),
+        F.sum(F.col("final_amount").cast(REVENUE_DDL)).alias("revenue"),
     )
     return aggregated.select(
         "location_id",

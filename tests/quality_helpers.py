@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from spark_apps.contract import MONEY_SCALE, REVENUE_PRECISION
 from spark_apps.naming import DeploymentNames
 
 INTERVAL_START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -32,7 +33,7 @@ GOLD_ARROW_SCHEMA = pa.schema(
         ("window_start", _TS),
         ("window_end", _TS),
         ("order_count", pa.int64()),
-        ("revenue", pa.decimal128(18, 2)),
+        ("revenue", pa.decimal128(REVENUE_PRECISION, MONEY_SCALE)),
         ("address_line1", pa.string()),
         ("address_line2", pa.string()),
         ("city", pa.string()),

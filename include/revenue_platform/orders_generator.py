@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from spark_apps.contract import ORDER_TYPES
+
 GENERAL_ITEMS = {
     "Bananas": Decimal("1.00"),
     "Iphone Charger": Decimal("25.00"),
@@ -33,8 +35,6 @@ RESTAURANT_ITEMS = {
     "Burger": Decimal("9.50"),
     "Salad": Decimal("7.75"),
 }
-ORDER_TYPES = ("GENERAL", "RESTAURANT")
-
 # Each malformed kind maps to the DLQ reason the streaming app must report for it.
 BAD_RECORD_KINDS = {
     "empty": "empty_value",
@@ -44,6 +44,9 @@ BAD_RECORD_KINDS = {
     "unknown_type": "unknown_order_type",
     "negative_amount": "negative_amount",
     "bad_timestamp": "unparseable_timestamp",
+    # Well-formed but implausible: they must not move the watermark or dominate a window.
+    "future_event_time": "event_time_in_future",
+    "amount_too_large": "amount_too_large",
 }
 
 
@@ -187,6 +190,12 @@ def _bad_record(
         value = order_json(good)
     elif kind == "bad_timestamp":
         good["orderedDateTime"] = "05/12/2022 08:55"
+        value = order_json(good)
+    elif kind == "future_event_time":
+        good["orderedDateTime"] = "2099-01-01T00:00:00"
+        value = order_json(good)
+    elif kind == "amount_too_large":
+        good["finalAmount"] = Decimal("10000000.00")  # above the default cap of 1,000,000.00
         value = order_json(good)
     else:
         raise ValueError(f"unknown bad record kind {kind!r}; choose from {sorted(BAD_RECORD_KINDS)}")

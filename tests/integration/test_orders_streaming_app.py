@@ -6,6 +6,7 @@ from Spark, so a bug in the shared transformations cannot hide behind itself.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 from datetime import datetime, timedelta
@@ -18,10 +19,12 @@ from pyspark.sql import SparkSession
 
 from revenue_platform.orders_generator import (
     BAD_RECORD_KINDS,
+    GeneratedRecord,
     GeneratorSettings,
     expected_windows,
     generate_orders,
     generate_stores,
+    order_json,
     produce,
     store_record,
 )
@@ -99,8 +102,6 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     expected_reasons = Counter(BAD_RECORD_KINDS[r.bad_kind] for r in on_time if r.bad_kind)
     assert Counter(d.headers["dlq_reason"].decode() for d in dead_letters) == expected_reasons
     bad_values = {r.value for r in on_time if r.bad_kind}
-    import base64
-
     assert {
         base64.b64decode(json.loads(d.value)["original_value_base64"]) for d in dead_letters
     } == bad_values
@@ -140,3 +141,51 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
         (Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json").read_text()
     )
     assert progress["rows_dropped_by_watermark"] >= 1
+
+
+def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_revenue(
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Hostile but well-formed orders: an order dated 2099, first on its partition, used to move the
+    watermark to 2099 so every later order was dropped as late (60 % of revenue missing); two orders
+    of the largest money value in one window used to overflow the sum and fail every restart."""
+    suffix = unique_suffix()
+    largest = Decimal("9999999999999999.99")
+    config = app_config(
+        kafka_bootstrap, tmp_path / "lake", suffix, **{"validation.max_order_amount": str(largest)}
+    )
+    create_app_topics(kafka_bootstrap, suffix)
+    from_2099 = next(iter(generate_orders(GeneratorSettings(orders=1, stores=1, first_order_id=90_000))))
+    assert from_2099.order is not None
+    future_order = from_2099.order | {"orderedDateTime": "2099-01-01T00:00:00"}
+    ordinary = list(generate_orders(GeneratorSettings(orders=300, stores=3, span_seconds=120)))
+    big = [
+        GeneratedRecord(key=b"store_1002", value=order_json(order), order=order)
+        for order in (
+            ordinary[10].order | {"orderId": 80_000 + n, "locationId": "store_1002", "finalAmount": largest}
+            for n in range(2)
+            if ordinary[10].order is not None
+        )
+    ]
+    produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(3))
+    # The 2099 order goes first: it is the first record of its partition, as in the report.
+    produce(
+        kafka_bootstrap, config.kafka.orders_topic, [GeneratedRecord(from_2099.key, order_json(future_order))]
+    )
+    produce(kafka_bootstrap, config.kafka.orders_topic, ordinary + big)
+
+    run(config, spark)  # one bounded run: the numbers must be right straight after streaming
+
+    expected = expected_windows(ordinary + big, window_seconds=15)
+    gold = gold_as_dict(spark, config)
+    assert gold == {key: (w.order_count, w.revenue) for key, w in expected.items()}
+    # The window holding both largest orders is exact: beyond DECIMAL(18,2), to the cent.
+    assert max(revenue for _, revenue in gold.values()) > 2 * largest
+    dead_letters = read_topic(kafka_bootstrap, config.kafka.dlq_topic)
+    assert [d.headers["dlq_reason"].decode() for d in dead_letters] == ["event_time_in_future"]
+    assert (
+        json.loads(base64.b64decode(json.loads(dead_letters[0].value)["original_value_base64"]))[
+            "orderedDateTime"
+        ]
+        == "2099-01-01T00:00:00"
+    )

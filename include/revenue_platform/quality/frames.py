@@ -26,25 +26,11 @@ from typing import Final
 import pandas as pd
 
 from revenue_platform.quality.config import QualityConfig
+from spark_apps.contract import GOLD_DELTA_TYPES, GOLD_KEY_COLUMNS
 
-KEY_COLUMNS: Final = ("location_id", "order_type", "window_start")
+KEY_COLUMNS: Final = GOLD_KEY_COLUMNS
 # The gold table's contract, in Delta type names (what `DeltaTable.schema()` reports).
-GOLD_SCHEMA: Final[dict[str, str]] = {
-    "location_id": "string",
-    "order_type": "string",
-    "window_start": "timestamp",
-    "window_end": "timestamp",
-    "order_count": "long",
-    "revenue": "decimal(18,2)",
-    "address_line1": "string",
-    "address_line2": "string",
-    "city": "string",
-    "state": "string",
-    "zip": "string",
-    "contact_num": "string",
-    "batch_id": "long",
-}
-ORDER_TYPES: Final = ("GENERAL", "RESTAURANT")
+GOLD_SCHEMA: Final = GOLD_DELTA_TYPES
 _MICROS: Final = 1_000_000
 _CENT: Final = Decimal("0.01")
 

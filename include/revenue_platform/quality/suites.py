@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from revenue_platform.quality.config import QualityConfig
-from revenue_platform.quality.frames import KEY_COLUMNS, ORDER_TYPES
+from revenue_platform.quality.frames import KEY_COLUMNS
+from spark_apps.contract import ORDER_TYPES
 
 if TYPE_CHECKING:
     import great_expectations as gx
@@ -58,7 +59,7 @@ def gold_schema_expectations(config: QualityConfig) -> list[Expectation]:
             column_B="expected_type",
             ignore_row_if="either_value_is_missing",
             meta=_meta("schema_column_types"),
-            description="Each column has its contract's Delta type (revenue is decimal(18,2)).",
+            description="Each column has its contract's Delta type (revenue is decimal(38,2)).",
         ),
     ]
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from revenue_platform.errors import PlatformError
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import RegistryError, resolve_live_deployment
+from spark_apps.contract import MONEY_SCALE, REVENUE_PRECISION
 from spark_apps.naming import DeploymentNames
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def gold_arrow_schema() -> pa.Schema:
             ("window_start", ts),
             ("window_end", ts),
             ("order_count", pa.int64()),
-            ("revenue", pa.decimal128(18, 2)),
+            ("revenue", pa.decimal128(REVENUE_PRECISION, MONEY_SCALE)),
             *((name, text) for name in GOLD_COLUMNS[6:]),
         ]
     )

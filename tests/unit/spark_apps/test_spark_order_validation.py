@@ -14,6 +14,7 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
+from spark_apps.contract import OrderRules
 from spark_apps.schemas import (
     DLQ_KAFKA_SINK_SCHEMA,
     DLQ_RECORD_SCHEMA,
@@ -111,9 +112,18 @@ ACCEPTED_CASES = [
     pytest.param({"finalAmount": 0}, {"final_amount": Decimal("0.00")}, id="zero-amount"),
     pytest.param({"finalAmount": Raw("19.99")}, {"final_amount": Decimal("19.99")}, id="cents"),
     pytest.param(
-        {"finalAmount": Raw("9999999999999999.99")},
-        {"final_amount": Decimal("9999999999999999.99")},
-        id="max-money",
+        {"finalAmount": Raw("1000000.00")}, {"final_amount": Decimal("1000000.00")}, id="amount-at-cap"
+    ),
+    # The record's Kafka timestamp (kafka_df) is 2022-12-05 09:00:00; the default skew is 5 minutes.
+    pytest.param(
+        {"orderedDateTime": "2022-12-05T09:05:00"},
+        {"ordered_at": datetime(2022, 12, 5, 9, 5)},
+        id="event-time-at-skew-limit",
+    ),
+    pytest.param(
+        {"orderedDateTime": "1999-01-01T00:00:00"},
+        {"ordered_at": datetime(1999, 1, 1)},
+        id="old-order-stays-valid",
     ),
     pytest.param({"orderType": "RESTAURANT"}, {"order_type": "RESTAURANT"}, id="restaurant"),
     pytest.param(
@@ -210,6 +220,24 @@ DLQ_CASES = [
     pytest.param(
         order_text(orderedDateTime="yesterday").encode(), DlqReason.UNPARSEABLE_TIMESTAMP, id="timestamp-word"
     ),
+    pytest.param(
+        order_text(finalAmount=Raw("1000000.01")).encode(), DlqReason.AMOUNT_TOO_LARGE, id="amount-above-cap"
+    ),
+    pytest.param(
+        order_text(finalAmount=Raw("9999999999999999.99")).encode(),
+        DlqReason.AMOUNT_TOO_LARGE,
+        id="max-money",
+    ),
+    pytest.param(
+        order_text(orderedDateTime="2022-12-05T09:05:00.000001").encode(),
+        DlqReason.EVENT_TIME_IN_FUTURE,
+        id="event-time-past-skew",
+    ),
+    pytest.param(
+        order_text(orderedDateTime="2099-01-01T00:00:00").encode(),
+        DlqReason.EVENT_TIME_IN_FUTURE,
+        id="year-2099",
+    ),
 ]
 
 
@@ -232,6 +260,21 @@ PRECEDENCE_CASES = [
     pytest.param(
         {"finalAmount": Raw("-5"), "orderedDateTime": "bad"}, DlqReason.NEGATIVE_AMOUNT, id="negative-first"
     ),
+    pytest.param(
+        {"finalAmount": Raw("2000000"), "orderedDateTime": "bad"},
+        DlqReason.AMOUNT_TOO_LARGE,
+        id="too-large-before-unparseable",
+    ),
+    pytest.param(
+        {"finalAmount": Raw("2000000"), "orderedDateTime": "2099-01-01T00:00:00"},
+        DlqReason.AMOUNT_TOO_LARGE,
+        id="too-large-before-future",
+    ),
+    pytest.param(
+        {"orderType": "ONLINE", "orderedDateTime": "2099-01-01T00:00:00"},
+        DlqReason.UNKNOWN_ORDER_TYPE,
+        id="type-before-future",
+    ),
 ]
 
 
@@ -253,6 +296,24 @@ def validated_cases(kafka_df: Any) -> CaseResults:
     ]
     rows = parse_and_validate_orders(kafka_df([{"value": v} for v in values])).collect()
     return {row["value"] if row["value"] is None else bytes(row["value"]): row for row in rows}
+
+
+def test_rules_are_configuration(kafka_df: Any) -> None:
+    """The largest DECIMAL(18,2) is accepted when the cap allows it; a zero skew refuses any future."""
+    values = [
+        order_text(finalAmount=Raw("9999999999999999.99")).encode(),
+        order_text(orderedDateTime="2022-12-05T09:00:01").encode(),
+        order_text(orderedDateTime="2022-12-05T09:00:00").encode(),
+    ]
+    rules = OrderRules(max_future_skew_s=0, max_order_amount=Decimal("9999999999999999.99"))
+    rows = (
+        parse_and_validate_orders(kafka_df([{"value": v} for v in values]), rules).orderBy("offset").collect()
+    )
+    assert [(r["dlq_reason"], r["final_amount"]) for r in rows] == [
+        (None, Decimal("9999999999999999.99")),
+        (DlqReason.EVENT_TIME_IN_FUTURE, None),
+        (None, Decimal("27.00")),
+    ]
 
 
 def test_valid_and_invalid_split(kafka_df: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from spark_apps.schemas import KAFKA_SINK_SCHEMA, MONEY_TYPE, ORDER_SCHEMA, REVENUE_WINDOW_SCHEMA
+from spark_apps.schemas import KAFKA_SINK_SCHEMA, ORDER_SCHEMA, REVENUE_TYPE, REVENUE_WINDOW_SCHEMA
 from spark_apps.transformations import (
     deduplicate_orders,
     late_records,
@@ -173,7 +173,18 @@ def test_revenue_sum_is_exact_decimal(orders: OrdersFactory) -> None:
     assert rows["store_2"]["revenue"] == Decimal("19990.00")
     assert rows["store_2"]["order_count"] == 1000
     assert rows["store_3"]["revenue"] == Decimal("1234567890123456.79")
-    assert windowed_revenue(df, "15 seconds").schema["revenue"].dataType == MONEY_TYPE
+    assert windowed_revenue(df, "15 seconds").schema["revenue"].dataType == REVENUE_TYPE
+
+
+def test_two_largest_orders_in_one_window_sum_exactly_without_overflow(orders: OrdersFactory) -> None:
+    """Two orders of the largest DECIMAL(18,2) used to fail the batch with NUMERIC_VALUE_OUT_OF_RANGE
+    (ANSI mode), on every restart: the sum is widened before adding, so it is exact instead."""
+    largest = "9999999999999999.99"
+    df = orders(
+        [(1, "store_1", largest, "GENERAL", "08:55:01"), (2, "store_1", largest, "GENERAL", "08:55:02")]
+    )
+    [row] = windowed_revenue(df, "15 seconds").collect()
+    assert (row["order_count"], row["revenue"]) == (2, Decimal("19999999999999999.98"))
 
 
 def test_late_records(orders: OrdersFactory) -> None:
