@@ -24,6 +24,7 @@ from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, Local
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
 from revenue_platform.paths import REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+from spark_apps.config import load_config
 
 APP_CONFIG = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
@@ -41,7 +42,7 @@ class BenchSettings:
     workers: int = 2
     live_rates: tuple[int, ...] = (5_000, 20_000, 50_000)
     live_seconds: float = 60.0
-    trigger_interval_s: int = 5
+    trigger_interval_s: int = 2
     kafka_port: int = 23092
     controller_port: int = 23093
     airflow_port: int = 23080
@@ -423,7 +424,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
         last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
         rows = {
             name: sum(e["numInputRows"] for e in events if e["name"].endswith(name))
-            for name in ("__archive", "__revenue")
+            for name in ("__ingest", "__revenue")
         }
         records = run.results["phases"]["raw_ceiling"]["best"]["records"]
         record.update(
@@ -435,7 +436,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
                 "wall_incl_start_s": finished - submitted,
                 "records_per_s_excl_start": records / (last_end - first_start),
                 "records_per_s_incl_start": records / (finished - submitted),
-                "max_offsets_per_trigger": 50_000,
+                "max_offsets_per_trigger": load_config(str(APP_CONFIG)).kafka.max_offsets_per_trigger,
                 "profile_ms": duration_profile(events),
                 "stage_profile": event_log_profile(folder),
                 "gold": gold_stats(run.lake_root, deployment),
@@ -571,13 +572,43 @@ def wait_ready(status_file: Path, process: subprocess.Popen[bytes], timeout_s: f
     raise TimeoutError(f"the streaming app was not ready within {timeout_s:.0f}s")
 
 
-def processed_offsets(events: list[dict[str, Any]], query_suffix: str) -> int:
-    latest = [e for e in events if e["name"].endswith(query_suffix)]
-    if not latest:
+def _kafka_end_offsets(event: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """End offsets of the Kafka source of one progress event ({} when it has none)."""
+    for source in event.get("sources") or []:
+        if str(source.get("description", "")).startswith("Kafka"):
+            end = source.get("endOffset") or {}
+            offsets = json.loads(end) if isinstance(end, str) else end
+            return {t: {p: int(o) for p, o in parts.items()} for t, parts in offsets.items()}
+    return {}
+
+
+def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
+    """Each revenue progress event with the Kafka offsets reflected in gold after it.
+
+    The revenue query reads bronze; its observed metric names the newest ingest batch it has read,
+    whose Kafka end offsets are in that ingest batch's own progress event (as the app's publisher does).
+    """
+    from spark_apps.observability import REVENUE_INPUT_METRICS
+
+    ingest_end = {e["batchId"]: _kafka_end_offsets(e) for e in events if e["name"].endswith("__ingest")}
+    covered: int | None = None
+    positions = []
+    for event in events:
+        if not event["name"].endswith("__revenue"):
+            continue
+        read = ((event.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}).get("ingest_batch_id")
+        if read is not None:
+            covered = max(int(read), covered if covered is not None else -1)
+        positions.append((event, ingest_end.get(covered, {}) if covered is not None else {}))
+    return positions
+
+
+def processed_offsets(events: list[dict[str, Any]]) -> int:
+    """Kafka records reflected in gold: the revenue query's position, summed over partitions."""
+    positions = revenue_positions(events)
+    if not positions:
         return 0
-    end = latest[-1]["sources"][0].get("endOffset") or {}
-    offsets = json.loads(end) if isinstance(end, str) else end
-    return sum(int(o) for parts in offsets.values() for o in parts.values())
+    return sum(o for parts in positions[-1][1].values() for o in parts.values())
 
 
 def phase_live(run: BenchRun, rate: int) -> None:
@@ -602,20 +633,17 @@ def phase_live(run: BenchRun, rate: int) -> None:
             # Drain: wait until the revenue query processed everything (bounded).
             deadline = time.monotonic() + max(60.0, 6 * trigger_s)
             while time.monotonic() < deadline:
-                if processed_offsets(read_events(folder), "__revenue") >= produced:
+                if processed_offsets(read_events(folder)) >= produced:
                     break
                 time.sleep(1)
-            record["drained"] = processed_offsets(read_events(folder), "__revenue") >= produced
+            record["drained"] = processed_offsets(read_events(folder)) >= produced
         finally:
             stop_driver(run, process, status_file)
-        events = [e for e in read_events(folder) if e["name"].endswith("__revenue")]
         commits = gold_commit_times_ms(run.lake_root, deployment)
         batches = []
-        for event in events:
-            end = event["sources"][0].get("endOffset")
-            if not end:
+        for event, offsets in revenue_positions(read_events(folder)):
+            if topic not in offsets:
                 continue
-            offsets = json.loads(end) if isinstance(end, str) else end
             started = epoch_ms(event["timestamp"])
             finished = started + int(event["durationMs"]["triggerExecution"])
             batches.append(

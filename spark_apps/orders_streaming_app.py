@@ -164,6 +164,14 @@ def prepare_queries(
     io.ensure_gold_table(spark, names.gold_revenue_table)
     stores = io.StoresTable(config)
 
+    def in_pool(pool: str, start: Callable[[], StreamingQuery]) -> StreamingQuery:
+        # The stream's thread inherits the local property set while it starts: its jobs run in `pool`.
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+        try:
+            return start()
+        finally:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
+
     def start_ingest() -> StreamingQuery:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
         validated = parse_and_validate_orders(
@@ -171,13 +179,13 @@ def prepare_queries(
         ).observe(
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
         )
-        return (
+        writer = (
             validated.writeStream.queryName(names.query_name(INGEST_QUERY))
             .foreachBatch(ingest_batch(config))
             .option("checkpointLocation", names.checkpoint(INGEST_QUERY))
             .trigger(**_trigger(config))
-            .start()
         )
+        return in_pool(INGEST_QUERY, writer.start)
 
     def start_revenue() -> StreamingQuery:
         orders = io.read_bronze_orders_stream(spark, names.bronze_orders_table).observe(
@@ -185,14 +193,14 @@ def prepare_queries(
         )
         deduplicated = deduplicate_orders(orders, config.window.watermark)
         windows = windowed_revenue(deduplicated, config.window.size, config.window.slide)
-        return (
+        writer = (
             windows.writeStream.queryName(names.query_name(REVENUE_QUERY))
             .outputMode("update")
             .foreachBatch(revenue_batch(config, counters, stores))
             .option("checkpointLocation", names.checkpoint(REVENUE_QUERY))
             .trigger(**_trigger(config))
-            .start()
         )
+        return in_pool(REVENUE_QUERY, writer.start)
 
     return [start_ingest, start_revenue], publisher, stores
 
@@ -204,7 +212,8 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
         {
             **DELTA_CONF,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-            # Both queries share the driver; FAIR keeps one from starving the other.
+            # Both queries share the driver; FAIR with a pool per query (see in_pool) keeps a
+            # long replay batch of one from starving the other.
             "spark.scheduler.mode": "FAIR",
         }
     )
