@@ -91,24 +91,25 @@ def revenue_batch(
 
     def handle(windows: DataFrame, batch_id: int) -> None:
         spark = windows.sparkSession
-        updates = enrich_with_stores(windows, stores.current(spark)).withColumn(
-            "batch_id", F.lit(batch_id).cast("long")
-        )
-        updates.persist()
+        enriched = enrich_with_stores(windows, stores.current(spark))
+        enriched.persist()
         try:
             # One job runs the stateful plan (filling the cache) and bounds the batch's windows.
-            bounds = updates.agg(
+            bounds = enriched.agg(
                 F.count(F.lit(1)).alias("windows"),
                 F.min("window_start").alias("first"),
                 F.max("window_start").alias("last"),
             ).first()
             if bounds is None or not bounds["windows"]:
                 return  # no window changed: nothing to MERGE or publish
+            # The batch id is added above the cache: a literal that changes every batch inside the
+            # stateful stage would make Spark generate and compile that stage's code anew each batch.
+            updates = enriched.withColumn("batch_id", F.lit(batch_id).cast("long"))
             io.merge_gold(updates, names.gold_revenue_table, bounds["first"], bounds["last"])
             io.write_to_kafka(to_revenue_kafka_records(updates), config, config.kafka.revenue_topic)
             counters.add("windows_updated", int(bounds["windows"]))
         finally:
-            updates.unpersist()
+            enriched.unpersist()
 
     return handle
 
