@@ -10,6 +10,9 @@ values instead of adding them again.
 from __future__ import annotations
 
 import json
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -20,6 +23,8 @@ from spark_apps.config import StreamingAppConfig
 from spark_apps.contract import GOLD_KEY_COLUMNS
 from spark_apps.schemas import BRONZE_ORDER_COLUMNS, GOLD_SCHEMA, KAFKA_RAW_COLUMNS, STORE_SCHEMA
 from spark_apps.transformations import latest_stores
+
+LOG = logging.getLogger("orders_streaming_app.io")
 
 
 def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
@@ -197,6 +202,41 @@ def read_bronze_orders_stream(spark: SparkSession, table_path: str) -> DataFrame
     )
 
 
+# Gold has two writers by design: the app's MERGE per micro-batch and a reprocess repair. Delta's
+# optimistic concurrency makes the later commit fail when both touched the same files; both write
+# absolute totals, so re-running the MERGE against the new snapshot is correct.
+GOLD_WRITE_ATTEMPTS = 5
+GOLD_WRITE_BACKOFF_S = 0.5
+
+
+def retry_concurrent_gold_write(
+    write: Callable[[], object], what: str, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """Run `write` (an idempotent gold MERGE); on a Delta write-write conflict run it again, up to
+    GOLD_WRITE_ATTEMPTS times. Schema or protocol changes are not retried: they need a person."""
+    from delta.exceptions.base import (
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+    )
+
+    for attempt in range(1, GOLD_WRITE_ATTEMPTS + 1):
+        try:
+            write()
+            return
+        except (
+            ConcurrentAppendException,
+            ConcurrentDeleteReadException,
+            ConcurrentDeleteDeleteException,
+        ) as error:
+            if attempt == GOLD_WRITE_ATTEMPTS:
+                raise
+            LOG.warning(
+                "%s conflicted with another gold writer (attempt %d): %s; retrying", what, attempt, error
+            )
+            sleep(GOLD_WRITE_BACKOFF_S * attempt)
+
+
 def ensure_gold_table(spark: SparkSession, table_path: str) -> None:
     """Create the (empty) gold table once, before the first batch: no existence check per batch."""
     ensure_delta_table(spark, table_path, GOLD_SCHEMA)
@@ -216,13 +256,16 @@ def merge_gold(
     condition = _gold_key_match("updates")
     if first_window is not None and last_window is not None:
         condition = condition & F.col("gold.window_start").between(F.lit(first_window), F.lit(last_window))
-    (
-        DeltaTable.forPath(updates.sparkSession, table_path)
-        .alias("gold")
-        .merge(updates.alias("updates"), condition)
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
+    retry_concurrent_gold_write(
+        lambda: (
+            DeltaTable.forPath(updates.sparkSession, table_path)
+            .alias("gold")
+            .merge(updates.alias("updates"), condition)
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        ),
+        "gold MERGE",
     )
 
 
@@ -310,14 +353,17 @@ def replace_gold_windows(
     )
     if location_ids:
         in_range = in_range & F.col("gold.location_id").isin([str(location) for location in location_ids])
-    (
-        DeltaTable.forPath(spark, table_path)
-        .alias("gold")
-        .merge(recomputed.alias("fixed"), _gold_key_match("fixed"))
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .whenNotMatchedBySourceDelete(condition=in_range)
-        .execute()
+    retry_concurrent_gold_write(
+        lambda: (
+            DeltaTable.forPath(spark, table_path)
+            .alias("gold")
+            .merge(recomputed.alias("fixed"), _gold_key_match("fixed"))
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .whenNotMatchedBySourceDelete(condition=in_range)
+            .execute()
+        ),
+        "gold repair",
     )
 
 
