@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
 from revenue_platform.dag_defaults import platform_default_args
@@ -59,7 +60,7 @@ def _plan_field(name: str) -> str:
             None,
             type=["null", "string"],
             pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment to repair; empty = the live one.",
+            description="Deployment to repair; empty = the live one (the run is skipped while none is live).",
         ),
         "source": Param(
             "auto",
@@ -91,6 +92,7 @@ def _plan_field(name: str) -> str:
 def reprocess_revenue() -> None:
     @task(multiple_outputs=False)
     def plan_reprocessing() -> dict[str, Any]:
+        from revenue_platform.errors import NoLiveDeploymentYet
         from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import plan_reprocessing as plan
@@ -101,9 +103,13 @@ def reprocess_revenue() -> None:
         params = dict(context["params"])
         bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
-        return plan(
-            params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
-        )
+        try:
+            return plan(
+                params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
+            )
+        except NoLiveDeploymentYet as nothing:
+            # The hourly run at the first start of a stack: skipped with the reason, not failed.
+            raise AirflowSkipException(str(nothing)) from nothing
 
     @task.sensor(poke_interval=30, timeout=2 * 3600, mode="reschedule")
     def wait_until_windows_closed(plan: dict[str, Any]) -> bool:

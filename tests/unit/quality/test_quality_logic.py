@@ -224,11 +224,56 @@ def test_interval_defaults_to_the_data_interval_then_to_the_hour_before_run_afte
     assert resolve_interval(given) == (T0 - timedelta(hours=2), T0 - timedelta(hours=1))
 
 
-def test_deployment_comes_from_the_asset_event_then_params() -> None:
+def test_an_asset_triggered_run_checks_the_range_its_events_rewrote() -> None:
+    from revenue_platform.quality.airflow_tasks import resolve_interval
+
+    # A backfill's two runs, queued into one quality run; days before run_after (12:07 on the 22nd).
+    events = {
+        "gold": [
+            SimpleNamespace(
+                extra={
+                    "deployment_id": "blue",
+                    "range_start": "2026-11-20T10:00:00+00:00",
+                    "range_end": "2026-11-20T11:00:00+00:00",
+                }
+            ),
+            SimpleNamespace(
+                extra={
+                    "deployment_id": "blue",
+                    "range_start": "2026-11-20T09:00:00+00:00",
+                    "range_end": "2026-11-20T10:00:00+00:00",
+                }
+            ),
+        ]
+    }
+    day = datetime(2026, 11, 20, tzinfo=UTC)
+    assert resolve_interval(_context(triggering_asset_events=events)) == (
+        day + timedelta(hours=9),
+        day + timedelta(hours=11),
+    )
+    # The form's explicit interval still wins over the event's range.
+    given = _context(
+        triggering_asset_events=events,
+        params={"interval_start": "2026-11-22T08:00:00", "interval_end": "2026-11-22T09:00:00Z"},
+    )
+    assert resolve_interval(given) == (T0 - timedelta(hours=2), T0 - timedelta(hours=1))
+    # An event without a range keeps the hour before run_after.
+    bare = {"gold": [SimpleNamespace(extra={"deployment_id": "blue"})]}
+    end = datetime(2026, 11, 22, 12, 7, tzinfo=UTC)
+    assert resolve_interval(_context(triggering_asset_events=bare)) == (end - timedelta(hours=1), end)
+
+
+def test_deployment_comes_from_the_asset_event_then_params_then_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.errors import NoLiveDeploymentYet
     from revenue_platform.quality.airflow_tasks import resolve_deployment
 
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "lake"))
     event = SimpleNamespace(extra={"deployment_id": "green"})
     assert resolve_deployment(_context(triggering_asset_events={"gold": [event]})) == "green"
     assert resolve_deployment(_context(params={"deployment_id": "blue2"})) == "blue2"
-    assert resolve_deployment(_context()) == "blue"
     assert resolve_deployment(_context(), "explicit") == "explicit"
+    # A fresh lake: nothing is live, and no made-up deployment is checked instead.
+    with pytest.raises(NoLiveDeploymentYet, match="no deployment is live yet"):
+        resolve_deployment(_context())
