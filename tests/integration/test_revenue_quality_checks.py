@@ -9,6 +9,7 @@ computed in the helper with plain Python and Decimal, independently of the code 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -71,10 +72,29 @@ def test_correct_gold_passes_and_records_the_run(tmp_path: Path, base: Any) -> N
     index = Path(report.data_docs_index)
     assert index == tmp_path / "quality" / "data_docs" / "index.html"
     assert report.run_id in index.read_text()
+    assert_data_docs_are_offline(index.parent)
     history = read_results(str(tmp_path), DEPLOYMENT)
     assert set(history["run_id"]) == {report.run_id}
     assert history["success"].all()
     assert len(history) == 23
+
+
+def assert_data_docs_are_offline(site: Path) -> None:
+    """Every page loads its scripts, styles, fonts and images from the site itself (no CDN)."""
+    from revenue_platform.quality.data_docs import external_references
+
+    pages = [*site.rglob("*.html"), *(site / "static" / "styles").glob("*.css")]
+    assert len(pages) > 5
+    assert {str(page): external_references(page.read_text()) for page in pages} == {
+        str(page): [] for page in pages
+    }
+    for page in site.rglob("*.html"):
+        assert "vegaEmbed" not in page.read_text(), f"{page} draws a Vega chart; vendor Vega for it"
+        # Each local reference resolves to a file of the site (relative to the page).
+        for ref in re.findall(r"""(?:src|href)="([^"#?]+\.(?:js|css|png|ico))""", page.read_text()):
+            assert (page.parent / ref).resolve().is_file(), f"{page}: {ref}"
+    fonts = site / "static" / "vendor" / "fontawesome" / "webfonts"
+    assert (fonts / "fa-solid-900.woff2").stat().st_size > 10_000
 
 
 # Each case: a corruption of the correct data, and exactly the checks it must fail. Corruptions of

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from revenue_platform.errors import ConfigError
 from revenue_platform.quality import frames as F
 from revenue_platform.quality.config import QualityConfig
+from revenue_platform.quality.data_docs import localize_data_docs
 from revenue_platform.quality.errors import QualityCheckFailed
 from revenue_platform.quality.loaders import bronze_since, load_bronze, load_gold, parse_bronze_orders
 from revenue_platform.quality.report import CheckOutcome, QualityReport
@@ -194,6 +195,8 @@ def validate_frames(
                 _outcome(spec.dataset, suite.name, result, frame, config.sample_size)
                 for result in suite_result.results
             )
+    # GX's pages load their scripts and styles from CDNs; point them at vendored copies (offline).
+    localize_data_docs(root / "data_docs")
     return outcomes
 
 
