@@ -90,13 +90,11 @@ def run_airflow_cli(arguments: list[str]) -> int:
     import os
     import subprocess
 
-    from revenue_platform.local_stack.airflow_local import airflow_environment
+    from revenue_platform.local_stack.airflow_local import cli_environment
 
     settings = _airflow().settings
     command = [sys.executable, "-m", "airflow", *arguments]
-    return subprocess.run(
-        command, env={**os.environ, **airflow_environment(settings)}, check=False
-    ).returncode
+    return subprocess.run(command, env={**os.environ, **cli_environment(settings)}, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
