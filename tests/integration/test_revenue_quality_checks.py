@@ -9,7 +9,10 @@ computed in the helper with plain Python and Decimal, independently of the code 
 from __future__ import annotations
 
 import copy
+import logging
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -62,9 +65,14 @@ def run_checks(
     return run_revenue_checks(DEPLOYMENT, str(lake), *interval, config, raise_on_failure=False)
 
 
-def test_correct_gold_passes_and_records_the_run(tmp_path: Path, base: Any) -> None:
+def test_correct_gold_passes_and_records_the_run(
+    tmp_path: Path, base: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     gold, bronze = base
+    caplog.set_level(logging.INFO)
     report = run_checks(tmp_path, gold, bronze)
+    gx_info = [r.getMessage() for r in caplog.records if r.name.startswith("great_expectations")]
+    assert gx_info == [], "GX's INFO lines would drown the verdict in the task log"
 
     assert report.success, report.failure_summary()
     assert len(report.outcomes) == 23
@@ -77,6 +85,18 @@ def test_correct_gold_passes_and_records_the_run(tmp_path: Path, base: Any) -> N
     assert set(history["run_id"]) == {report.run_id}
     assert history["success"].all()
     assert len(history) == 23
+
+
+def test_importing_gx_for_the_checks_logs_nothing_below_warning() -> None:
+    # A fresh interpreter, as a task process is: GX logs ~200 INFO lines while it is first imported.
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from revenue_platform.quality.runner import quiet_gx_logging\n"
+        "quiet_gx_logging()\n"
+        "import great_expectations, great_expectations.checkpoint\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "great_expectations" not in done.stderr, done.stderr[:2000]
 
 
 def assert_data_docs_are_offline(site: Path) -> None:
