@@ -6,9 +6,12 @@ same transformations as the streaming app (spark_apps/reprocess_revenue_job.py, 
 SparkSubmitOperator on `spark_default`). Idempotent: rerunning an interval changes nothing.
 
 Each scheduled run waits until its interval's windows are closed (interval end + watermark),
-then reprocesses [data_interval_start, data_interval_end). Backfill a past range with
-`airflow backfill create --dag-id reprocess_revenue --from-date 2026-11-20 --to-date 2026-11-21`,
-or recompute an ad-hoc range from the trigger form (`range_start`, `range_end`, `source`).
+then reprocesses [data_interval_start, data_interval_end). Backfill past hours with
+`airflow backfill create --dag-id reprocess_revenue --from-date 2026-11-22T09:00:00
+--to-date 2026-11-22T11:00:00 --max-active-runs 2` (one run per hour whose START is in the range,
+both ends inclusive: this one covers [09:00, 12:00)); at most two Spark jobs run at once whatever the
+backfill's concurrency. Recompute a range shorter than an hour, or not on the hour, from the trigger
+form (`range_start`, `range_end`, `source`): backfill only creates whole hourly intervals that ended.
 The reconciliation report of every range is written under `<lake>/reports/reconciliation/` and
 summarized in the `summarize_reconciliation` task log; the gold Asset event triggers the checks.
 """
@@ -28,6 +31,9 @@ from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
+
+# Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
+SPARK_JOBS_AT_ONCE = 2
 
 
 def _plan_field(name: str) -> str:
@@ -125,6 +131,9 @@ def reprocess_revenue() -> None:
         jars="{{ spark_jars_csv() }}",
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
         conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
+        # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
+        # backfill has its own max_active_runs (default 10) and ignores the DAG's.
+        max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,
     )
 
     @task(outlets=[revenue_gold_asset()], multiple_outputs=False)

@@ -66,6 +66,11 @@ _PARSE_SCRIPT = textwrap.dedent(
             "tags": sorted(dag.tags or []),
             "doc_md": bool(dag.doc_md),
             "task_owners": sorted({task.owner for task in dag.tasks}),
+            "task_concurrency": {
+                task.task_id: task.max_active_tis_per_dag
+                for task in dag.tasks
+                if task.max_active_tis_per_dag is not None
+            },
             # What the trigger form renders: each param's description and JSON schema.
             "params": {
                 name: {"description": param.description, "schema": param.schema}
@@ -129,3 +134,10 @@ def test_no_select_in_a_trigger_form_shows_null(dag_id: str) -> None:
             assert labels.get("null"), f"{name}: label the empty choice with values_display={{'null': ...}}"
             missing = [v for v in schema["enum"] if v is not None and str(v) not in labels]
             assert missing == [], f"{name}: values_display must label every choice (else 'None' is used)"
+
+
+def test_backfills_of_reprocessing_run_at_most_two_spark_jobs_at_once() -> None:
+    # A backfill's runs use the backfill's max_active_runs (Airflow 3 default 10), not the DAG's;
+    # the task-level limit holds for every run, so a 2-core machine never runs 10 spark-submits.
+    limits = parse_dag_folder()["dags"]["reprocess_revenue"]["task_concurrency"]
+    assert limits == {"submit_reprocess_job": 2}
