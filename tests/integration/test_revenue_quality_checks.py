@@ -9,6 +9,7 @@ computed in the helper with plain Python and Decimal, independently of the code 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import re
 import subprocess
@@ -236,19 +237,40 @@ def test_wrong_column_type_fails_the_type_check(tmp_path: Path, base: Any) -> No
     assert "order_count (actual integer, expected long)" in report.failure_summary()
 
 
-def test_stale_output_fails_freshness_only(tmp_path: Path, base: Any) -> None:
-    gold, bronze = base
-    later = (INTERVAL_END + timedelta(hours=1), INTERVAL_END + timedelta(hours=2))
+def test_output_behind_flowing_input_fails_freshness(tmp_path: Path, base: Any) -> None:
+    gold, bronze = copy.deepcopy(base)
+    # Orders keep arriving for another hour, but gold stopped at INTERVAL_END (a stuck revenue query).
+    next_hour = [
+        dataclasses.replace(o, order_id=o.order_id + 10_000, ordered_at=o.ordered_at + timedelta(hours=1))
+        for o in scenario_orders()
+    ]
+    bronze += [
+        bronze_record(
+            order_value(o),
+            o.ordered_at + timedelta(seconds=2),
+            10_000 + i,
+            dlq_reason=None,
+            ordered_at=o.ordered_at,
+        )
+        for i, o in enumerate(next_hour)
+    ]
+    later = (INTERVAL_END, INTERVAL_END + timedelta(hours=1))
     report = run_checks(tmp_path, gold, bronze, interval=later)
-    assert report.failed_checks == {"freshness_lag"}
-    assert "lag_seconds=7200.0" in report.failure_summary()
+    assert "freshness_lag" in report.failed_checks
+    # The windows gold lacks are reconciliation failures too; nothing else fails.
+    datasets = {outcome.dataset for outcome in report.outcomes if not outcome.success}
+    assert datasets == {"freshness", "reconciliation"}
 
 
-def test_an_interval_before_any_output_has_no_closed_window(tmp_path: Path, base: Any) -> None:
+def test_an_idle_stream_is_not_stale(tmp_path: Path, base: Any) -> None:
     gold, bronze = base
-    earlier = (INTERVAL_START - timedelta(hours=2), INTERVAL_START - timedelta(hours=1))
-    report = run_checks(tmp_path, gold, bronze, interval=earlier)
-    assert report.failed_checks == {"freshness_closed_window_exists"}
+    # The hour after the last order, and the hours before any: gold is as fresh as its input allows.
+    for interval in (
+        (INTERVAL_END + timedelta(hours=1), INTERVAL_END + timedelta(hours=2)),
+        (INTERVAL_START - timedelta(hours=2), INTERVAL_START - timedelta(hours=1)),
+    ):
+        report = run_checks(tmp_path, gold, bronze, interval=interval)
+        assert report.success, report.failure_summary()
 
 
 def test_failure_raises_a_readable_error_and_records_failing_windows(tmp_path: Path, base: Any) -> None:

@@ -113,7 +113,7 @@ def build_frames(
         "gold_schema": F.schema_frame(gold_schema),
         "gold_windows": F.gold_windows_frame(gold_rows, interval_start, interval_end, config),
         "reconciliation": F.reconciliation_frame(gold_rows, orders, interval_start, interval_end, config),
-        "freshness": F.freshness_frame(gold_rows, interval_end, config),
+        "freshness": F.freshness_frame(gold_rows, interval_end, config, orders),
         "input_health": F.input_health_frame(bronze, orders, interval_start, interval_end, config),
     }
 

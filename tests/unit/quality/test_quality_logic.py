@@ -193,6 +193,39 @@ def test_freshness_uses_the_interval_end_not_the_clock() -> None:
     assert F.freshness_frame(gold, T0, QualityConfig())["lag_seconds"].isna().all()
 
 
+def _arrivals(*event_and_arrival: tuple[timedelta, timedelta]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ordered_at": [pd.Timestamp(T0 + event) for event, _ in event_and_arrival],
+            "timestamp": [pd.Timestamp(T0 + arrival) for _, arrival in event_and_arrival],
+        }
+    )
+
+
+def test_freshness_of_an_idle_stream_is_measured_against_its_last_input() -> None:
+    config = QualityConfig()  # 15 s windows, 30 s watermark, 15 minutes max lag
+    minute = timedelta(minutes=1)
+    # The demo: 90 s of orders from T0, gold up to date, then nothing for the rest of the hour.
+    gold = pd.DataFrame({"window_end": [pd.Timestamp(T0 + timedelta(seconds=s)) for s in range(15, 91, 15)]})
+    idle = _arrivals((timedelta(seconds=89), timedelta(seconds=90)))
+    frame = F.freshness_frame(gold, T0 + 40 * minute, config, idle)
+    # Reference = last event + watermark (T0+119 s); newest closed window ends at T0+75 s: 44 s behind.
+    assert frame["lag_seconds"].tolist() == [44.0]
+    assert frame["lag_seconds"].tolist()[0] < config.freshness_max_lag_seconds
+    # Input kept flowing but gold stopped at T0+90 s (a dead revenue query): stale, as before.
+    flowing = _arrivals((timedelta(seconds=89), timedelta(seconds=90)), (39 * minute, 39 * minute))
+    # Reference = 39 min + watermark; newest closed window ends at 90 s: 38 min behind.
+    assert F.freshness_frame(gold, T0 + 40 * minute, config, flowing)["lag_seconds"].tolist() == [2280.0]
+    # Input that arrives after the interval end does not count for it.
+    late = _arrivals((timedelta(seconds=89), timedelta(seconds=90)), (41 * minute, 41 * minute))
+    assert F.freshness_frame(gold, T0 + 40 * minute, config, late)["lag_seconds"].tolist() == [44.0]
+    # Nothing arrived at all: nothing can be late.
+    nothing = _arrivals()
+    assert F.freshness_frame(pd.DataFrame({"window_end": []}), T0, config, nothing)[
+        "lag_seconds"
+    ].tolist() == [0.0]
+
+
 def test_gold_window_frame_derives_exact_checks() -> None:
     gold = pd.DataFrame(gold_rows(scenario_orders()))
     frame = F.gold_windows_frame(gold, INTERVAL_START, INTERVAL_END, QualityConfig())
