@@ -101,9 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if arguments[:1] == ["airflow"]:
         return run_airflow_cli(arguments[1:])
+    if arguments[:1] == ["kafka"]:
+        from revenue_platform.local_stack.kafka_tools import run_kafka_tool
+
+        try:
+            return run_kafka_tool(arguments[1:])
+        except PlatformError as error:
+            print(f"ERROR: {error}", file=sys.stderr)
+            return 2
     parser = argparse.ArgumentParser(prog="python -m revenue_platform.local_stack", description=__doc__)
     parser.add_argument(
-        "command", choices=[*sorted(COMMANDS), "airflow"], help="`airflow ARGS...` runs the Airflow CLI"
+        "command",
+        choices=[*sorted(COMMANDS), "airflow", "kafka"],
+        help="`airflow ARGS...` runs the Airflow CLI; `kafka TOOL ARGS...` one of Kafka's CLI tools",
     )
     args = parser.parse_args(arguments)
     try:
