@@ -38,12 +38,12 @@ $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt
 .PHONY: install
 install: $(INSTALLED) ## Create .venv and install the pinned Python packages
 
-$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/spark-connectors/pom.xml
+$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml
 	@$(STACK) jvm
 	@touch $@
 
 .PHONY: jvm
-jvm: $(JVM_STAMP) ## Fetch the Kafka broker, Spark Kafka connector and Delta jars with Maven into .jvm/
+jvm: $(JVM_STAMP) ## Fetch the Kafka broker and CLI tools, Spark Kafka connector and Delta jars with Maven into .jvm/
 
 .PHONY: check
 check: $(INSTALLED) ## Check prerequisites (Java 17+, Maven)
@@ -74,6 +74,10 @@ airflow-down: ## Stop only local Airflow
 .PHONY: airflow
 airflow: $(INSTALLED) ## Run the Airflow CLI against the local stack: make airflow CMD="dags list"
 	@$(STACK) airflow $(CMD)
+
+.PHONY: kafka
+kafka: jvm ## Run Kafka's CLI tools against the local broker: make kafka CMD="kafka-consumer-groups --describe --all-groups"
+	@$(STACK) kafka $(CMD)
 
 .PHONY: demo
 demo: up ## Run the platform end to end on the local stack and print windowed revenue

@@ -82,7 +82,9 @@ KAFKA_CONN_ID = "kafka_default"
         "catch_up_timeout_s": Param(
             900, type="number", minimum=0, description="Bound on waiting to catch up."
         ),
-        "poll_interval_s": Param(5, type="number", minimum=0.1),
+        "poll_interval_s": Param(
+            5, type="number", minimum=0.1, description="Seconds between two looks at green's lag."
+        ),
         "revenue_tolerance": Param(
             "0.00", type="string", description="Allowed absolute revenue difference per closed window."
         ),
@@ -92,8 +94,15 @@ KAFKA_CONN_ID = "kafka_default"
         ),
         "require_approval": Param(False, type="boolean", description="Ask a human before switching live."),
         "grace_period_s": Param(300, type="number", minimum=0, description="Blue keeps running this long."),
-        "start_timeout_s": Param(180, type="number", minimum=10),
-        "stop_timeout_s": Param(60, type="number", minimum=1),
+        "start_timeout_s": Param(
+            180, type="number", minimum=10, description="Bound on waiting for green's first heartbeat."
+        ),
+        "stop_timeout_s": Param(
+            60,
+            type="number",
+            minimum=1,
+            description="Bound on a driver's stop (blue after the switch, green on abort).",
+        ),
     },
 )
 def blue_green_replay() -> None:

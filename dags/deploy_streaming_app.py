@@ -59,6 +59,13 @@ KAFKA_CONN_ID = "kafka_default"
             None,
             type=["null", "string"],
             enum=[None, "blue", "green", "other"],
+            # Without labels, Airflow's form shows the empty choice as "null".
+            values_display={
+                "null": "derive from the deployment id",
+                "blue": "blue",
+                "green": "green",
+                "other": "other",
+            },
             description="blue/green/other; empty derives it from the deployment id.",
         ),
         "version": Param("dev", type="string", description="App version label recorded with the deployment."),

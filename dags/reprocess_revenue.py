@@ -6,9 +6,12 @@ same transformations as the streaming app (spark_apps/reprocess_revenue_job.py, 
 SparkSubmitOperator on `spark_default`). Idempotent: rerunning an interval changes nothing.
 
 Each scheduled run waits until its interval's windows are closed (interval end + watermark),
-then reprocesses [data_interval_start, data_interval_end). Backfill a past range with
-`airflow backfill create --dag-id reprocess_revenue --from-date 2026-11-20 --to-date 2026-11-21`,
-or recompute an ad-hoc range from the trigger form (`range_start`, `range_end`, `source`).
+then reprocesses [data_interval_start, data_interval_end). Backfill past hours with
+`airflow backfill create --dag-id reprocess_revenue --from-date 2026-11-22T09:00:00
+--to-date 2026-11-22T11:00:00 --max-active-runs 2` (one run per hour whose START is in the range,
+both ends inclusive: this one covers [09:00, 12:00)); at most two Spark jobs run at once whatever the
+backfill's concurrency. Recompute a range shorter than an hour, or not on the hour, from the trigger
+form (`range_start`, `range_end`, `source`): backfill only creates whole hourly intervals that ended.
 The reconciliation report of every range is written under `<lake>/reports/reconciliation/` and
 summarized in the `summarize_reconciliation` task log; the gold Asset event triggers the checks.
 """
@@ -21,12 +24,16 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
+
+# Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
+SPARK_JOBS_AT_ONCE = 2
 
 
 def _plan_field(name: str) -> str:
@@ -59,7 +66,7 @@ def _plan_field(name: str) -> str:
             None,
             type=["null", "string"],
             pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment to repair; empty = the live one.",
+            description="Deployment to repair; empty = the live one (the run is skipped while none is live).",
         ),
         "source": Param(
             "auto",
@@ -91,6 +98,7 @@ def _plan_field(name: str) -> str:
 def reprocess_revenue() -> None:
     @task(multiple_outputs=False)
     def plan_reprocessing() -> dict[str, Any]:
+        from revenue_platform.errors import NoLiveDeploymentYet
         from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import plan_reprocessing as plan
@@ -101,9 +109,13 @@ def reprocess_revenue() -> None:
         params = dict(context["params"])
         bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
-        return plan(
-            params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
-        )
+        try:
+            return plan(
+                params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
+            )
+        except NoLiveDeploymentYet as nothing:
+            # The hourly run at the first start of a stack: skipped with the reason, not failed.
+            raise AirflowSkipException(str(nothing)) from nothing
 
     @task.sensor(poke_interval=30, timeout=2 * 3600, mode="reschedule")
     def wait_until_windows_closed(plan: dict[str, Any]) -> bool:
@@ -119,6 +131,9 @@ def reprocess_revenue() -> None:
         jars="{{ spark_jars_csv() }}",
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
         conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
+        # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
+        # backfill has its own max_active_runs (default 10) and ignores the DAG's.
+        max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,
     )
 
     @task(outlets=[revenue_gold_asset()], multiple_outputs=False)

@@ -3,8 +3,9 @@ Check a deployment's windowed revenue (gold) with Great Expectations: schema, no
 order types, positive counts, revenue in `[0, revenue_ceiling)`, window duration and alignment,
 unique window keys, freshness against the run's data interval end, an exact reconciliation of every
 closed window with the valid, deduplicated raw orders in bronze, and the interval's DLQ and late
-shares. Runs hourly over the previous hour and whenever the `revenue_windows_gold` asset is updated
-(for the deployment named in the event). Fails, without retrying, when an expectation fails; the
+shares. Runs hourly over the previous hour, and whenever the `revenue_windows_gold` asset is updated
+over the range the event says was rewritten (for the deployment named in the event). Skipped while no
+deployment is live (a fresh stack). Fails, without retrying, when an expectation fails; the
 task log names each failed check, its row count and sample window keys, and the Data Docs path.
 `airflow dags trigger revenue_quality_checks --conf '{"deployment_id": "green"}'`; docs/quality.md
 explains every check, threshold and where results go.
@@ -17,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, Param, dag
 
 from revenue_platform.assets import revenue_gold_asset
-from revenue_platform.quality.airflow_tasks import DEFAULT_DEPLOYMENT, quality_gate
+from revenue_platform.quality.airflow_tasks import quality_gate
 from revenue_platform.quality.config import QualityConfig
 
 _DEFAULTS = QualityConfig()
@@ -42,14 +43,15 @@ _DEFAULTS = QualityConfig()
             type=["null", "string"],
             pattern=r"^[a-z][a-z0-9_-]{0,62}$",
             description="Deployment whose gold table is checked; empty = the live deployment from the "
-            f"registry ({DEFAULT_DEPLOYMENT} when none is live). An asset-triggered run checks the "
+            "registry (the run is skipped while none is live). An asset-triggered run checks the "
             "deployment named in the event.",
         ),
         "interval_start": Param(
             None,
             type=["null", "string"],
             format="date-time",
-            description="Start (UTC, inclusive) of the checked interval; empty = the run's data interval.",
+            description="Start (UTC, inclusive) of the checked interval; empty = the range the "
+            "triggering gold event rewrote, else the run's data interval.",
         ),
         "interval_end": Param(
             None,

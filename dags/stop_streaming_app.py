@@ -35,7 +35,12 @@ from revenue_platform.streaming.stop import StopError
         ),
     ),
     params={
-        "deployment_id": Param("blue", type="string", pattern="^[a-z][a-z0-9_-]{0,62}$"),
+        "deployment_id": Param(
+            "blue",
+            type="string",
+            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            description="Deployment whose streaming app is stopped (its registry record is kept).",
+        ),
         "timeout_s": Param(
             60, type="integer", minimum=1, description="Graceful-stop budget before the driver is killed."
         ),

@@ -17,6 +17,10 @@ REVENUE_GOLD_ASSET_NAME: Final = "revenue_windows_gold"
 # (spark_apps.naming.DeploymentNames.gold_revenue_table); the event extra says which one changed.
 REVENUE_GOLD_ASSET_URI: Final = "revenue-platform://gold/revenue_windows"
 DEPLOYMENT_EXTRA_KEY: Final = "deployment_id"
+# The range a producer rewrote (gold_asset_extra(..., range_start=..., range_end=...)); the quality
+# run the event triggers checks that range.
+RANGE_START_KEY: Final = "range_start"
+RANGE_END_KEY: Final = "range_end"
 
 
 def revenue_gold_asset() -> Asset:

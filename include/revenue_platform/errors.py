@@ -21,3 +21,11 @@ class ConfigError(PlatformError):
 
 class BrokerUnreachableError(PlatformError):
     """The Kafka bootstrap servers did not answer within the bounded retries."""
+
+
+class NoLiveDeploymentYet(PlatformError):
+    """A run that works on "the live deployment" found none: a fresh stack before its first deploy.
+
+    Scheduled runs (hourly reprocessing and quality checks) skip with this message instead of
+    failing on a deployment that does not exist; a run that names its deployment never sees it.
+    """

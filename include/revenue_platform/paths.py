@@ -22,6 +22,7 @@ SPARK_APPS_DIR = REPO_ROOT / "spark_apps"
 JVM_POMS_DIR = INCLUDE_DIR / "jvm"
 JVM_ARTIFACTS_DIR = Path(os.environ.get("JVM_ARTIFACTS_DIR", REPO_ROOT / ".jvm"))
 KAFKA_BROKER_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-broker"
+KAFKA_TOOLS_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-tools"
 SPARK_JARS_DIR = Path(os.environ.get("SPARK_JARS_DIR", JVM_ARTIFACTS_DIR / "spark-jars"))
 
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from revenue_platform.errors import ConfigError
+from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.times import parse_utc
@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 APP_CONFIG_PATH = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
 SOURCES = ("auto", "kafka", "bronze")
-DEFAULT_DEPLOYMENT = "blue"
 # Config fields the form sets through its own params (or that belong to a running deployment);
 # an override of them would repair another deployment's gold or write outside the checked lake.
 RESERVED_OVERRIDES = ("deployment_id", "lake_root", "registry_root", "lease_token", "history")
@@ -74,14 +73,23 @@ def plan_reprocessing(
     kafka_bootstrap_servers: str,
     live_deployment: str | None,
 ) -> dict[str, Any]:
-    """Everything `submit_reprocess_job` needs, validated before Spark starts."""
+    """Everything `submit_reprocess_job` needs, validated before Spark starts.
+
+    Raises NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
+    """
     from spark_apps.naming import validate_deployment_id
 
     source = params.get("source") or "auto"
     if source not in SOURCES:
         raise ConfigError(f"source={source!r} must be one of {SOURCES}")
     start, end = resolve_range(params, data_interval_start, data_interval_end)
-    deployment_id = params.get("deployment_id") or live_deployment or DEFAULT_DEPLOYMENT
+    deployment_id = params.get("deployment_id") or live_deployment
+    if not deployment_id:
+        raise NoLiveDeploymentYet(
+            f"no deployment is live yet, so there is no gold table to repair for [{start.isoformat()}, "
+            f"{end.isoformat()}): deploy one (deploy_streaming_app, or `make demo`) and make it live, or "
+            "name deployment_id in the trigger form"
+        )
     try:
         validate_deployment_id(str(deployment_id))
     except ValueError as error:

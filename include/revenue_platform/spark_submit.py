@@ -21,6 +21,8 @@ def spark_jars() -> list[str]:
     return local_jar_paths(SPARK_JARS_DIR)
 
 
+# WARN and above from the JVM (Spark's default INFO logs every idle micro-batch); see the file.
+DRIVER_LOG4J2_CONFIG = REPO_ROOT / "include" / "config" / "spark-driver-log4j2.properties"
 # The driver holds the cached micro-batch, the state store and (local master) the executors:
 # Spark's 1 GiB default is too small for 200,000-record batches at 20,000 orders/s.
 DRIVER_MEMORY = "2g"
@@ -45,6 +47,8 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
         Path(app).stem,
         "--driver-memory",
         DRIVER_MEMORY,
+        "--driver-java-options",
+        f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}",
         "--jars",
         ",".join(spark_jars()),
         "--conf",

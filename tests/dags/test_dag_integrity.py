@@ -66,10 +66,20 @@ _PARSE_SCRIPT = textwrap.dedent(
             "tags": sorted(dag.tags or []),
             "doc_md": bool(dag.doc_md),
             "task_owners": sorted({task.owner for task in dag.tasks}),
+            "task_concurrency": {
+                task.task_id: task.max_active_tis_per_dag
+                for task in dag.tasks
+                if task.max_active_tis_per_dag is not None
+            },
+            # What the trigger form renders: each param's description and JSON schema.
+            "params": {
+                name: {"description": param.description, "schema": param.schema}
+                for name, param in dag.params.items()
+            },
         }
         for dag_id, dag in bag.dags.items()
     }
-    print(json.dumps({"errors": bag.import_errors, "dags": dags, "heavy_loaded": loaded}))
+    print(json.dumps({"errors": bag.import_errors, "dags": dags, "heavy_loaded": loaded}, default=str))
     """
 )
 
@@ -105,3 +115,29 @@ def test_dag_sets_owner_retries_tags_and_docs(dag_id: str) -> None:
     assert dag["retries"] is not None, "set default_args retries explicitly"
     assert dag["tags"], "tag the DAG so it can be found in the UI"
     assert dag["doc_md"], "use the module docstring as doc_md"
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED_DAG_IDS))
+def test_every_trigger_form_field_explains_itself(dag_id: str) -> None:
+    params = parse_dag_folder()["dags"][dag_id]["params"]
+    undocumented = sorted(name for name, param in params.items() if not (param["description"] or "").strip())
+    assert undocumented == [], f"give these params a description (the form shows it): {undocumented}"
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED_DAG_IDS))
+def test_no_select_in_a_trigger_form_shows_null(dag_id: str) -> None:
+    # Airflow's form labels an enum's None option "null" unless values_display names it ("null" key).
+    for name, param in parse_dag_folder()["dags"][dag_id]["params"].items():
+        schema = param["schema"]
+        if None in (schema.get("enum") or []):
+            labels = schema.get("values_display") or {}
+            assert labels.get("null"), f"{name}: label the empty choice with values_display={{'null': ...}}"
+            missing = [v for v in schema["enum"] if v is not None and str(v) not in labels]
+            assert missing == [], f"{name}: values_display must label every choice (else 'None' is used)"
+
+
+def test_backfills_of_reprocessing_run_at_most_two_spark_jobs_at_once() -> None:
+    # A backfill's runs use the backfill's max_active_runs (Airflow 3 default 10), not the DAG's;
+    # the task-level limit holds for every run, so a 2-core machine never runs 10 spark-submits.
+    limits = parse_dag_folder()["dags"]["reprocess_revenue"]["task_concurrency"]
+    assert limits == {"submit_reprocess_job": 2}

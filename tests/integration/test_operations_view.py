@@ -26,6 +26,7 @@ from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, Regi
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.operations_view import create_operations_app
 from spark_apps.naming import DeploymentNames
+from spark_apps.observability import write_json_atomically
 from tests.quality_helpers import GOLD_ARROW_SCHEMA
 
 pytestmark = pytest.mark.integration
@@ -141,6 +142,11 @@ def lake(tmp_path: Path) -> str:
             "max_offsets_behind_latest": 7,
         },
     )
+    # The driver's status file: rewritten every ~5 s while idle, unlike the progress file above.
+    write_json_atomically(
+        Path(DeploymentNames(root, "green").driver_status_file),
+        {"deployment_id": "green", "heartbeat_at": "2026-11-22T10:26:58+00:00", "ready": True},
+    )
     _write_gold(
         root,
         "green",
@@ -202,6 +208,8 @@ def test_deployments_show_live_first_with_lag_rates_and_restarts(client: TestCli
     assert green["processed_rows_per_second"] == pytest.approx(30.25)
     assert green["last_batch_id"] == 41
     assert datetime.fromisoformat(green["last_batch_at"]) == datetime(2026, 11, 22, 10, 5, tzinfo=UTC)
+    # Heartbeat from the driver (idle for 21 min but alive), not the last batch's progress file.
+    assert datetime.fromisoformat(green["heartbeat_at"]) == datetime(2026, 11, 22, 10, 26, 58, tzinfo=UTC)
     red = body["deployments"][1]
     assert red["colour"] == "other"
     assert red["observed_state"] == "starting"

@@ -482,6 +482,11 @@ def test_metadata_lists_deployments_live_pointer_and_lag(
         {},
     )
     write_json_atomically(Path(names.progress_dir) / f"{names.query_name('revenue')}.json", progress)
+    # The driver's heartbeat, newer than the last batch: an idle app is alive, not 21 minutes old.
+    write_json_atomically(
+        Path(names.driver_status_file),
+        {"deployment_id": "green", "heartbeat_at": "2026-11-22T09:26:58+00:00"},
+    )
 
     metadata = _get(airflow_api, auth, "/v1/metadata/all")
     assert metadata["live_deployment_id"] == "green"
@@ -493,4 +498,6 @@ def test_metadata_lists_deployments_live_pointer_and_lag(
     assert by_id["green"]["lag"]["offsets_behind_latest"] == 42
     assert by_id["green"]["lag"]["last_batch_at"] == "2026-11-22T09:05:00.000Z"
     assert by_id["green"]["lag"]["watermark"] == "2026-11-22T09:04:00.000Z"
+    assert by_id["green"]["lag"]["heartbeat_at"] == "2026-11-22T09:26:58+00:00"
+    assert by_id["green"]["lag"]["driver_status_file"] == names.driver_status_file
     assert by_id["blue"]["lag"] is None  # blue never published progress

@@ -174,6 +174,20 @@ def _plan(lake: Path, **params: Any) -> dict[str, Any]:
     return plan_reprocessing({**base, **params}, start, end, "localhost:1", None)
 
 
+def test_reprocess_planning_on_a_fresh_stack_names_no_made_up_deployment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.errors import NoLiveDeploymentYet
+
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "lake"))
+    # The hourly run: no deployment in the form and none live. The DAG turns this into a skip.
+    with pytest.raises(NoLiveDeploymentYet, match=r"no deployment is live yet.*deployment_id"):
+        _plan(tmp_path / "lake", deployment_id=None)
+    start, end = datetime(2026, 11, 22, 9, tzinfo=UTC), datetime(2026, 11, 22, 10, tzinfo=UTC)
+    params = {"deployment_id": None, "lake_root": str(tmp_path / "lake")}
+    assert plan_reprocessing(params, start, end, "localhost:1", "green")["deployment_id"] == "green"
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [

@@ -90,22 +90,30 @@ def run_airflow_cli(arguments: list[str]) -> int:
     import os
     import subprocess
 
-    from revenue_platform.local_stack.airflow_local import airflow_environment
+    from revenue_platform.local_stack.airflow_local import cli_environment
 
     settings = _airflow().settings
     command = [sys.executable, "-m", "airflow", *arguments]
-    return subprocess.run(
-        command, env={**os.environ, **airflow_environment(settings)}, check=False
-    ).returncode
+    return subprocess.run(command, env={**os.environ, **cli_environment(settings)}, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if arguments[:1] == ["airflow"]:
         return run_airflow_cli(arguments[1:])
+    if arguments[:1] == ["kafka"]:
+        from revenue_platform.local_stack.kafka_tools import run_kafka_tool
+
+        try:
+            return run_kafka_tool(arguments[1:])
+        except PlatformError as error:
+            print(f"ERROR: {error}", file=sys.stderr)
+            return 2
     parser = argparse.ArgumentParser(prog="python -m revenue_platform.local_stack", description=__doc__)
     parser.add_argument(
-        "command", choices=[*sorted(COMMANDS), "airflow"], help="`airflow ARGS...` runs the Airflow CLI"
+        "command",
+        choices=[*sorted(COMMANDS), "airflow", "kafka"],
+        help="`airflow ARGS...` runs the Airflow CLI; `kafka TOOL ARGS...` one of Kafka's CLI tools",
     )
     args = parser.parse_args(arguments)
     try:

@@ -61,6 +61,10 @@ class AirflowApiClient:
             self._token = answer["access_token"]
         return self._token
 
+    def get(self, path: str) -> Any:
+        """GET an Airflow REST path (e.g. `/api/v2/dags/~/dagRuns?state=failed`) as the logged-in user."""
+        return self._request("GET", path)
+
     def wait_for_dag(
         self, dag_id: str, timeout_s: float = 120.0, progress: Callable[[str], None] = print
     ) -> None:

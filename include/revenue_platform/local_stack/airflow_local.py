@@ -39,6 +39,20 @@ PASSWORDS_FILE = "airflow_passwords.json"
 SIGNING_SECRETS_FILE = "airflow_signing_secrets.json"
 # HS512 wants a key at least as long as its 64-byte hash (PyJWT warns below that).
 SIGNING_SECRET_BYTES = 64
+# The Airflow CLI imports its `dags show` command module on every call, which warns that the optional
+# graphviz package is missing; the platform never renders DAG images, so the CLI runs without it.
+CLI_WARNING_FILTER = "ignore:Could not import graphviz:UserWarning"
+
+
+def local_parallelism(cpus: int | None = None) -> int:
+    """Task slots of the local LocalExecutor: twice the cores, at least 4, at most Airflow's default 32.
+
+    LocalExecutor forks `[core] parallelism` worker processes when the scheduler starts (~30 MiB
+    each); the default 32 means ~1 GiB of idle workers on a 2-core machine where at most a few
+    tasks (and one or two spark-submits) can make progress at once. AIRFLOW__CORE__PARALLELISM in
+    the environment wins.
+    """
+    return max(4, min(32, 2 * (cpus or os.cpu_count() or 2)))
 
 
 @dataclass(frozen=True)
@@ -146,6 +160,7 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     local_admin_password(settings)
     signing = signing_secrets(settings)
+    parallelism = os.environ.get("AIRFLOW__CORE__PARALLELISM") or str(local_parallelism())
     env = {
         "AIRFLOW_HOME": str(settings.home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_DIR),
@@ -169,6 +184,8 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "15",
         "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
         "AIRFLOW__LOGGING__COLORED_CONSOLE_LOG": "False",
+        # LocalExecutor workers sized to the machine (see local_parallelism).
+        "AIRFLOW__CORE__PARALLELISM": parallelism,
         # spark-submit and the project's code come from the same virtualenv as Airflow.
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
@@ -177,6 +194,13 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
     }
     env.update(connection_env(settings.kafka_bootstrap_servers, settings.spark_master))
     return env
+
+
+def cli_environment(settings: AirflowLocalSettings) -> dict[str, str]:
+    """The variables (on top of os.environ) for `make airflow CMD=...`: the stack's, minus the CLI's
+    graphviz warning (any PYTHONWARNINGS of the caller is kept)."""
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), CLI_WARNING_FILTER]))
+    return {**airflow_environment(settings), "PYTHONWARNINGS": warnings}
 
 
 def migrate_db(settings: AirflowLocalSettings, progress: Callable[[str], None] = print) -> None:

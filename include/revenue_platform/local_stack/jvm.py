@@ -14,7 +14,7 @@ from pathlib import Path
 
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_stack.prerequisites import require_maven
-from revenue_platform.paths import JVM_POMS_DIR, KAFKA_BROKER_JARS_DIR, SPARK_JARS_DIR
+from revenue_platform.paths import JVM_POMS_DIR, KAFKA_BROKER_JARS_DIR, KAFKA_TOOLS_JARS_DIR, SPARK_JARS_DIR
 
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+(?:\.\d+)+[^/]*)\.jar$")
 # Logging bindings come from pyspark; a second SLF4J binding only produces warnings.
@@ -67,9 +67,11 @@ def prune_jars_shipped_by_pyspark(spark_jars_dir: Path, shipped_dir: Path) -> li
 
 
 def jvm_artifacts_present() -> bool:
-    """True when both jar folders have been fetched."""
-    return any(KAFKA_BROKER_JARS_DIR.glob("kafka_2.13-*.jar")) and any(
-        SPARK_JARS_DIR.glob("spark-sql-kafka-0-10_*.jar")
+    """True when every jar folder has been fetched (broker, Kafka's CLI tools, Spark connectors)."""
+    return (
+        any(KAFKA_BROKER_JARS_DIR.glob("kafka_2.13-*.jar"))
+        and any(KAFKA_TOOLS_JARS_DIR.glob("kafka-tools-[0-9]*.jar"))
+        and any(SPARK_JARS_DIR.glob("spark-sql-kafka-0-10_*.jar"))
     )
 
 
@@ -79,10 +81,11 @@ def fetch_jvm_artifacts(force: bool = False) -> None:
         print(f"[jvm] artifacts already in {KAFKA_BROKER_JARS_DIR.parent}", flush=True)
         return
     require_maven()
-    for stale in (KAFKA_BROKER_JARS_DIR, SPARK_JARS_DIR):
+    for stale in (KAFKA_BROKER_JARS_DIR, KAFKA_TOOLS_JARS_DIR, SPARK_JARS_DIR):
         for jar in stale.glob("*.jar"):
             jar.unlink()
     _copy_dependencies(JVM_POMS_DIR / "kafka-broker", KAFKA_BROKER_JARS_DIR)
+    _copy_dependencies(JVM_POMS_DIR / "kafka-tools", KAFKA_TOOLS_JARS_DIR)
     _copy_dependencies(JVM_POMS_DIR / "spark-connectors", SPARK_JARS_DIR)
     removed = prune_jars_shipped_by_pyspark(SPARK_JARS_DIR, pyspark_jars_dir())
     kept = sorted(jar.name for jar in SPARK_JARS_DIR.glob("*.jar"))

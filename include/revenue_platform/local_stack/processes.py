@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -36,6 +37,29 @@ def spawn_detached(
         )
     pid_path.write_text(str(process.pid))
     return process.pid
+
+
+def rotate_copytruncate(path: Path, max_bytes: int, backups: int) -> bool:
+    """Rotate `path` once it exceeds `max_bytes`: copy it to `path.1` (older copies shift to .2 ...
+    up to `backups`), then truncate it in place. Returns True when it rotated.
+
+    For logs a detached process holds open with O_APPEND (`spawn_detached`): renaming would leave it
+    writing to the renamed file, while a truncated O_APPEND file is simply written from its new end.
+    Lines written between the copy and the truncation are lost (as with logrotate's copytruncate).
+    """
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    for index in range(backups - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{index}")
+        if older.exists():
+            older.replace(path.with_name(f"{path.name}.{index + 1}"))
+    shutil.copyfile(path, path.with_name(f"{path.name}.1"))
+    with path.open("r+b") as log:
+        log.truncate(0)
+    return True
 
 
 def cmdline(pid: int) -> str:

@@ -15,18 +15,16 @@ from typing import Any, Final
 
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule, get_current_context, task, task_group
 
-from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY
-from revenue_platform.errors import ConfigError
+from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY, RANGE_END_KEY, RANGE_START_KEY
+from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.quality.config import default_lake_root, load_quality_config
 from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMissing
 from revenue_platform.times import parse_utc
 
 log = logging.getLogger(__name__)
 
-# Until the deployment registry can name the live deployment, "blue" is the default; once it lands,
-# a None deployment resolves to the registry's live deployment here.
-DEFAULT_DEPLOYMENT: Final = "blue"
-# Runs without a data interval (asset-triggered) check the hour before the run was created.
+# Runs without a data interval and without a range in their asset events check the hour before the
+# run was created.
 DEFAULT_INTERVAL: Final = timedelta(hours=1)
 THRESHOLD_PARAMS: Final = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
 
@@ -42,17 +40,45 @@ NO_RETRY_ON_VERDICT = ExceptionRetryPolicy(
 )
 
 
+def rewritten_range(context: Any) -> tuple[datetime, datetime] | None:
+    """The span of the ranges the triggering gold asset events say were rewritten, or None.
+
+    A reprocess or backfill run names its range in the event (`gold_asset_extra(range_start=...,
+    range_end=...)`); several queued events (a backfill's runs) give the span from the earliest start
+    to the latest end, so one check covers every rewritten window.
+    """
+    events = context.get("triggering_asset_events") or {}
+    ranges = [
+        (
+            parse_utc(event.extra[RANGE_START_KEY], RANGE_START_KEY),
+            parse_utc(event.extra[RANGE_END_KEY], RANGE_END_KEY),
+        )
+        for asset_events in events.values()
+        for event in asset_events
+        if event.extra and event.extra.get(RANGE_START_KEY) and event.extra.get(RANGE_END_KEY)
+    ]
+    if not ranges:
+        return None
+    return min(start for start, _ in ranges), max(end for _, end in ranges)
+
+
 def resolve_interval(
     context: Any, interval_start: Any = None, interval_end: Any = None
 ) -> tuple[datetime, datetime]:
-    """Explicit bounds, else the params' interval_start/interval_end, else the run's data interval.
+    """Explicit bounds, else the params' interval_start/interval_end, else the range the triggering
+    asset events rewrote, else the run's data interval.
 
-    A run without a data interval (asset-triggered) ends at its `run_after` (when it was created,
-    stable across retries; never the wall clock at check time) and spans DEFAULT_INTERVAL.
+    A run with none of these (asset-triggered by a producer that names no range) ends at its
+    `run_after` (when it was created, stable across retries; never the wall clock at check time) and
+    spans DEFAULT_INTERVAL.
     """
     params = context.get("params") or {}
     start = interval_start if interval_start is not None else params.get("interval_start")
     end = interval_end if interval_end is not None else params.get("interval_end")
+    rewritten = rewritten_range(context)
+    if start is None and end is None and rewritten is not None:
+        # Quality after a rewrite checks what was rewritten, however old (not the hour before now).
+        return rewritten
     if end is None:
         end = context.get("data_interval_end") or context["dag_run"].run_after
     end_time = parse_utc(end, "interval_end")
@@ -66,7 +92,10 @@ def resolve_interval(
 
 
 def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
-    """Explicit id, else the one named by a triggering gold asset event, else params, else live, else blue."""
+    """Explicit id, else the one named by a triggering gold asset event, else params, else the live one.
+
+    Raises NoLiveDeploymentYet when none of them names a deployment (a fresh stack).
+    """
     if deployment_id:
         return deployment_id
     events = context.get("triggering_asset_events") or {}
@@ -86,7 +115,14 @@ def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
     from revenue_platform.registry import resolve_live_deployment
 
     # Readers resolve "live" through the registry's one function; a fresh stack has none yet.
-    return resolve_live_deployment(params.get("lake_root")) or DEFAULT_DEPLOYMENT
+    live = resolve_live_deployment(params.get("lake_root"))
+    if live is None:
+        raise NoLiveDeploymentYet(
+            "no deployment is live yet, so there is no gold table to check: deploy one "
+            "(deploy_streaming_app, or `make demo`) and make it live, or name deployment_id in the "
+            "trigger form"
+        )
+    return live
 
 
 def check_revenue_quality(
@@ -103,7 +139,13 @@ def check_revenue_quality(
     context = get_current_context()
     refuse_unknown_conf(context)
     params = context.get("params") or {}
-    deployment = resolve_deployment(context, deployment_id)
+    try:
+        deployment = resolve_deployment(context, deployment_id)
+    except NoLiveDeploymentYet as nothing:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        # The hourly run at the first start of a stack: skipped (not failed), the log says why.
+        raise AirflowSkipException(str(nothing)) from nothing
     start, end = resolve_interval(context, interval_start, interval_end)
     overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
     config = load_quality_config(overrides=overrides)

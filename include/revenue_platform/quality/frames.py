@@ -212,16 +212,39 @@ def reconciliation_frame(
 
 
 # ------------------------------------------------------------------------------------------------
-def freshness_frame(gold: pd.DataFrame, interval_end: datetime, config: QualityConfig) -> pd.DataFrame:
-    """One row: the newest closed window's end and its lag behind the interval end (never now())."""
-    reference = _utc(interval_end)
-    ends = pd.to_datetime(_with_columns(gold, ["window_end"])["window_end"], utc=True)
-    closed = ends[ends <= reference - pd.Timedelta(seconds=config.watermark_seconds)].dropna()
-    newest = closed.max() if not closed.empty else None
-    lag = (reference - newest).total_seconds() if newest is not None else None
+def freshness_frame(
+    gold: pd.DataFrame,
+    interval_end: datetime,
+    config: QualityConfig,
+    orders: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row: the newest closed window's end and its lag behind the reference (never now()).
+
+    The reference is the interval end, or earlier when the input went quiet: the newest event time
+    of the valid orders (`orders`, from bronze) that arrived before the interval end, plus the
+    watermark. Gold cannot be fresher than its input: an idle stream is not stale, while a revenue
+    query that stopped under flowing input still is. With `orders` given but none arrived before the
+    end, nothing could be late: lag 0 and no reference.
+    """
+    end = _utc(interval_end)
+    reference: pd.Timestamp | None = end
+    if orders is not None:
+        arrived = orders[pd.to_datetime(orders["timestamp"], utc=True) < end]
+        newest_event = pd.to_datetime(arrived["ordered_at"], utc=True).max() if len(arrived) else None
+        if newest_event is None or pd.isna(newest_event):
+            reference = None
+        else:
+            reference = min(end, newest_event + pd.Timedelta(seconds=config.watermark_seconds))
+    newest = None
+    lag: float | None = 0.0
+    if reference is not None:
+        ends = pd.to_datetime(_with_columns(gold, ["window_end"])["window_end"], utc=True)
+        closed = ends[ends <= reference - pd.Timedelta(seconds=config.watermark_seconds)].dropna()
+        newest = closed.max() if not closed.empty else None
+        lag = (reference - newest).total_seconds() if newest is not None else None
     return pd.DataFrame(
         {
-            "reference_time": [reference],
+            "reference_time": pd.array([reference], dtype="datetime64[us, UTC]"),
             "newest_closed_window_end": pd.array([newest], dtype="datetime64[us, UTC]"),
             "lag_seconds": pd.array([lag], dtype="Float64"),
         }

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from revenue_platform.errors import ConfigError
 from revenue_platform.quality import frames as F
 from revenue_platform.quality.config import QualityConfig
+from revenue_platform.quality.data_docs import localize_data_docs
 from revenue_platform.quality.errors import QualityCheckFailed
 from revenue_platform.quality.loaders import bronze_since, load_bronze, load_gold, parse_bronze_orders
 from revenue_platform.quality.report import CheckOutcome, QualityReport
@@ -55,10 +56,17 @@ def _as_utc(moment: datetime, name: str) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+def quiet_gx_logging() -> None:
+    """GX's INFO lines (~200 per run: stores, data sources, site builders) drown the task log's
+    verdict; its warnings and errors still show. The platform's own lines name each failed check."""
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+
 def gx_context(root: Path) -> AbstractDataContext:
     """An ephemeral GX context: suites come from code; validation results and Data Docs are on disk."""
     # No internet, and no usage statistics wanted: switch analytics off before GX is imported.
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    quiet_gx_logging()
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
         DataContextConfig,
@@ -105,7 +113,7 @@ def build_frames(
         "gold_schema": F.schema_frame(gold_schema),
         "gold_windows": F.gold_windows_frame(gold_rows, interval_start, interval_end, config),
         "reconciliation": F.reconciliation_frame(gold_rows, orders, interval_start, interval_end, config),
-        "freshness": F.freshness_frame(gold_rows, interval_end, config),
+        "freshness": F.freshness_frame(gold_rows, interval_end, config, orders),
         "input_health": F.input_health_frame(bronze, orders, interval_start, interval_end, config),
     }
 
@@ -166,6 +174,7 @@ def validate_frames(
     run_id: str,
 ) -> list[CheckOutcome]:
     """Run one Checkpoint (with a Data Docs update) per suite; return every expectation's outcome."""
+    quiet_gx_logging()  # before GX is imported: its import logs ~200 INFO lines registering its API
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
 
@@ -194,6 +203,8 @@ def validate_frames(
                 _outcome(spec.dataset, suite.name, result, frame, config.sample_size)
                 for result in suite_result.results
             )
+    # GX's pages load their scripts and styles from CDNs; point them at vendored copies (offline).
+    localize_data_docs(root / "data_docs")
     return outcomes
 
 

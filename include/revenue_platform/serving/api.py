@@ -3,8 +3,9 @@
 `create_app()` builds a FastAPI app that the plugin `plugins/revenue_query_api.py` mounts on the
 Airflow API server under `/revenue`. Every route requires an authenticated Airflow user
 (`serving.auth.require_airflow_user`); the OpenAPI schema (`/revenue/openapi.json`) and the docs
-page (`/revenue/docs`) are public. Each request resolves the live deployment anew, so a live
-switch changes the next answer; gold is read through the per-version cache in `serving.gold`.
+page (`/revenue/docs`, Swagger UI served from local files by `serving.offline_docs`) are public.
+Each request resolves the live deployment anew, so a live switch changes the next answer; gold is
+read through the per-version cache in `serving.gold`.
 
 Errors are `{"detail": "<what is wrong and what to do>"}`: 400 for bad values, 404 for an
 unknown order type or location, 422 for a parameter of the wrong type (FastAPI's check), 401/403
@@ -28,6 +29,7 @@ from revenue_platform.serving.models import (
     RevenuePerStore,
     RevenueWindowPage,
 )
+from revenue_platform.serving.offline_docs import add_offline_swagger_ui
 from revenue_platform.serving.params import (
     ORDER_TYPE_BY_PATH_NAME,
     BadRequestError,
@@ -77,7 +79,11 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
         version="1",
         description=DESCRIPTION,
         dependencies=[Depends(require_airflow_user)],
+        # FastAPI's own pages load Swagger UI / Redoc from a CDN: /docs is served offline below.
+        docs_url=None,
+        redoc_url=None,
     )
+    add_offline_swagger_ui(app)
 
     @app.exception_handler(BadRequestError)
     def bad_request(_: Request, error: BadRequestError) -> JSONResponse:

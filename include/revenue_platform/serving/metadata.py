@@ -3,6 +3,8 @@
 Lag comes from the progress JSON the app's StreamingQueryListener publishes under
 `DeploymentNames.progress_dir` (spark_apps/observability.py): reading one small file per
 deployment is bounded and cheap, while asking Kafka for end offsets on every request is not.
+The heartbeat is the driver's (`serving.driver_status`), rewritten every few seconds even while
+no batch has data; the progress file's own time only moves when a batch ran.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryError
+from revenue_platform.serving.driver_status import driver_heartbeat, driver_status_path
 from revenue_platform.serving.gold import NoLiveDeploymentError
 from revenue_platform.serving.models import DeploymentMetadata, Lag, Metadata
 from spark_apps.naming import DeploymentNames
@@ -22,19 +25,23 @@ REVENUE_QUERY_ROLE = "revenue"
 
 
 def read_lag(names: DeploymentNames) -> Lag | None:
-    """The revenue query's latest published progress, or None if the app has published none."""
+    """The revenue query's latest progress and the driver's heartbeat; None if the app wrote neither."""
     path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name(REVENUE_QUERY_ROLE)}.json"
     try:
         progress: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
+        progress = {}
+    heartbeat = driver_heartbeat(names)
+    if not progress and heartbeat is None:
         return None
     behind = progress.get("max_offsets_behind_latest")
     return Lag(
         offsets_behind_latest=int(behind) if behind is not None else None,
         last_batch_at=progress.get("batch_timestamp"),
-        heartbeat_at=progress.get("heartbeat_at"),
+        heartbeat_at=heartbeat,
         watermark=progress.get("watermark"),
         progress_file=str(path),
+        driver_status_file=str(driver_status_path(names)),
     )
 
 

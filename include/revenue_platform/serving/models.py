@@ -105,9 +105,12 @@ class Lag(_Response):
 
     offsets_behind_latest: int | None
     last_batch_at: str | None
-    heartbeat_at: str | None
+    heartbeat_at: str | None = Field(
+        description="the driver's last heartbeat (every few seconds, also while idle); null before its first"
+    )
     watermark: str | None
     progress_file: str
+    driver_status_file: str
 
 
 class DeploymentMetadata(_Response):

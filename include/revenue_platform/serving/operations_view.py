@@ -6,8 +6,9 @@ API server, and embedded in the Airflow UI's nav as an external view) serving:
 * `GET /` — a static page (`static/operations.html`, plain HTML + vanilla JS + inline SVG) that
   calls the JSON endpoints below with the browser's Airflow session cookie;
 * `GET /api/deployments` — every registered deployment (live, candidates, stopped) with colour,
-  version, desired/observed state, restarts, and the lag, rates and last batch time from the
-  progress JSON the streaming app publishes (`DeploymentNames.progress_dir`);
+  version, desired/observed state, restarts, the lag, rates and last batch time from the
+  progress JSON the streaming app publishes (`DeploymentNames.progress_dir`), and the driver's
+  heartbeat (`serving.driver_status`: rewritten every few seconds, also while idle);
 * `GET /api/quality` — the latest quality run's checks (of the live deployment unless one is
   named) with a link to the Great Expectations Data Docs, served by `GET /data-docs/...`;
 * `GET /api/live-history` — the live pointer's switches from the registry's audit log, newest first;
@@ -38,6 +39,7 @@ from pydantic import BaseModel, Field
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
 from revenue_platform.serving.auth import require_airflow_user
+from revenue_platform.serving.driver_status import driver_heartbeat
 from spark_apps.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
@@ -160,9 +162,13 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
+def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
+    return DeploymentNames(record.lake_root or lake_root, record.deployment_id)
+
+
 def _revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
     """The revenue query's latest progress JSON (as `spark_apps.observability` writes it), or {}."""
-    names = DeploymentNames(record.lake_root or lake_root, record.deployment_id)
+    names = _names(record, lake_root)
     path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name('revenue')}.json"
     try:
         document: dict[str, Any] = json.loads(path.read_text())
@@ -191,7 +197,9 @@ def deployment_status(record: DeploymentRecord, lake_root: str) -> DeploymentSta
         is_live=record.is_live,
         restarts=len(restarts),
         last_error=record.last_error,
-        heartbeat_at=_parse_time(progress.get("heartbeat_at")) or record.heartbeat_at,
+        # The driver's heartbeat (every few seconds, idle or not); the progress file only moves
+        # when a batch ran, so it would call a healthy idle app minutes old.
+        heartbeat_at=_parse_time(driver_heartbeat(_names(record, lake_root))) or record.heartbeat_at,
         offsets_behind_latest=int(behind) if behind is not None else None,
         input_rows_per_second=progress.get("input_rows_per_second"),
         processed_rows_per_second=progress.get("processed_rows_per_second"),

@@ -215,6 +215,23 @@ def read_query_progress(record: DeploymentRecord) -> dict[str, dict[str, Any]]:
 _ERROR_LINE = re.compile(r"(ERROR: |Error: |Exception: )")
 
 
+# A local driver's log is rotated by the supervisor (every minute) once it passes this size; with
+# JVM logging at WARN (spark_submit.DRIVER_LOG4J2_CONFIG) an idle app rarely gets there.
+DRIVER_LOG_MAX_BYTES = 20 * 1024 * 1024
+DRIVER_LOG_BACKUPS = 3
+
+
+def rotate_driver_log(record: DeploymentRecord) -> bool:
+    """Rotate the record's local driver log (copy + truncate, see processes.rotate_copytruncate)."""
+    if record.driver_kind != "local" or record.driver_log_path is None:
+        return False
+    if record.driver_host not in (None, socket.gethostname()):
+        return False  # another machine's file
+    return processes.rotate_copytruncate(
+        Path(record.driver_log_path), DRIVER_LOG_MAX_BYTES, DRIVER_LOG_BACKUPS
+    )
+
+
 def log_tail(record: DeploymentRecord, lines: int = 40) -> str:
     """The driver log's last lines, led by its last error line (the cause, not the stack frames)."""
     if record.driver_log_path is None:

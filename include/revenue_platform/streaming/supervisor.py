@@ -6,7 +6,8 @@ dead driver is restarted from its checkpoint through the deploy path with a new 
 after an exponential back-off; after `max_restarts` restarts within `window_s` the
 supervisor stops trying, marks the deployment failed and raises GaveUpError with the
 app's last error. A fresh deploy resets the budget. Each pass also copies heartbeat and
-progress (lag, rates, last batch) into the registry and returns them as a report.
+progress (lag, rates, last batch) into the registry and returns them as a report, and rotates
+each local driver's log past `launcher.DRIVER_LOG_MAX_BYTES` (keeping `DRIVER_LOG_BACKUPS` copies).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from revenue_platform.streaming.launcher import (
     log_tail,
     observe_driver,
     read_query_progress,
+    rotate_driver_log,
 )
 
 LOG = logging.getLogger(__name__)
@@ -223,6 +225,8 @@ def supervise(
         ):
             continue
         now = datetime.now(UTC)
+        if rotate_driver_log(record):
+            LOG.info("rotated the driver log of %s: %s", record.deployment_id, record.driver_log_path)
         observation = observe_driver(record, now)
         verdict = judge(record, observation, now, policy)
         start_error: str | None = None

@@ -193,6 +193,39 @@ def test_freshness_uses_the_interval_end_not_the_clock() -> None:
     assert F.freshness_frame(gold, T0, QualityConfig())["lag_seconds"].isna().all()
 
 
+def _arrivals(*event_and_arrival: tuple[timedelta, timedelta]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ordered_at": [pd.Timestamp(T0 + event) for event, _ in event_and_arrival],
+            "timestamp": [pd.Timestamp(T0 + arrival) for _, arrival in event_and_arrival],
+        }
+    )
+
+
+def test_freshness_of_an_idle_stream_is_measured_against_its_last_input() -> None:
+    config = QualityConfig()  # 15 s windows, 30 s watermark, 15 minutes max lag
+    minute = timedelta(minutes=1)
+    # The demo: 90 s of orders from T0, gold up to date, then nothing for the rest of the hour.
+    gold = pd.DataFrame({"window_end": [pd.Timestamp(T0 + timedelta(seconds=s)) for s in range(15, 91, 15)]})
+    idle = _arrivals((timedelta(seconds=89), timedelta(seconds=90)))
+    frame = F.freshness_frame(gold, T0 + 40 * minute, config, idle)
+    # Reference = last event + watermark (T0+119 s); newest closed window ends at T0+75 s: 44 s behind.
+    assert frame["lag_seconds"].tolist() == [44.0]
+    assert frame["lag_seconds"].tolist()[0] < config.freshness_max_lag_seconds
+    # Input kept flowing but gold stopped at T0+90 s (a dead revenue query): stale, as before.
+    flowing = _arrivals((timedelta(seconds=89), timedelta(seconds=90)), (39 * minute, 39 * minute))
+    # Reference = 39 min + watermark; newest closed window ends at 90 s: 38 min behind.
+    assert F.freshness_frame(gold, T0 + 40 * minute, config, flowing)["lag_seconds"].tolist() == [2280.0]
+    # Input that arrives after the interval end does not count for it.
+    late = _arrivals((timedelta(seconds=89), timedelta(seconds=90)), (41 * minute, 41 * minute))
+    assert F.freshness_frame(gold, T0 + 40 * minute, config, late)["lag_seconds"].tolist() == [44.0]
+    # Nothing arrived at all: nothing can be late.
+    nothing = _arrivals()
+    assert F.freshness_frame(pd.DataFrame({"window_end": []}), T0, config, nothing)[
+        "lag_seconds"
+    ].tolist() == [0.0]
+
+
 def test_gold_window_frame_derives_exact_checks() -> None:
     gold = pd.DataFrame(gold_rows(scenario_orders()))
     frame = F.gold_windows_frame(gold, INTERVAL_START, INTERVAL_END, QualityConfig())
@@ -224,11 +257,56 @@ def test_interval_defaults_to_the_data_interval_then_to_the_hour_before_run_afte
     assert resolve_interval(given) == (T0 - timedelta(hours=2), T0 - timedelta(hours=1))
 
 
-def test_deployment_comes_from_the_asset_event_then_params() -> None:
+def test_an_asset_triggered_run_checks_the_range_its_events_rewrote() -> None:
+    from revenue_platform.quality.airflow_tasks import resolve_interval
+
+    # A backfill's two runs, queued into one quality run; days before run_after (12:07 on the 22nd).
+    events = {
+        "gold": [
+            SimpleNamespace(
+                extra={
+                    "deployment_id": "blue",
+                    "range_start": "2026-11-20T10:00:00+00:00",
+                    "range_end": "2026-11-20T11:00:00+00:00",
+                }
+            ),
+            SimpleNamespace(
+                extra={
+                    "deployment_id": "blue",
+                    "range_start": "2026-11-20T09:00:00+00:00",
+                    "range_end": "2026-11-20T10:00:00+00:00",
+                }
+            ),
+        ]
+    }
+    day = datetime(2026, 11, 20, tzinfo=UTC)
+    assert resolve_interval(_context(triggering_asset_events=events)) == (
+        day + timedelta(hours=9),
+        day + timedelta(hours=11),
+    )
+    # The form's explicit interval still wins over the event's range.
+    given = _context(
+        triggering_asset_events=events,
+        params={"interval_start": "2026-11-22T08:00:00", "interval_end": "2026-11-22T09:00:00Z"},
+    )
+    assert resolve_interval(given) == (T0 - timedelta(hours=2), T0 - timedelta(hours=1))
+    # An event without a range keeps the hour before run_after.
+    bare = {"gold": [SimpleNamespace(extra={"deployment_id": "blue"})]}
+    end = datetime(2026, 11, 22, 12, 7, tzinfo=UTC)
+    assert resolve_interval(_context(triggering_asset_events=bare)) == (end - timedelta(hours=1), end)
+
+
+def test_deployment_comes_from_the_asset_event_then_params_then_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.errors import NoLiveDeploymentYet
     from revenue_platform.quality.airflow_tasks import resolve_deployment
 
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "lake"))
     event = SimpleNamespace(extra={"deployment_id": "green"})
     assert resolve_deployment(_context(triggering_asset_events={"gold": [event]})) == "green"
     assert resolve_deployment(_context(params={"deployment_id": "blue2"})) == "blue2"
-    assert resolve_deployment(_context()) == "blue"
     assert resolve_deployment(_context(), "explicit") == "explicit"
+    # A fresh lake: nothing is live, and no made-up deployment is checked instead.
+    with pytest.raises(NoLiveDeploymentYet, match="no deployment is live yet"):
+        resolve_deployment(_context())
