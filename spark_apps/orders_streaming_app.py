@@ -357,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registry-root", help="lake root of the deployment registry (default: lake_root)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j logs every gateway round trip at INFO: ~40 KB/min of driver log while the app is idle.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         config = load_config(args.config, args.overrides)
         if args.lease_token is not None or args.registry_root is not None:
