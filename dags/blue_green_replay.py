@@ -367,8 +367,10 @@ def blue_green_replay() -> None:
         task_id="request_approval",
         subject="Promote the blue-green replay?",
         body="Green passed catch-up, quality and diff; see the task logs of this run before approving.",
-        # Rejecting must end in the teardown stopping green, and a failed run says so.
+        # Rejecting must end in the teardown stopping green, and a failed run says so. A human's "Reject"
+        # (or the timeout) is an answer, not a glitch: a retry would only park the task and ask again.
         fail_on_reject=True,
+        retries=0,
         response_timeout=timedelta(hours=24),
     )
     no_approval_required = EmptyOperator(task_id="no_approval_required")

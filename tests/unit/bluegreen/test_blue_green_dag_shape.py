@@ -39,6 +39,8 @@ def test_switch_live_follows_every_gate_and_either_approval_path(dag: Any) -> No
     )
     assert switch.trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("request_approval").fail_on_reject
+    # A rejection fails the run; retrying would only ask the same question again.
+    assert dag.get_task("request_approval").retries == 0
     assert dag.get_task("validate_request").downstream_task_ids >= {"deploy_green"}
 
 
