@@ -87,6 +87,13 @@ demo: up ## Run the platform end to end on the local stack and print windowed re
 browser: $(INSTALLED) ## Install Debian's chromium for the browser test (apt-get, only when missing)
 	@$(STACK) browser
 
+.PHONY: release
+release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: make release VERSION=2.1.0 [CONFIG='{...}']
+	@$(if $(VERSION),,$(error VERSION is required: make release VERSION=2.1.0 [CONFIG='{"kafka.max_offsets_per_trigger": 20000}'] [REQUIRE_APPROVAL=false] [NOTES=...]))
+	@# VERSION, CONFIG, REQUIRE_APPROVAL and NOTES reach Python through the environment (make exports
+	@# command-line variables), so no shell command is built from them.
+	@$(PYTHON) -m revenue_platform.bluegreen.release
+
 .PHONY: test
 test: jvm browser ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
 	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \

@@ -1,8 +1,16 @@
 """
-Blue-green replay of the streaming app. SETUP `deploy_green` registers and launches a new deployment
-(colour green, version label, config overrides over blue's registered config) from the EARLIEST Kafka
-offsets (or blue's bronze archive, then Kafka, when retention has deleted history) with a fresh
-checkpoint, its own tables, consumer group and revenue topic `<revenue_topic>_<green id>`. BODY:
+Blue-green replay of the streaming app. It starts three ways: by hand (this form or the REST API), when
+a version is published (`publish_app_version` / `make release` emits the `streaming_app_release` asset
+event this DAG is scheduled on; version, config and approval come from the registry's release row,
+approval required by default) or periodically when `REPLAY_SCHEDULE` (a cron expression, off by
+default) is set: the live version is rebuilt from the earliest offsets and, with a zero diff, recorded
+`replay_reproduced` and retired, live untouched (`REPLAY_SCHEDULE_ACTION=switch` makes it live instead).
+`check_no_replay_in_flight` skips the run, with the reason in its log, while another replay runs or
+waits for approval (Airflow's run states and the registry's audit trail).
+SETUP `deploy_green` registers and launches a new deployment (colour green, version label, config
+overrides over blue's registered config) from the EARLIEST Kafka offsets (or blue's bronze archive,
+then Kafka, when retention has deleted history) with a fresh checkpoint, its own tables, consumer
+group and revenue topic `<revenue_topic>_<green id>`. BODY:
 `wait_for_catch_up` defers to the triggerer, which polls green's lag (offsets behind, rate, ETA in the
 log) until it is at most `max_offsets_behind`, bounded by `catch_up_timeout_s`; `check_quality` runs
 the Great Expectations revenue checks on green's output; `diff_against_blue` compares per-window count
@@ -10,33 +18,48 @@ and revenue over the closed windows both cover (tolerances are per window, absol
 `require_approval` a human approves in the UI (HITL); `switch_live` flips the registry's live pointer to
 green in one Delta commit (audited: run id and triggering user); `retire_blue` keeps blue for
 `grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is stopped
-and the reason recorded in the registry; blue stays live. `fail_if_any_failed` makes the run fail when
-any task failed, even though the teardown succeeded. Every input is validated before anything is
+and the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced`
+replaces approval, switch and retirement. `fail_if_any_failed` makes the run fail when any task
+failed, even though the teardown succeeded. Every input is validated before anything is
 touched. See docs/blue-green.md.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import os
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import ReplayGateFailed
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
-from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
+from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
 
 SPARK_CONN_ID = "spark_default"
 KAFKA_CONN_ID = "kafka_default"
+# A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
+REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
+
+
+def _schedule() -> Any:
+    """Every release starts a replay; with REPLAY_SCHEDULE, so does every cron tick (one timetable)."""
+    if not REPLAY_SCHEDULE:
+        return [app_release_asset()]
+    return AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable(REPLAY_SCHEDULE, timezone="UTC"), assets=[app_release_asset()]
+    )
 
 
 @dag(
-    schedule=None,
+    schedule=_schedule(),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     # One replay at a time: two greens racing for the live pointer would make promotion ambiguous.
     max_active_runs=1,
@@ -48,6 +71,7 @@ KAFKA_CONN_ID = "kafka_default"
             ConfigError,
             DeploymentFailedError,
             DeploymentNotFoundError,
+            ReleaseNotFoundError,
             RegistryConflictError,
             KafkaConnectionConfigError,
             ReplayGateFailed,
@@ -57,14 +81,32 @@ KAFKA_CONN_ID = "kafka_default"
     ),
     params={
         "green_deployment_id": Param(
-            "green", type="string", pattern="^[a-z][a-z0-9_-]{0,62}$", description="A NEW deployment id."
+            "green",
+            type="string",
+            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            description="A NEW deployment id (by-hand runs; release and periodic runs derive one).",
         ),
         "blue_deployment_id": Param(
-            None, type=["null", "string"], description="Deployment to replace; empty = the live one."
+            None,
+            type=["null", "string"],
+            description="Deployment to replace; empty = the live one (release/periodic runs: always live).",
         ),
-        "version": Param("dev", type="string", description="Version label of green."),
+        "version": Param(
+            "dev", type="string", description="Version label of green (release runs: the release's)."
+        ),
         "config_overrides": Param(
-            {}, type="object", description="Dotted config field -> value applied over blue's config."
+            {},
+            type="object",
+            description="Dotted config field -> value applied over blue's config (release runs: the "
+            "release's; periodic runs: none).",
+        ),
+        "mode": Param(
+            "promote",
+            type="string",
+            enum=["promote", "reproduce"],
+            description="promote: switch live to green when every gate passes. reproduce: only prove green "
+            "recomputes live's numbers, record replay_reproduced and retire green (periodic runs: "
+            "REPLAY_SCHEDULE_ACTION decides).",
         ),
         "replay_source": Param(
             "kafka_earliest",
@@ -92,32 +134,58 @@ KAFKA_CONN_ID = "kafka_default"
         "quality_thresholds": Param(
             {}, type="object", description='Quality threshold overrides, e.g. {"revenue_ceiling": "5000.00"}.'
         ),
-        "require_approval": Param(False, type="boolean", description="Ask a human before switching live."),
+        "require_approval": Param(
+            False,
+            type="boolean",
+            description="Ask a human before switching live (release runs: the release's, on by default).",
+        ),
         "grace_period_s": Param(300, type="number", minimum=0, description="Blue keeps running this long."),
         "start_timeout_s": Param(
-            180, type="number", minimum=10, description="Bound on waiting for green's first heartbeat."
+            180, type="number", minimum=10, description="Bound on green's first heartbeat after launch."
         ),
         "stop_timeout_s": Param(
-            60,
-            type="number",
-            minimum=1,
-            description="Bound on a driver's stop (blue after the switch, green on abort).",
+            60, type="number", minimum=1, description="Bound on stopping a driver gracefully, then forced."
         ),
     },
 )
 def blue_green_replay() -> None:
-    @task(multiple_outputs=False)
-    def validate_request() -> dict[str, Any]:
-        from revenue_platform.bluegreen import ReplayRequest
-        from revenue_platform.bluegreen.replay import plan_green
+    @task
+    def check_no_replay_in_flight() -> None:
+        from revenue_platform.bluegreen.replay import precheck
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
-        refuse_unknown_conf(get_current_context())
-        request = ReplayRequest.from_params(get_current_context()["params"])
-        deploy_request, blue = plan_green(
-            DeploymentRegistry(), request, _kafka_bootstrap(), _kafka_client_config()
+        context = get_current_context()
+        refuse_unknown_conf(context)  # first task: a misspelled conf key fails before anything runs
+        # The Task SDK's own calls (the execution API): tasks never open the metadata DB themselves.
+        ti: Any = context["ti"]
+        dag_id = context["dag"].dag_id
+        others = ti.get_dr_count(dag_id=dag_id, states=["running"]) - 1  # this run is running too
+        awaiting = ti.get_ti_count(dag_id=dag_id, task_ids=["request_approval"], states=["awaiting_input"])
+        kind, _ = _trigger()
+        reason = precheck(DeploymentRegistry(), kind, others, awaiting)
+        if reason:
+            print(f"[replay] {reason}")
+            raise AirflowSkipException(reason)
+        print(f"[replay] {kind} run: no other replay in flight")
+
+    @task(multiple_outputs=False)
+    def validate_request() -> dict[str, Any]:
+        from revenue_platform.bluegreen.replay import plan_green, resolve_request
+        from revenue_platform.registry import DeploymentRegistry
+
+        context = get_current_context()
+        registry = DeploymentRegistry()
+        kind, releases = _trigger()
+        request = resolve_request(
+            registry,
+            kind,
+            context["params"],
+            releases,
+            context["dag_run"].run_after,
+            os.environ.get("REPLAY_SCHEDULE_ACTION"),
         )
+        deploy_request, blue = plan_green(registry, request, _kafka_bootstrap(), _kafka_client_config())
         print(f"[replay] green {request.green_deployment_id} replaces {blue}; overrides {deploy_request}")
         return {**request.to_dict(), "blue_deployment_id": blue}
 
@@ -192,8 +260,31 @@ def blue_green_replay() -> None:
         return _gated(request, "diff", run)
 
     @task.branch
-    def approval_needed(request: dict[str, Any]) -> str:
-        return "request_approval" if request["require_approval"] else "no_approval_required"
+    def choose_next_step(request: dict[str, Any]) -> str:
+        from revenue_platform.bluegreen.replay import mark_awaiting_approval
+        from revenue_platform.bluegreen.triggers import next_step
+        from revenue_platform.registry import DeploymentRegistry
+
+        step = next_step(request["mode"], request["require_approval"])
+        if step == "request_approval":
+            mark_awaiting_approval(DeploymentRegistry(), request["green_deployment_id"], _actor())
+        return step
+
+    @task(multiple_outputs=False)
+    def record_reproduced(request: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.bluegreen.replay import record_reproduced
+
+        def run(registry: Any, actor: str) -> dict[str, Any]:
+            return record_reproduced(
+                registry,
+                request["green_deployment_id"],
+                request["blue_deployment_id"],
+                diff,
+                float(request["stop_timeout_s"]),
+                actor,
+            )
+
+        return _gated(request, "reproduce", run)
 
     @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
     def switch_live(
@@ -203,6 +294,9 @@ def blue_green_replay() -> None:
         from revenue_platform.bluegreen.replay import promote
 
         green, blue = request["green_deployment_id"], request["blue_deployment_id"]
+        if request["mode"] != "promote":
+            # Both approval paths were skipped, but the gates' success alone would satisfy the trigger rule.
+            raise AirflowSkipException(f"{request['mode']} mode: live is never switched")
         approval = get_current_context()["ti"].xcom_pull(task_ids="request_approval")
         approved = bool(approval) and approval.get("chosen_options") == ["Approve"]
 
@@ -242,10 +336,14 @@ def blue_green_replay() -> None:
         from revenue_platform.bluegreen.replay import abort_green
         from revenue_platform.registry import DeploymentRegistry
 
-        # Read the raw params: the validated request may not exist if validation itself failed.
-        params = get_current_context()["params"]
+        # The validated request names green (a release or periodic run derives its id); it exists
+        # whenever the setup ran, which is the only case in which a teardown runs.
+        request = get_current_context()["ti"].xcom_pull(task_ids="validate_request")
+        if not request:
+            print("[replay] no validated request: nothing was deployed, nothing to clean up")
+            return {"action": "nothing"}
         return abort_green(
-            DeploymentRegistry(), params["green_deployment_id"], float(params["stop_timeout_s"]), _actor()
+            DeploymentRegistry(), request["green_deployment_id"], float(request["stop_timeout_s"]), _actor()
         )
 
     @task(trigger_rule="one_failed", retries=0)
@@ -258,6 +356,7 @@ def blue_green_replay() -> None:
 
     from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
 
+    precheck = check_no_replay_in_flight()
     request: Any = validate_request()
     setup = deploy_green(request)
     # At parse time these are XComArgs standing in for the tasks' result dicts.
@@ -265,24 +364,41 @@ def blue_green_replay() -> None:
     caught_up: Any = WaitForCatchUpOperator(task_id="wait_for_catch_up", request=request).output
     quality: Any = check_quality(request)
     diff: Any = diff_against_blue(request)
-    branch = approval_needed(request)
+    branch = choose_next_step(request)
     request_approval = ApprovalOperator(
         task_id="request_approval",
         subject="Promote the blue-green replay?",
         body="Green passed catch-up, quality and diff; see the task logs of this run before approving.",
-        # Rejecting must end in the teardown stopping green, and a failed run says so.
+        # Rejecting must end in the teardown stopping green, and a failed run says so. A human's "Reject"
+        # (or the timeout) is an answer, not a glitch: a retry would only park the task and ask again.
         fail_on_reject=True,
+        retries=0,
         response_timeout=timedelta(hours=24),
     )
     no_approval_required = EmptyOperator(task_id="no_approval_required")
+    reproduced = record_reproduced(request, diff)
     switch = switch_live(request, caught_up, quality, diff)
     retire = retire_blue(request)
     teardown = abort_green().as_teardown(setups=setup)  # type: ignore[arg-type]  # XComArg works at runtime
-    setup >> caught_up >> quality >> diff >> branch >> [request_approval, no_approval_required]
+    # A skipped pre-check skips everything, the teardown included (its setup never ran).
+    precheck >> request
+    setup >> caught_up >> quality >> diff >> branch >> [request_approval, no_approval_required, reproduced]
     [request_approval, no_approval_required] >> switch >> retire >> teardown
+    reproduced >> teardown
     # Not downstream of the setup itself (Airflow wants ALL_SUCCESS there); a failed setup shows up as
     # upstream_failed in the body, which one_failed counts.
-    [caught_up, quality, diff, switch, retire, request_approval, teardown] >> fail_if_any_failed()
+    [caught_up, quality, diff, switch, retire, request_approval, reproduced, teardown] >> fail_if_any_failed()
+
+
+def _trigger() -> tuple[str, list[Any]]:
+    """This run's kind (manual / release / periodic) and the release events it consumed."""
+    from revenue_platform.bluegreen.triggers import ReleaseEvent, trigger_kind
+
+    context = get_current_context()
+    consumed = (context.get("triggering_asset_events") or {}).get(app_release_asset(), [])
+    releases = [ReleaseEvent.from_extra(event.extra, event.timestamp) for event in consumed]
+    run_type = context["dag_run"].run_type
+    return trigger_kind(str(getattr(run_type, "value", run_type)), len(releases)), releases
 
 
 def _run_id() -> str:

@@ -4,6 +4,9 @@ A DAG that changes a deployment's gold table (reprocessing, blue-green replay) l
 `revenue_gold_asset()` in a task's `outlets` and sets the event's extra to
 `gold_asset_extra(deployment_id)`; `revenue_quality_checks` is scheduled on that asset and checks
 the deployment named in the event.
+
+`publish_app_version` lists `app_release_asset()` in its outlets (extra: version and config hash of
+the registry's release row); `blue_green_replay` is scheduled on it and replays that release.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ DEPLOYMENT_EXTRA_KEY: Final = "deployment_id"
 # run the event triggers checks that range.
 RANGE_START_KEY: Final = "range_start"
 RANGE_END_KEY: Final = "range_end"
+APP_RELEASE_ASSET_NAME: Final = "streaming_app_release"
+APP_RELEASE_ASSET_URI: Final = "revenue-platform://releases/streaming_app"
 
 
 def revenue_gold_asset() -> Asset:
@@ -31,3 +36,8 @@ def revenue_gold_asset() -> Asset:
 def gold_asset_extra(deployment_id: str, **details: Any) -> dict[str, Any]:
     """The asset event extra that tells consumers which deployment's gold table changed."""
     return {DEPLOYMENT_EXTRA_KEY: deployment_id, **details}
+
+
+def app_release_asset() -> Asset:
+    """A published version of the streaming app (the registry's releases table) as an Asset."""
+    return Asset(name=APP_RELEASE_ASSET_NAME, uri=APP_RELEASE_ASSET_URI, group="releases")

@@ -29,6 +29,7 @@ EXPECTED_DAG_IDS = {
     "reprocess_revenue",
     "blue_green_replay",
     "rollback_live_deployment",
+    "publish_app_version",
 }
 
 _PARSE_SCRIPT = textwrap.dedent(

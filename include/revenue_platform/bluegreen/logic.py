@@ -17,6 +17,10 @@ from typing import Any
 from revenue_platform.errors import ConfigError
 
 REPLAY_SOURCES = ("kafka_earliest", "bronze")
+# How a run was started (bluegreen.triggers derives it from the run) and what it does after the gates:
+# promote = switch live to green; reproduce = only prove green recomputes live's numbers, then retire it.
+TRIGGER_KINDS = ("manual", "release", "periodic")
+MODES = ("promote", "reproduce")
 # Fields of the blue config that a green replay never inherits: identity and lease come from the
 # registry, where to connect from today's kafka_default connection and registry, the starting
 # position is always "earliest" and the revenue topic is per deployment.
@@ -54,6 +58,8 @@ class ReplayRequest:
     grace_period_s: float = 300.0
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 60.0
+    trigger: str = "manual"
+    mode: str = "promote"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (XCom)."""
@@ -70,6 +76,11 @@ class ReplayRequest:
         source = str(params.get("replay_source", "kafka_earliest"))
         if source not in REPLAY_SOURCES:
             raise ConfigError(f"replay_source: {source!r} must be one of {REPLAY_SOURCES}")
+        trigger, mode = str(params.get("trigger", "manual")), str(params.get("mode") or "promote")
+        if trigger not in TRIGGER_KINDS:
+            raise ConfigError(f"trigger: {trigger!r} must be one of {TRIGGER_KINDS}")
+        if mode not in MODES:
+            raise ConfigError(f"mode: {mode!r} must be one of {MODES}")
         try:
             tolerance = Decimal(str(params.get("revenue_tolerance", "0.00")))
         except InvalidOperation as error:
@@ -114,6 +125,8 @@ class ReplayRequest:
             revenue_tolerance=tolerance,
             quality_thresholds=dict(params.get("quality_thresholds") or {}),
             require_approval=bool(params.get("require_approval", False)),
+            trigger=trigger,
+            mode=mode,
             **numbers,
             **durations,  # type: ignore[arg-type]
         )

@@ -1,5 +1,9 @@
 """The steps of a blue-green replay and of a rollback, as the thin DAGs call them.
 
+A run first checks that no other replay is in flight, then resolves what it stands for (by hand,
+release or periodic: see `triggers`), and after the gates either promotes green or, when it only
+reproduces live, records `replay_reproduced` and retires green with live untouched.
+
 Green is deployed through the same deploy machinery as any deployment (registry, lease,
 detached driver), from EARLIEST offsets with a fresh checkpoint, its own tables, consumer
 group and revenue topic (all named by spark_apps/naming.py). Each step writes what it
@@ -25,6 +29,17 @@ from revenue_platform.bluegreen.logic import (
     plan_replay_history,
     previous_live,
 )
+from revenue_platform.bluegreen.triggers import (
+    AWAITING_APPROVAL,
+    MANUAL,
+    PERIODIC,
+    RELEASE,
+    ReleaseEvent,
+    chosen_release,
+    effective_params,
+    overlap_skip_reason,
+    replays_in_flight,
+)
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
@@ -38,6 +53,79 @@ LOG = logging.getLogger(__name__)
 
 class ReplayGateFailed(PlatformError):
     """Green did not pass a gate (catch-up, quality, diff): it must not go live."""
+
+
+def precheck(
+    registry: DeploymentRegistry, kind: str, other_runs_active: int, other_runs_awaiting_approval: int
+) -> str | None:
+    """Why this run must not start a replay (None: go ahead): another replay in flight, or nothing to do.
+
+    Airflow's counts (other running runs of the DAG, runs parked at request_approval) cover replays
+    of this Airflow; the registry covers a replay another Airflow on the same lake runs, or one whose
+    run died before its teardown.
+    """
+    running = [r.deployment_id for r in registry.deployments() if r.desired_state == "running"]
+    reason = overlap_skip_reason(
+        other_runs_active, other_runs_awaiting_approval, replays_in_flight(registry.events(), running)
+    )
+    if reason is None and kind == PERIODIC and registry.live_deployment() is None:
+        reason = "skipped: a periodic run reproduces the live deployment, and no deployment is live yet"
+    return reason
+
+
+def resolve_request(
+    registry: DeploymentRegistry,
+    kind: str,
+    params: Mapping[str, Any],
+    release_events: list[ReleaseEvent],
+    when: Any,
+    periodic_action: str | None,
+    progress: Callable[[str], None] = print,
+) -> ReplayRequest:
+    """The validated request this run stands for: its form (manual) or derived from the run.
+
+    A release run replays the newest release it consumed, with the version and config of the registry
+    row that release wrote (the event only names it; a hash mismatch means the event was not written
+    by publish_app_version for that row, and is refused).
+    """
+    if kind == RELEASE:
+        newest, superseded = chosen_release(release_events)
+        for older in superseded:
+            progress(
+                f"[replay] release {older.version} ({older.at.isoformat()}) is superseded by {newest.version}"
+            )
+        release = registry.get_release(newest.version)
+        if newest.config_hash is not None and newest.config_hash != release.config_hash:
+            raise ConfigError(
+                f"the release event for {newest.version} carries config hash {newest.config_hash}, but "
+                f"the registry's release has {release.config_hash}: publish releases with "
+                "publish_app_version only"
+            )
+        derived = effective_params(
+            kind,
+            params,
+            when,
+            release={
+                "version": release.version,
+                "config_overrides": release.config_overrides,
+                "require_approval": release.require_approval,
+            },
+        )
+    elif kind == PERIODIC:
+        live = registry.live_deployment()
+        version = registry.get(live).app_version if live else None
+        derived = effective_params(kind, params, when, live_version=version, periodic_action=periodic_action)
+    elif kind == MANUAL:
+        derived = effective_params(kind, params, when)
+    else:
+        raise ConfigError(f"unknown trigger kind {kind!r}")
+    request = ReplayRequest.from_params(derived)
+    progress(
+        f"[replay] {request.trigger} run: {request.mode} {request.green_deployment_id} (version "
+        f"{request.version}, overrides {dict(request.config_overrides)}, approval "
+        f"{'required' if request.require_approval else 'not required'})"
+    )
+    return request
 
 
 def resolve_blue(registry: DeploymentRegistry, request: ReplayRequest) -> str:
@@ -296,6 +384,52 @@ def retire_blue(
     )
 
 
+def mark_awaiting_approval(registry: DeploymentRegistry, green: str, actor: str) -> None:
+    """Audit that green waits for a human: other replays are skipped until it is decided."""
+    record(
+        registry, green, AWAITING_APPROVAL, actor, "passed every gate; waiting for approval to switch live"
+    )
+
+
+def record_reproduced(
+    registry: DeploymentRegistry,
+    green: str,
+    blue: str,
+    diff: Mapping[str, Any],
+    stop_timeout_s: float,
+    actor: str,
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Reproduce mode: green recomputed blue's closed windows; retire green, leave the live pointer alone."""
+    # The diff task already failed the run otherwise; re-check the evidence before recording it.
+    if missing := [name for name in ("passed", "windows_compared") if not diff.get(name)]:
+        raise ReplayGateFailed(f"reproduce: the diff evidence lacks {missing}; not recording a reproduction")
+    live = registry.live_deployment()
+    if live == green:
+        raise ReplayGateFailed(f"reproduce: {green} is live, a reproduction never switches live")
+    stopped = stop_deployment(
+        registry,
+        green,
+        stop_timeout_s,
+        actor,
+        f"retired: reproduced {blue}'s numbers from the earliest offsets",
+    )
+    details = {"blue": blue, "live": live, "diff": dict(diff), "stop": stopped}
+    record(
+        registry,
+        green,
+        "replay_reproduced",
+        actor,
+        f"reproduced {blue}: {diff['windows_compared']} closed windows, zero diff beyond tolerance; "
+        "replica retired, live untouched",
+        details,
+    )
+    progress(
+        f"[replay] {green} reproduced {blue} over {diff['windows_compared']} windows; retired, live is {live}"
+    )
+    return {"reproduced": blue, "live": live, "retired": green, "stop": stopped}
+
+
 def abort_green(
     registry: DeploymentRegistry,
     green: str,
@@ -303,13 +437,16 @@ def abort_green(
     actor: str,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """TEARDOWN: unless green went live, stop it and record why the replay ended without promotion."""
+    """TEARDOWN: unless green went live or was retired as a reproduction, stop it and record why."""
     if registry.find(green) is None:
         progress(f"[replay] {green} was never registered: nothing to clean up")
         return {"action": "nothing"}
     if registry.live_deployment() == green:
         progress(f"[replay] {green} is live: nothing to clean up")
         return {"action": "kept_live"}
+    if any(e.kind == "replay_reproduced" and e.actor == actor for e in registry.events(green)):
+        progress(f"[replay] {green} reproduced live and was retired: nothing to clean up")
+        return {"action": "retired_reproduced"}
     failures = [e for e in registry.events(green) if e.kind == "replay_gate_failed" and e.actor == actor]
     reason = failures[-1].reason if failures else "replay ended without promotion"
     stopped = stop_deployment(registry, green, stop_timeout_s, actor, f"replay aborted: {reason}", progress)

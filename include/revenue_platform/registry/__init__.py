@@ -1,4 +1,5 @@
-"""The deployment registry: what runs where, who holds the lease, and which deployment is live.
+"""The deployment registry: what runs where, who holds the lease, which deployment is live, and which
+app versions were released.
 
 Stored as Delta tables under `<lake>/_registry/` (see `store`), so Airflow workers, the
 Spark driver and `make down` on different machines all see the same truth.
@@ -12,6 +13,7 @@ from revenue_platform.registry.models import (
     DesiredState,
     ObservedState,
     RegistryEvent,
+    ReleaseRecord,
     colour_for,
 )
 from revenue_platform.registry.store import (
@@ -19,6 +21,7 @@ from revenue_platform.registry.store import (
     DeploymentRegistry,
     RegistryConflictError,
     RegistryError,
+    ReleaseNotFoundError,
     registry_lake_root,
     resolve_live_deployment,
 )
@@ -33,6 +36,8 @@ __all__ = [
     "RegistryConflictError",
     "RegistryError",
     "RegistryEvent",
+    "ReleaseNotFoundError",
+    "ReleaseRecord",
     "colour_for",
     "registry_lake_root",
     "resolve_live_deployment",

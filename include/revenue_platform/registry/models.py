@@ -1,4 +1,4 @@
-"""Records of the deployment registry: one row per deployment, one row per audit event.
+"""Records of the deployment registry: one row per deployment, per audit event, per app release.
 
 Plain dataclasses with an explicit Arrow schema each, so the Delta tables have stable,
 typed columns no matter which writer (Airflow task, `make down`, a test) created them.
@@ -8,6 +8,7 @@ are stored as JSON strings: they change shape more often than the table should.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -107,6 +108,23 @@ def event_schema() -> pa.Schema:
             ("to_value", pa.string()),
             ("reason", pa.string()),
             ("details_json", pa.string()),
+        ]
+    )
+
+
+def release_schema() -> pa.Schema:
+    """Arrow schema of `<lake>/_registry/releases`: one immutable row per published app version."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("version", pa.string()),
+            ("config_overrides_json", pa.string()),
+            ("config_hash", pa.string()),
+            ("require_approval", pa.bool_()),
+            ("notes", pa.string()),
+            ("published_at", pa.timestamp("us", tz="UTC")),
+            ("published_by", pa.string()),
         ]
     )
 
@@ -214,3 +232,52 @@ class RegistryEvent:
             at=row["at"],
             event_id=row["event_id"],
         )
+
+
+def config_overrides_hash(overrides: dict[str, Any]) -> str:
+    """SHA-256 of a release's config overrides in canonical JSON (what a replay checks it got)."""
+    document = json.dumps(overrides, sort_keys=True, default=str)
+    return hashlib.sha256(document.encode()).hexdigest()
+
+
+@dataclass
+class ReleaseRecord:
+    """A published version of the streaming app: the config it ships with, who published it and when.
+
+    `config_overrides` are dotted config fields applied over the live deployment's config when the
+    release is replayed (the same meaning as blue_green_replay's `config_overrides`).
+    """
+
+    version: str
+    config_overrides_json: str = "{}"
+    config_hash: str = ""
+    require_approval: bool = True
+    notes: str = ""
+    published_at: datetime = field(default_factory=utc_now)
+    published_by: str = ""
+
+    @classmethod
+    def create(
+        cls, version: str, overrides: dict[str, Any], require_approval: bool, notes: str, actor: str
+    ) -> ReleaseRecord:
+        return cls(
+            version=version,
+            config_overrides_json=json.dumps(overrides, sort_keys=True, default=str),
+            config_hash=config_overrides_hash(overrides),
+            require_approval=require_approval,
+            notes=notes,
+            published_by=actor,
+        )
+
+    @property
+    def config_overrides(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.config_overrides_json or "{}")
+        return loaded
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ReleaseRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in row.items() if key in names})

@@ -1,7 +1,8 @@
-"""The deployment registry as two Delta tables in the lake, read and written with `deltalake` (no Spark).
+"""The deployment registry as Delta tables in the lake, read and written with `deltalake` (no Spark).
 
 `<lake>/_registry/deployments` holds the current row per deployment and is only changed by
-MERGE; `<lake>/_registry/events` is an append-only audit log. The lake (not Airflow's
+MERGE; `<lake>/_registry/events` is an append-only audit log; `<lake>/_registry/releases` holds
+one immutable row per published app version (what a release-driven replay deploys). The lake (not Airflow's
 metadata DB) is the one store both the control plane and the Spark driver can reach when
 they run on different machines. Every read-modify-write reads a snapshot and MERGEs
 against that same snapshot with a `row_version` guard, so a concurrent writer makes the
@@ -24,8 +25,10 @@ from revenue_platform.paths import lake_root
 from revenue_platform.registry.models import (
     DeploymentRecord,
     RegistryEvent,
+    ReleaseRecord,
     deployment_schema,
     event_schema,
+    release_schema,
     utc_now,
 )
 from spark_apps.naming import RegistryNames
@@ -48,6 +51,10 @@ class DeploymentNotFoundError(RegistryError):
 
 class RegistryConflictError(RegistryError):
     """Someone else changed the deployment between our read and our write (a lost race, by design)."""
+
+
+class ReleaseNotFoundError(RegistryError):
+    """No app release with that version was published."""
 
 
 def registry_lake_root() -> str:
@@ -92,6 +99,12 @@ class DeploymentRegistry:
 
     def _deployments(self) -> DeltaTable:
         return self._table(self.names.deployments_table, deployment_schema())
+
+    @property
+    def releases_table(self) -> str:
+        # Next to the other registry tables (spark_apps.naming.RegistryNames names those two; the
+        # Spark app never reads releases, so the name lives with the control plane).
+        return f"{self.names.root.rstrip('/')}/releases"
 
     @staticmethod
     def _rows(table: DeltaTable) -> list[DeploymentRecord]:
@@ -300,6 +313,55 @@ class DeploymentRegistry:
             [RegistryEvent(deployment_id, "live_switched", actor, before, deployment_id, reason)]
         )
         return before
+
+    # --- releases -----------------------------------------------------------------------------
+    def releases(self) -> list[ReleaseRecord]:
+        """Every published release, oldest first (reading never creates the table)."""
+        table = self._existing(self.releases_table)
+        rows = table.to_pyarrow_table().to_pylist() if table is not None else []
+        return sorted((ReleaseRecord.from_row(row) for row in rows), key=lambda r: r.published_at)
+
+    def find_release(self, version: str) -> ReleaseRecord | None:
+        return next((r for r in self.releases() if r.version == version), None)
+
+    def get_release(self, version: str) -> ReleaseRecord:
+        release = self.find_release(version)
+        if release is None:
+            raise ReleaseNotFoundError(
+                f"app version {version!r} was never published in {self.releases_table}; publish it with "
+                "the publish_app_version DAG (make release VERSION=...) first."
+            )
+        return release
+
+    def publish_release(self, release: ReleaseRecord) -> tuple[ReleaseRecord, bool]:
+        """Record a release (one MERGE: insert unless the version exists); return it and whether it is new.
+
+        Versions are immutable: publishing a version again with the same config returns the existing
+        row (a retried task, or a deliberate re-run of its replay); with another config it is refused.
+        """
+        import pyarrow as pa
+        from deltalake.exceptions import CommitFailedError
+
+        source = pa.Table.from_pylist([release.to_row()], schema=release_schema())
+        try:
+            metrics = (
+                self._table(self.releases_table, release_schema())
+                .merge(source, predicate="t.version = s.version", source_alias="s", target_alias="t")
+                .when_not_matched_insert({name: f"s.{name}" for name in release_schema().names})
+                .execute()
+            )
+        except CommitFailedError as error:
+            raise RegistryConflictError(f"concurrent release of {release.version!r}: {error}") from error
+        if metrics.get("num_target_rows_inserted", 0) == 1:
+            return release, True
+        existing = self.get_release(release.version)
+        if existing.config_hash != release.config_hash:
+            raise RegistryConflictError(
+                f"app version {release.version!r} was already published by {existing.published_by} at "
+                f"{existing.published_at:%Y-%m-%d %H:%M:%S} UTC with another config "
+                f"({existing.config_overrides_json}); versions are immutable, publish a new version"
+            )
+        return existing, False
 
 
 def resolve_live_deployment(lake_root: str | None = None) -> str | None:

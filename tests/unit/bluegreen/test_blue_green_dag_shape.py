@@ -39,4 +39,52 @@ def test_switch_live_follows_every_gate_and_either_approval_path(dag: Any) -> No
     )
     assert switch.trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("request_approval").fail_on_reject
+    # A rejection fails the run; retrying would only ask the same question again.
+    assert dag.get_task("request_approval").retries == 0
     assert dag.get_task("validate_request").downstream_task_ids >= {"deploy_green"}
+
+
+def test_a_pre_check_runs_before_anything_and_its_skip_skips_the_teardown_too(dag: Any) -> None:
+    precheck = dag.get_task("check_no_replay_in_flight")
+    assert precheck.upstream_task_ids == set()
+    assert "validate_request" in precheck.downstream_task_ids
+    # The teardown only runs for a setup that ran (Airflow's all_done_setup_success), so a skipped run
+    # never stops the green of the replay it made way for.
+    assert dag.get_task("abort_green").trigger_rule == "all_done_setup_success"
+
+
+def test_a_reproduction_replaces_approval_and_switch_and_ends_in_the_teardown(dag: Any) -> None:
+    branch = dag.get_task("choose_next_step")
+    assert branch.downstream_task_ids == {"request_approval", "no_approval_required", "record_reproduced"}
+    reproduced = dag.get_task("record_reproduced")
+    assert "diff_against_blue" in reproduced.upstream_task_ids
+    assert "abort_green" in reproduced.downstream_task_ids
+    assert "record_reproduced" in dag.get_task("fail_if_any_failed").upstream_task_ids
+    assert dag.max_active_runs == 1
+
+
+def test_releases_schedule_the_replay_and_only_a_cron_setting_adds_periodic_runs(
+    dag: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable
+
+    from revenue_platform.assets import app_release_asset
+
+    assert list(dag.timetable.asset_condition.objects) == [app_release_asset()]
+    assert not isinstance(dag.timetable, AssetOrTimeSchedule)
+
+    monkeypatch.setenv("REPLAY_SCHEDULE", "0 3 * * 0")
+    periodic = load_dags("blue_green_replay")["blue_green_replay"]
+
+    assert isinstance(periodic.timetable, AssetOrTimeSchedule)
+    assert isinstance(periodic.timetable.timetable, CronTriggerTimetable)
+    assert periodic.timetable.timetable.expression == "0 3 * * 0"
+    assert list(periodic.timetable.asset_condition.objects) == [app_release_asset()]
+
+
+def test_publishing_a_version_emits_the_release_asset() -> None:
+    from revenue_platform.assets import app_release_asset
+
+    publish = load_dags("publish_app_version")["publish_app_version"]
+    assert publish.get_task("record_release").outlets == [app_release_asset()]
+    assert publish.params["require_approval"] is True

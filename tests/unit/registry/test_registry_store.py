@@ -13,6 +13,8 @@ from revenue_platform.registry import (
     DeploymentRegistry,
     RegistryConflictError,
     RegistryEvent,
+    ReleaseNotFoundError,
+    ReleaseRecord,
     colour_for,
     registry_lake_root,
     resolve_live_deployment,
@@ -150,3 +152,31 @@ def test_colour_and_lake_root_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert registry_lake_root() == str(tmp_path / "lake")
     monkeypatch.setenv("PLATFORM_LAKE_ROOT", "s3a://bucket/lake")
     assert registry_lake_root() == "s3a://bucket/lake"
+
+
+def test_a_release_is_recorded_once_and_republishing_it_is_idempotent(registry: DeploymentRegistry) -> None:
+    assert registry.releases() == []
+    overrides = {"kafka.max_offsets_per_trigger": 150}
+    first, new = registry.publish_release(ReleaseRecord.create("2.1.0", overrides, True, "faster", "alice"))
+    assert new
+    again, new_again = registry.publish_release(ReleaseRecord.create("2.1.0", overrides, False, "", "bob"))
+
+    assert not new_again
+    # The stored row wins: a re-publication cannot quietly change who released it or its approval rule.
+    assert (again.published_by, again.require_approval, again.notes) == ("alice", True, "faster")
+    stored = registry.get_release("2.1.0")
+    assert stored.config_overrides == overrides
+    assert stored.config_hash == first.config_hash
+    assert [r.version for r in registry.releases()] == ["2.1.0"]
+
+
+def test_a_released_version_cannot_change_its_config(registry: DeploymentRegistry) -> None:
+    registry.publish_release(ReleaseRecord.create("2.1.0", {"shuffle_partitions": 2}, True, "", "alice"))
+    with pytest.raises(RegistryConflictError, match="versions are immutable"):
+        registry.publish_release(ReleaseRecord.create("2.1.0", {"shuffle_partitions": 4}, True, "", "bob"))
+    assert registry.get_release("2.1.0").config_overrides == {"shuffle_partitions": 2}
+
+
+def test_an_unpublished_version_is_named_with_what_to_do(registry: DeploymentRegistry) -> None:
+    with pytest.raises(ReleaseNotFoundError, match=r"'9\.9\.9'.*publish_app_version"):
+        registry.get_release("9.9.9")

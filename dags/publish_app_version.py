@@ -1,0 +1,77 @@
+"""
+Publish a version of the streaming app: `record_release` validates the version label and its config
+(dotted app-config fields applied over the live deployment's config, checked to resolve to a valid
+app config), records both in the registry's releases table (`<lake>/_registry/releases`; versions are
+immutable: the same version with another config is refused, with the same config it is recorded
+once and published again) and emits the `streaming_app_release` asset event (extra: version and
+config hash). That event starts `blue_green_replay`, which reads version and config back from the
+registry and, by default, waits for a human's approval before switching live.
+`make release VERSION=2.1.0 CONFIG='{"kafka.max_offsets_per_trigger": 20000}'`; see docs/blue-green.md.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+from revenue_platform.assets import app_release_asset
+from revenue_platform.bluegreen.triggers import VERSION_PATTERN
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
+from revenue_platform.errors import ConfigError
+from revenue_platform.registry import RegistryConflictError
+
+
+@dag(
+    schedule=None,
+    catchup=False,
+    doc_md=__doc__,
+    tags=["streaming", "deployment", "blue-green", "release"],
+    default_args=platform_default_args(
+        timedelta(seconds=30), non_retryable=(ConfigError, RegistryConflictError)
+    ),
+    params={
+        "version": Param(
+            "",
+            type="string",
+            pattern=VERSION_PATTERN,
+            description="Version label to release, e.g. 2.1.0 (required; immutable once published).",
+        ),
+        "config_overrides": Param(
+            {},
+            type="object",
+            description="Dotted config field -> value this version runs with, over the live deployment's "
+            'config, e.g. {"kafka.max_offsets_per_trigger": 20000}.',
+        ),
+        "require_approval": Param(
+            True,
+            type="boolean",
+            description="The release's replay waits for a human's approval before switching live.",
+        ),
+        "notes": Param("", type="string", description="Release notes for the audit trail (optional)."),
+    },
+)
+def publish_app_version() -> None:
+    @task(outlets=[app_release_asset()], multiple_outputs=False)
+    def record_release() -> dict[str, Any]:
+        from revenue_platform.bluegreen.release import publish, release_event_extra
+        from revenue_platform.registry import DeploymentRegistry
+
+        context = get_current_context()
+        params = context["params"]
+        release = publish(
+            DeploymentRegistry(),
+            params["version"],
+            params["config_overrides"],
+            bool(params["require_approval"]),
+            str(params["notes"] or ""),
+            actor_from_context(context),
+        )
+        context["outlet_events"][app_release_asset()].extra = release_event_extra(release)
+        return release
+
+    record_release()
+
+
+publish_app_version()
