@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 FIRST_TASK = {
     "deploy_streaming_app": "validate_request",
-    "blue_green_replay": "validate_request",
+    "blue_green_replay": "check_no_replay_in_flight",
     "provision_topics": "load_spec",
     "reprocess_revenue": "plan_reprocessing",
     "revenue_quality_checks": "quality_gate.check_revenue_quality",
