@@ -572,25 +572,19 @@ def wait_ready(status_file: Path, process: subprocess.Popen[bytes], timeout_s: f
     raise TimeoutError(f"the streaming app was not ready within {timeout_s:.0f}s")
 
 
-def _kafka_end_offsets(event: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """End offsets of the Kafka source of one progress event ({} when it has none)."""
-    for source in event.get("sources") or []:
-        if str(source.get("description", "")).startswith("Kafka"):
-            end = source.get("endOffset") or {}
-            offsets = json.loads(end) if isinstance(end, str) else end
-            return {t: {p: int(o) for p, o in parts.items()} for t, parts in offsets.items()}
-    return {}
-
-
 def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
     """Each revenue progress event with the Kafka offsets reflected in gold after it.
 
-    The revenue query reads bronze; its observed metric names the newest ingest batch it has read,
-    whose Kafka end offsets are in that ingest batch's own progress event (as the app's publisher does).
+    The same rule as the app's publisher: the revenue query reads bronze, its observed metric names
+    the newest ingest batch it has read, and that batch's Kafka end offsets are its position.
     """
-    from spark_apps.observability import REVENUE_INPUT_METRICS
+    from spark_apps.observability import REVENUE_INPUT_METRICS, kafka_position, summarize_progress
 
-    ingest_end = {e["batchId"]: _kafka_end_offsets(e) for e in events if e["name"].endswith("__ingest")}
+    ingest_end = {
+        e["batchId"]: summarize_progress(e, {})["end_offsets"]
+        for e in events
+        if e["name"].endswith("__ingest")
+    }
     covered: int | None = None
     positions = []
     for event in events:
@@ -599,7 +593,8 @@ def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any]
         read = ((event.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}).get("ingest_batch_id")
         if read is not None:
             covered = max(int(read), covered if covered is not None else -1)
-        positions.append((event, ingest_end.get(covered, {}) if covered is not None else {}))
+        offsets, _ = kafka_position(covered, ingest_end, {})
+        positions.append((event, offsets))
     return positions
 
 
