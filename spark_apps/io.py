@@ -345,7 +345,7 @@ def replace_gold_windows(
 
     spark = recomputed.sparkSession
     if not DeltaTable.isDeltaTable(spark, table_path):
-        recomputed.limit(0).write.format("delta").mode("ignore").save(table_path)
+        ensure_gold_table(spark, table_path)
     # A string literal cast to TIMESTAMP is read in the session time zone (UTC), as before; a
     # Python datetime literal would be converted with the driver process's local zone instead.
     in_range = (F.col("gold.window_start") >= F.lit(range_start.isoformat()).cast("timestamp")) & (
