@@ -2,11 +2,13 @@
 
 The control plane issues a fencing token per launch and records it in the registry's
 Delta table (`spark_apps.naming.RegistryNames`). A driver started with `--lease-token`
-refuses to run unless that token is still the registry's current one, and re-checks it
-while running, so a driver that was presumed dead and replaced stops itself instead of
-writing next to its successor. The heartbeat file (`DeploymentNames.driver_status_file`)
-is rewritten every few seconds by the driver's main loop, independently of whether
-micro-batches have data, so the supervisor can tell an idle app from a dead one.
+refuses to run unless that token is still the registry's current one, and `LeaseFence`
+checks it again immediately before every write it makes (bronze append, gold MERGE,
+Kafka writes), so a driver that was presumed dead and replaced fails its micro-batch
+before writing, instead of writing next to its successor until some timer notices.
+The heartbeat file (`DeploymentNames.driver_status_file`) is rewritten every few seconds
+by the driver's main loop, independently of whether micro-batches have data, so the
+supervisor can tell an idle app from a dead one.
 """
 
 from __future__ import annotations
@@ -47,6 +49,37 @@ def verify_lease(registry_root: str, deployment_id: str, token: str) -> None:
             f"({current!r} in {RegistryNames(registry_root).deployments_table}): another driver holds "
             "this deployment, or it was not deployed through the control plane. Refusing to run."
         )
+
+
+class LeaseFence:
+    """The lease check in front of every write of one driver.
+
+    `check` reads the registry's current token (a Delta snapshot read, no Spark job) and
+    raises LeaseRejectedError when it changed; the error fails the micro-batch before its
+    commit, so its offsets are never marked done and the successor redoes the batch. The
+    first rejection is kept in `rejected` so the driver can exit as superseded rather than
+    as crashed. A fence without a token (a bounded run outside the control plane) never refuses.
+    """
+
+    def __init__(self, registry_root: str, deployment_id: str, token: str | None) -> None:
+        self.registry_root = registry_root
+        self.deployment_id = deployment_id
+        self.token = token
+        self.rejected: LeaseRejectedError | None = None
+        self.checks = 0
+
+    def check(self, before: str) -> None:
+        """Raise LeaseRejectedError unless this driver still holds the lease; `before` names the write."""
+        if self.token is None:
+            return
+        self.checks += 1
+        try:
+            verify_lease(self.registry_root, self.deployment_id, self.token)
+        except LeaseRejectedError as error:
+            rejected = LeaseRejectedError(f"{error} (checked before {before})")
+            if self.rejected is None:
+                self.rejected = rejected
+            raise rejected from error
 
 
 def write_driver_status(

@@ -243,30 +243,39 @@ def ensure_gold_table(spark: SparkSession, table_path: str) -> None:
 
 
 def merge_gold(
-    updates: DataFrame, table_path: str, first_window: Any = None, last_window: Any = None
+    updates: DataFrame,
+    table_path: str,
+    first_window: Any = None,
+    last_window: Any = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
     """Upsert window rows into the existing gold table on (location_id, order_type, window_start).
 
     Rows carry each window's full current totals, so a MERGE of the same batch twice is a no-op.
     `first_window`/`last_window` (window starts, both or neither) bound the batch: the range
     predicate lets Delta skip every gold file outside it instead of scanning the whole table.
+    `before_commit` runs before every attempt (the streaming app's lease check); what it raises
+    aborts the MERGE.
     """
     from delta.tables import DeltaTable
 
     condition = _gold_key_match("updates")
     if first_window is not None and last_window is not None:
         condition = condition & F.col("gold.window_start").between(F.lit(first_window), F.lit(last_window))
-    retry_concurrent_gold_write(
-        lambda: (
+
+    def attempt() -> None:
+        if before_commit is not None:
+            before_commit()
+        (
             DeltaTable.forPath(updates.sparkSession, table_path)
             .alias("gold")
             .merge(updates.alias("updates"), condition)
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
             .execute()
-        ),
-        "gold MERGE",
-    )
+        )
+
+    retry_concurrent_gold_write(attempt, "gold MERGE")
 
 
 def _gold_key_match(source_alias: str) -> Column:

@@ -12,6 +12,10 @@ read once and parsed once:
     revenue topic keyed location|type|window_start.
 Bad data never stops the app: it is routed, counted and kept.
 
+Fencing: every write of a batch (bronze, Kafka side outputs, each gold MERGE attempt, the
+revenue topic) is preceded by a lease check (`fencing.LeaseFence`), so a driver whose
+deployment was handed to a successor fails its batch before committing anything more.
+
 Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/streaming_app.yaml \
         --set deployment_id=blue --set trigger.mode=available_now
 """
@@ -32,9 +36,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_apps import io
+from spark_apps import fault_points, io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
-from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
 from spark_apps.schemas import BRONZE_SCHEMA
 from spark_apps.session import DELTA_CONF, spark_conf
@@ -58,7 +62,7 @@ class CheckpointMigrationError(RuntimeError):
     """The deployment's checkpoints were written by the earlier two-query design."""
 
 
-def ingest_batch(config: StreamingAppConfig) -> Callable[[DataFrame, int], None]:
+def ingest_batch(config: StreamingAppConfig, fence: LeaseFence) -> Callable[[DataFrame, int], None]:
     """foreachBatch of the ingest query: bronze (typed, idempotent) first, then one Kafka write of
     dead letters and split-topic orders. The batch is read from Kafka and validated once (cached)."""
     names = config.names
@@ -67,15 +71,18 @@ def ingest_batch(config: StreamingAppConfig) -> Callable[[DataFrame, int], None]
     def handle(validated: DataFrame, batch_id: int) -> None:
         validated.persist()
         try:
+            fence.check("the bronze append")
             io.append_bronze_idempotent(
                 io.bronze_rows(validated, batch_id),
                 names.bronze_orders_table,
                 f"{config.deployment_id}-bronze",
                 batch_id,
             )
+            fault_points.reached("ingest.after_bronze_commit", batch_id)
             side_outputs = side_output_records(
                 validated, kafka.dlq_topic, kafka.general_orders_topic, kafka.restaurant_orders_topic
             )
+            fence.check("the dead-letter and split-topic write")
             io.write_to_kafka(side_outputs, config)
         finally:
             validated.unpersist()
@@ -84,9 +91,11 @@ def ingest_batch(config: StreamingAppConfig) -> Callable[[DataFrame, int], None]
 
 
 def revenue_batch(
-    config: StreamingAppConfig, counters: BatchCounters, stores: io.StoresTable
+    config: StreamingAppConfig, counters: BatchCounters, stores: io.StoresTable, fence: LeaseFence
 ) -> Callable[[DataFrame, int], None]:
-    """foreachBatch of the revenue query: enrich, MERGE into gold, publish to the revenue topic."""
+    """foreachBatch of the revenue query: enrich, MERGE into gold, publish to the revenue topic.
+
+    The lease is checked before each gold MERGE attempt and before the revenue topic write."""
     names = config.names
 
     def handle(windows: DataFrame, batch_id: int) -> None:
@@ -105,9 +114,19 @@ def revenue_batch(
             # The batch id is added above the cache: a literal that changes every batch inside the
             # stateful stage would make Spark generate and compile that stage's code anew each batch.
             updates = enriched.withColumn("batch_id", F.lit(batch_id).cast("long"))
-            io.merge_gold(updates, names.gold_revenue_table, bounds["first"], bounds["last"])
+            io.merge_gold(
+                updates,
+                names.gold_revenue_table,
+                bounds["first"],
+                bounds["last"],
+                before_commit=lambda: fence.check("the gold MERGE"),
+            )
+            where = {"windows": int(bounds["windows"])}
+            fault_points.reached("revenue.after_gold_commit", batch_id, where)
+            fence.check("the revenue topic write")
             io.write_to_kafka(to_revenue_kafka_records(updates), config, config.kafka.revenue_topic)
             counters.add("windows_updated", int(bounds["windows"]))
+            fault_points.reached("revenue.before_checkpoint_commit", batch_id, where)
         finally:
             enriched.unpersist()
 
@@ -142,11 +161,11 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
 
 
 def prepare_queries(
-    spark: SparkSession, config: StreamingAppConfig
+    spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence
 ) -> tuple[list[Callable[[], StreamingQuery]], ProgressPublisher, io.StoresTable]:
     """Make one deployment ready to run: its listener, its tables, and a starter per query
-    (ingest first, then revenue). Returns the starters, the listener and the stores table (to
-    close when the queries end)."""
+    (ingest first, then revenue), each batch writing behind `fence`. Returns the starters, the
+    listener and the stores table (to close when the queries end)."""
     names = config.names
     refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
@@ -182,7 +201,7 @@ def prepare_queries(
         )
         writer = (
             validated.writeStream.queryName(names.query_name(INGEST_QUERY))
-            .foreachBatch(ingest_batch(config))
+            .foreachBatch(ingest_batch(config, fence))
             .option("checkpointLocation", names.checkpoint(INGEST_QUERY))
             .trigger(**_trigger(config))
         )
@@ -197,7 +216,7 @@ def prepare_queries(
         writer = (
             windows.writeStream.queryName(names.query_name(REVENUE_QUERY))
             .outputMode("update")
-            .foreachBatch(revenue_batch(config, counters, stores))
+            .foreachBatch(revenue_batch(config, counters, stores, fence))
             .option("checkpointLocation", names.checkpoint(REVENUE_QUERY))
             .trigger(**_trigger(config))
         )
@@ -224,6 +243,7 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
 
 
 HEARTBEAT_INTERVAL_S = 5.0
+# Not a safety check (every write is fenced): it only makes an idle, superseded driver exit.
 LEASE_CHECK_INTERVAL_S = 30.0
 
 
@@ -251,8 +271,13 @@ def _query_states(queries: list[StreamingQuery], ready: set[str]) -> list[dict[s
     return states
 
 
-def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
+def run(
+    config: StreamingAppConfig, spark: SparkSession | None = None, fence: LeaseFence | None = None
+) -> None:
     """Run the app until its queries end (available_now), one fails, or it is told to stop (SIGTERM).
+
+    `fence` checks the lease before each write (default: the config's token against its registry);
+    a rejection stops the app with LeaseRejectedError.
 
     SIGTERM is a graceful stop: each query is stopped only while no micro-batch is running, so the
     batch in flight finishes and commits first. Whoever sent it forces a kill after its own timeout.
@@ -262,7 +287,8 @@ def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
     names = config.names
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
-    starters, publisher, stores = prepare_queries(session, config)
+    fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
+    starters, publisher, stores = prepare_queries(session, config, fence)
     # A bounded run (available_now) runs ingest to its end before revenue starts: revenue reads
     # what ingest appended to bronze, and an available-now query stops at what is there when it
     # starts. A continuous run starts both at once.
@@ -333,6 +359,9 @@ def run(config: StreamingAppConfig, spark: SparkSession | None = None) -> None:
         stores.close()
         write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
     failures = [q.exception() for q in queries if q.exception() is not None]
+    if fence.rejected is not None:
+        # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
+        raise fence.rejected
     if failures:
         raise RuntimeError(f"streaming query failed: {failures[0]}")
     if superseded is not None:
@@ -371,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
     except AppConfigError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
+    try:
+        fault_points.armed_point()
+    except fault_points.FaultPointError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 2
     if config.lease_token is not None:
         # Before any Spark work: a fenced-off driver must not even start its queries.
         try:
@@ -379,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ERROR: {error}", file=sys.stderr)
             return 3
         LOG.info("lease %s of deployment %s verified", config.lease_token, config.deployment_id)
-    run(config)
+    try:
+        run(config)
+    except LeaseRejectedError as error:
+        print(f"ERROR: superseded: {error}", file=sys.stderr)
+        return 3
     return 0
 
 

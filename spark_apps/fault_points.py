@@ -1,0 +1,84 @@
+"""Deterministic driver kills for fault tests: SIGKILL the driver at a named point of a micro-batch.
+
+A kill at a `time.sleep`-chosen moment lands wherever the app happens to be; these points
+put it exactly between two commits, where exactly-once is hardest to keep:
+  * `ingest.after_bronze_commit` — bronze appended, dead letters and split topics not yet sent;
+  * `revenue.after_gold_commit` — gold MERGEd, the revenue topic not yet written;
+  * `revenue.before_checkpoint_commit` — gold and the revenue topic written, the query's
+    checkpoint (its commit log) not yet: the restarted driver must redo this batch.
+The app calls `reached(point, batch_id)` at each point. It does nothing unless the environment
+names that point (`ORDERS_APP_FAULT_POINT`) and the batch is at or past `ORDERS_APP_FAULT_BATCH`
+(0 if unset); then it records where it fired in `ORDERS_APP_FAULT_REPORT` (JSON, so the test
+can say where the kill landed) and kills the spark-submit JVM and its own Python process, the
+way a lost machine or the OOM killer would. Never set in production; nothing in the control
+plane sets it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+FAULT_POINT_ENV = "ORDERS_APP_FAULT_POINT"
+FAULT_BATCH_ENV = "ORDERS_APP_FAULT_BATCH"
+FAULT_REPORT_ENV = "ORDERS_APP_FAULT_REPORT"
+FAULT_POINTS = (
+    "ingest.after_bronze_commit",
+    "revenue.after_gold_commit",
+    "revenue.before_checkpoint_commit",
+)
+_SPARK_SUBMIT_CLASS = b"org.apache.spark.deploy.SparkSubmit"
+
+
+class FaultPointError(RuntimeError):
+    """The fault environment names an unknown point, or the driver is not a spark-submit child."""
+
+
+def armed_point() -> str | None:
+    """The point named by the environment (validated), or None when no fault is armed."""
+    point = os.environ.get(FAULT_POINT_ENV)
+    if not point:
+        return None
+    if point not in FAULT_POINTS:
+        raise FaultPointError(f"{FAULT_POINT_ENV}={point!r} is not one of {', '.join(FAULT_POINTS)}")
+    return point
+
+
+def _spark_submit_parent() -> int:
+    """The pid of the spark-submit JVM that runs this Python driver (its parent, in client mode)."""
+    parent = os.getppid()
+    try:
+        cmdline = Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError as error:
+        raise FaultPointError(f"cannot read the driver's parent process {parent}: {error}") from error
+    if _SPARK_SUBMIT_CLASS not in cmdline:
+        # In-process runs (tests with their own SparkSession) have no JVM of their own to kill.
+        raise FaultPointError("fault points only fire in a driver started by spark-submit")
+    return parent
+
+
+def reached(point: str, batch_id: int, detail: dict[str, Any] | None = None) -> None:
+    """Kill the driver here if the environment arms `point` for this batch; otherwise return."""
+    if armed_point() != point or batch_id < int(os.environ.get(FAULT_BATCH_ENV) or 0):
+        return
+    jvm = _spark_submit_parent()
+    report = {
+        "point": point,
+        "batch_id": batch_id,
+        "at": datetime.now(UTC).isoformat(),
+        "python_pid": os.getpid(),
+        "jvm_pid": jvm,
+        **(detail or {}),
+    }
+    report_path = os.environ.get(FAULT_REPORT_ENV)
+    if report_path:
+        with open(report_path, "w", encoding="utf-8") as out:
+            json.dump(report, out)
+            out.flush()
+            os.fsync(out.fileno())
+    os.kill(jvm, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
