@@ -17,6 +17,8 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
 # The test suite's own broker (see tests/conftest.py); stopped after every run.
 TEST_KAFKA_ENV := KAFKA_PORT=$${TEST_KAFKA_PORT:-19092} KAFKA_CONTROLLER_PORT=$${TEST_KAFKA_CONTROLLER_PORT:-19093} KAFKA_DATA_DIR=$(CURDIR)/.local/test/kafka
+# The fault tests' own cluster (see tests/cluster/conftest.py): ports from 19100, state in .local/test/cluster.
+TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$${TEST_STATE_DIR:-$(CURDIR)/.local/test} CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
 
 .PHONY: help
 help: ## List the targets
@@ -61,6 +63,12 @@ down: ## Stop the local stack (streaming apps, Airflow, Kafka); keeps data
 status: $(INSTALLED) ## Show what of the local stack is running
 	@$(STACK) status
 
+.PHONY: cluster-up cluster-down
+cluster-up: jvm ## Start a cluster on this machine: Spark master + 2 workers (:7077), 3 KRaft brokers (:9192-9194), Airflow on it
+	@$(STACK) cluster-up
+cluster-down: ## Stop the cluster (streaming apps, Airflow, Spark workers and master, brokers); keeps data
+	@if [ -x $(PYTHON) ]; then $(STACK) cluster-down; else echo "nothing to stop (not installed)"; fi
+
 .PHONY: kafka-up kafka-down airflow-up airflow-down
 kafka-up: jvm ## Start only the local Kafka broker
 	@$(STACK) kafka-up
@@ -98,6 +106,12 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 test: jvm browser ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
 	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
+	  exit $$status
+
+.PHONY: test-cluster
+test-cluster: jvm ## Fault tests on a cluster of its own (broker, worker and driver kills); starts and stops it
+	@status=0; $(PYTHON) -m pytest -m cluster tests/cluster $(PYTEST_ARGS) || status=$$?; \
+	  $(TEST_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  exit $$status
 
 .PHONY: bench bench-quick

@@ -9,7 +9,8 @@ put it exactly between two commits, where exactly-once is hardest to keep:
 The app calls `reached(point, batch_id)` at each point. It does nothing unless the environment
 names that point (`ORDERS_APP_FAULT_POINT`) and the batch is at or past `ORDERS_APP_FAULT_BATCH`
 (0 if unset); then it records where it fired in `ORDERS_APP_FAULT_REPORT` (JSON, so the test
-can say where the kill landed) and kills the spark-submit JVM and its own Python process, the
+can say where the kill landed; an existing report disarms the point, so a driver restarted
+with the same environment is not killed again) and kills the spark-submit JVM and its own Python process, the
 way a lost machine or the OOM killer would. Never set in production; nothing in the control
 plane sets it.
 """
@@ -65,6 +66,9 @@ def reached(point: str, batch_id: int, detail: dict[str, Any] | None = None) -> 
     """Kill the driver here if the environment arms `point` for this batch; otherwise return."""
     if armed_point() != point or batch_id < int(os.environ.get(FAULT_BATCH_ENV) or 0):
         return
+    report_path = os.environ.get(FAULT_REPORT_ENV)
+    if report_path and os.path.exists(report_path):
+        return  # fired once already: one kill per armed run
     jvm = _spark_submit_parent()
     report = {
         "point": point,
@@ -74,7 +78,6 @@ def reached(point: str, batch_id: int, detail: dict[str, Any] | None = None) -> 
         "jvm_pid": jvm,
         **(detail or {}),
     }
-    report_path = os.environ.get(FAULT_REPORT_ENV)
     if report_path:
         with open(report_path, "w", encoding="utf-8") as out:
             json.dump(report, out)

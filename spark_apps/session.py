@@ -31,9 +31,13 @@ LOOPBACK = "127.0.0.1"
 
 
 def loopback_driver_conf(master: str) -> dict[str, str]:
-    """For a `local[...]` master: the driver's ports listen on loopback only (Spark's default is
-    every interface). Other masters get nothing: their executors must reach the driver."""
-    if not master.startswith("local"):
+    """For a `local[...]` master, or a standalone master on this machine's loopback (`make
+    cluster-up`): the driver's ports listen on loopback only (Spark's default is every interface).
+    Other masters get nothing: executors on other machines must reach the driver."""
+    on_this_machine = master.startswith("local") or master.startswith(
+        (f"spark://{LOOPBACK}:", "spark://localhost:")
+    )
+    if not on_this_machine:
         return {}
     return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 

@@ -7,11 +7,13 @@ The Makefile calls these commands; platform errors are printed as one clear mess
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import jvm, prerequisites
+from revenue_platform.local_stack import jvm, prerequisites, processes
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
+from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster, active_cluster
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 
 
@@ -19,16 +21,27 @@ def _broker() -> LocalKafkaBroker:
     return LocalKafkaBroker(KafkaBrokerSettings.from_env())
 
 
-def _airflow() -> LocalAirflow:
-    return LocalAirflow(AirflowLocalSettings.from_env(KafkaBrokerSettings.from_env().bootstrap_servers))
+def _airflow(cluster: LocalCluster | None = None) -> LocalAirflow:
+    """Local Airflow; connected to the one-machine cluster when it runs (or is given), else to the broker."""
+    cluster = cluster or active_cluster()
+    if cluster is None:
+        return LocalAirflow(AirflowLocalSettings.from_env(KafkaBrokerSettings.from_env().bootstrap_servers))
+    settings = AirflowLocalSettings.from_env(cluster.settings.bootstrap_servers)
+    return LocalAirflow(
+        dataclasses.replace(settings, spark_master=cluster.settings.spark_master_url, platform_env="cluster")
+    )
 
 
 def _status() -> None:
-    broker = _broker()
     airflow = _airflow()
-    kafka_state = "up" if broker.pid() and broker.answers_metadata() else "down"
+    cluster = active_cluster()
+    if cluster is not None:
+        print("\n".join(cluster.describe()))
+    else:
+        broker = _broker()
+        kafka_state = "up" if broker.pid() and broker.answers_metadata() else "down"
+        print(f"kafka   {kafka_state:8} {broker.settings.bootstrap_servers}  (pid {broker.pid()})")
     airflow_state = "up" if airflow.pid() and airflow.healthy() else ("starting" if airflow.pid() else "down")
-    print(f"kafka   {kafka_state:8} {broker.settings.bootstrap_servers}  (pid {broker.pid()})")
     print(f"airflow {airflow_state:8} {airflow.settings.base_url}  (pid {airflow.pid()})")
 
 
@@ -39,8 +52,39 @@ def _check() -> None:
 
 
 def _up() -> None:
+    cluster = active_cluster()
+    if cluster is not None:  # `make demo` after `make cluster-up`: the cluster is the stack
+        _cluster_up()
+        return
     _broker().start()
     _airflow().start()
+
+
+def _cluster_up() -> None:
+    cluster = LocalCluster(ClusterSettings.from_env())
+    if _broker().pid() is not None:
+        raise PlatformError(
+            "The one-broker stack of `make up` is running; stop it with `make down` before `make cluster-up` "
+            "(both share Airflow and the lake)."
+        )
+    airflow = _airflow(cluster)
+    airflow_pid = airflow.pid()
+    if airflow_pid is not None and processes.environment(airflow_pid).get("PLATFORM_ENV") != "cluster":
+        # Its connections point at the one broker; they are fixed when Airflow starts.
+        raise PlatformError("Airflow of `make up` is running; stop it with `make down` first.")
+    cluster.start()
+    from revenue_platform.local_stack.cluster import provision_cluster_topics
+
+    provision_cluster_topics(cluster.settings.bootstrap_servers)
+    airflow.start()
+
+
+def _cluster_down() -> None:
+    cluster = LocalCluster(ClusterSettings.from_env())
+    if active_cluster() is not None:
+        _stop_streaming_apps()
+        _airflow(cluster).stop()
+    cluster.stop()
 
 
 def _stop_streaming_apps() -> None:
@@ -58,6 +102,9 @@ def _stop_streaming_apps() -> None:
 
 
 def _down() -> None:
+    if active_cluster() is not None:
+        _cluster_down()
+        return
     _stop_streaming_apps()
     _airflow().stop()
     _broker().stop()
@@ -80,6 +127,8 @@ COMMANDS = {
     "streaming-down": _stop_streaming_apps,
     "up": _up,
     "down": _down,
+    "cluster-up": _cluster_up,
+    "cluster-down": _cluster_down,
     "status": _status,
     "browser": _browser,
 }

@@ -71,6 +71,8 @@ class AirflowLocalSettings:
     """Interface the API server (UI) listens on; env AIRFLOW_HOST (0.0.0.0 opens it to the network)."""
     secrets_dir: Path | None = None
     """Generated admin password and signing secrets (0600 files); None = next to `home` (`../secrets`)."""
+    platform_env: str | None = None
+    """PLATFORM_ENV for Airflow's tasks (the topic spec's environment); None = the caller's, else `local`."""
 
     @classmethod
     def from_env(cls, kafka_bootstrap_servers: str) -> AirflowLocalSettings:
@@ -193,6 +195,8 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
     env.update(connection_env(settings.kafka_bootstrap_servers, settings.spark_master))
+    if settings.platform_env is not None:
+        env["PLATFORM_ENV"] = settings.platform_env
     return env
 
 

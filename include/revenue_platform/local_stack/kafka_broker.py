@@ -1,7 +1,9 @@
-"""A single-node Apache Kafka broker in KRaft mode (broker + controller in one JVM).
+"""An Apache Kafka broker in KRaft mode (broker + controller in one JVM).
 
-Run from the Maven-fetched jars, formatted on first start, data and logs under the
-state dir. Start waits until the broker answers a metadata request; start and stop
+Alone (`make up`) it is a one-node cluster; with `quorum` set it is one node of a
+multi-node cluster whose controllers form a static voter set (`make cluster-up`, three
+nodes, see `cluster.py`). Run from the Maven-fetched jars, formatted on first start,
+data and logs under the state dir. Start waits until the broker answers a metadata request; start and stop
 are idempotent, and stop escalates from SIGTERM to SIGKILL only after a grace period.
 """
 
@@ -36,6 +38,12 @@ class KafkaBrokerSettings:
     """Maximum JVM heap (-Xmx); env KAFKA_HEAP."""
     jars_dir: Path = KAFKA_BROKER_JARS_DIR
     """Folder with the broker's classpath, fetched by `make jvm`."""
+    node_id: int = 1
+    """This node's id in the KRaft quorum."""
+    quorum: tuple[tuple[int, int], ...] = ()
+    """(node id, controller port) of every voter of a multi-node cluster; empty = a one-node cluster."""
+    cluster_id: str | None = None
+    """Shared cluster id every node of a multi-node cluster is formatted with (one-node: generated)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> KafkaBrokerSettings:
@@ -63,12 +71,21 @@ def _port(env: dict[str, str], name: str, default: int) -> int:
 
 
 def server_properties(settings: KafkaBrokerSettings) -> str:
-    """The broker's server.properties for a one-node KRaft cluster on localhost."""
+    """The broker's server.properties: a one-node KRaft cluster on localhost, or one node of a
+    multi-node cluster (internal topics then get 3 replicas and a min ISR of 2, as the spec's
+    `cluster` environment asks of the platform's topics)."""
     log_dirs = settings.data_dir / "data"
+    replicas = str(min(3, len(settings.quorum))) if settings.quorum else "1"
+    min_isr = "2" if settings.quorum and len(settings.quorum) >= 3 else "1"
+    quorum = (
+        {"controller.quorum.voters": ",".join(f"{node}@localhost:{port}" for node, port in settings.quorum)}
+        if settings.quorum
+        else {"controller.quorum.bootstrap.servers": f"localhost:{settings.controller_port}"}
+    )
     lines = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.bootstrap.servers": f"localhost:{settings.controller_port}",
+        "node.id": str(settings.node_id),
+        **quorum,
         "listeners": f"PLAINTEXT://localhost:{settings.port},CONTROLLER://localhost:{settings.controller_port}",
         "advertised.listeners": f"PLAINTEXT://localhost:{settings.port}",
         "controller.listener.names": "CONTROLLER",
@@ -77,11 +94,11 @@ def server_properties(settings: KafkaBrokerSettings) -> str:
         "log.dirs": str(log_dirs),
         "num.partitions": "1",
         # One broker: internal topics cannot have more replicas than that.
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
         # Topics are infrastructure, created by the provision_topics DAG; a typo must fail, not create.
         "auto.create.topics.enable": "false",
         "group.initial.rebalance.delay.ms": "0",
@@ -147,20 +164,26 @@ class LocalKafkaBroker:
             *args,
         ]
 
-    def _format_storage_once(self) -> None:
-        if (self.settings.data_dir / "data" / "meta.properties").exists():
-            return
-        cluster_id = subprocess.run(
+    def random_cluster_id(self) -> str:
+        """A new KRaft cluster id from Kafka's own StorageTool."""
+        return subprocess.run(
             self._java("kafka.tools.StorageTool", "random-uuid"),
             capture_output=True,
             text=True,
             check=True,
         ).stdout.split()[-1]
+
+    def _format_storage_once(self) -> None:
+        if (self.settings.data_dir / "data" / "meta.properties").exists():
+            return
+        cluster_id = self.settings.cluster_id or self.random_cluster_id()
+        # A static voter set (controller.quorum.voters) needs no --standalone bootstrap of the quorum.
+        standalone = [] if self.settings.quorum else ["--standalone"]
         formatted = subprocess.run(
             self._java(
                 "kafka.tools.StorageTool",
                 "format",
-                "--standalone",
+                *standalone,
                 "-t",
                 cluster_id,
                 "-c",
@@ -176,8 +199,14 @@ class LocalKafkaBroker:
                 f"{(formatted.stdout + formatted.stderr).strip()[-2000:]}"
             )
 
-    def start(self, timeout_s: float = 90.0, progress: Callable[[str], None] = print) -> None:
-        """Start the broker unless it already runs, and wait until it answers metadata requests."""
+    def start(
+        self, timeout_s: float = 90.0, progress: Callable[[str], None] = print, wait: bool = True
+    ) -> None:
+        """Start the broker unless it already runs, and wait until it answers metadata requests.
+
+        `wait=False` returns once the process is spawned: the nodes of a multi-node quorum must all
+        be started before any of them can elect a controller and answer.
+        """
         if self.pid() is not None and self.answers_metadata():
             progress(f"[kafka] already running on {self.settings.bootstrap_servers} (pid {self.pid()})")
             return
@@ -199,9 +228,10 @@ class LocalKafkaBroker:
             ]
             processes.spawn_detached(command, self.pid_path, self.log_path)
             progress(f"[kafka] starting on {self.settings.bootstrap_servers}, log: {self.log_path}")
-        self._wait_until_ready(timeout_s, progress)
+        if wait:
+            self.wait_until_ready(timeout_s, progress)
 
-    def _wait_until_ready(self, timeout_s: float, progress: Callable[[str], None]) -> None:
+    def wait_until_ready(self, timeout_s: float, progress: Callable[[str], None]) -> None:
         started = time.monotonic()
         last_report = started
         while time.monotonic() - started < timeout_s:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from spark_apps import fault_points
-from spark_apps.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FaultPointError
+from spark_apps.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV, FaultPointError
 
 
 def test_an_unarmed_point_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,3 +37,13 @@ def test_an_armed_point_never_kills_a_process_that_spark_submit_did_not_start(
     monkeypatch.setenv(FAULT_BATCH_ENV, "3")
     with pytest.raises(FaultPointError, match="spark-submit"):
         fault_points.reached("revenue.after_gold_commit", 3)
+
+
+def test_a_point_that_fired_once_stays_quiet_for_the_restarted_driver(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    report = tmp_path / "fault.json"
+    report.write_text('{"point": "revenue.after_gold_commit", "batch_id": 3}')
+    monkeypatch.setenv(FAULT_POINT_ENV, "revenue.after_gold_commit")
+    monkeypatch.setenv(FAULT_REPORT_ENV, str(report))
+    fault_points.reached("revenue.after_gold_commit", 3)  # no FaultPointError: it did not try to fire

@@ -1,0 +1,425 @@
+"""A small real cluster on one machine: Spark standalone (1 master + 2 workers) and 3 KRaft brokers.
+
+`make cluster-up` starts it without Docker: the master and workers are the pyspark
+distribution's own daemons (`spark-class org.apache.spark.deploy.master.Master` /
+`...worker.Worker`), the brokers are three `LocalKafkaBroker` nodes with their own ports and
+data dirs forming one controller quorum. Everything binds loopback (SPARK_LOCAL_IP,
+`--host 127.0.0.1`, Kafka listeners on localhost). Airflow is the same control plane as
+`make up`'s; only its connections differ: `spark_default` points at `spark://127.0.0.1:<port>`
+(client deploy mode, see docs/cluster.md), `kafka_default` at the three brokers, and
+`PLATFORM_ENV=cluster` makes topic provisioning use the spec's `cluster` environment
+(replication factor 3, min ISR 2). The topics are converged once at start-up as well.
+
+While the cluster runs, a marker file (`<state dir>/cluster/cluster.json`) tells `make up`,
+`make demo` and `make status` to use it instead of the one-broker stack.
+
+Each worker advertises 1 core and 1 GiB; the master gives an application 1 core unless it
+asks for more (`spark.deploy.defaultCores`), so two deployments (blue and green) fit at once
+and an application whose worker dies gets its executor back on the other one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from revenue_platform.errors import ConfigError, PrerequisiteError
+from revenue_platform.local_stack import processes
+from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
+from revenue_platform.paths import REPO_ROOT, state_dir
+
+LOOPBACK = "127.0.0.1"
+MARKER_FILE = "cluster.json"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+# The master and worker daemons themselves are small; executors get the worker's memory.
+DAEMON_MEMORY = "256m"
+
+
+def _port(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"{name}={raw!r} is not a TCP port (1-65535).")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Ports, sizes and folders of the one-machine cluster."""
+
+    home: Path
+    """Broker data dirs, Spark work dirs, logs, pid files and the marker; `<state dir>/cluster`."""
+    spark_master_port: int = 7077
+    """Master RPC port; env SPARK_MASTER_PORT."""
+    spark_master_webui_port: int = 8180
+    """Master web UI (JSON status at /json); env SPARK_MASTER_WEBUI_PORT."""
+    spark_worker_base_port: int = 7078
+    """Worker i (from 0) listens on base+i; env SPARK_WORKER_BASE_PORT."""
+    spark_worker_webui_base_port: int = 8181
+    """Worker i's web UI on base+i; env SPARK_WORKER_WEBUI_BASE_PORT."""
+    workers: int = 2
+    worker_cores: int = 1
+    worker_memory: str = "1g"
+    """Each worker's memory for executors; env SPARK_WORKER_MEMORY."""
+    kafka_base_port: int = 9192
+    """Broker i's client port is base+i, its controller port base+brokers+i; env CLUSTER_KAFKA_BASE_PORT."""
+    brokers: int = 3
+    kafka_heap: str = "512m"
+    """Each broker's JVM heap; env CLUSTER_KAFKA_HEAP."""
+    extra_worker_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> ClusterSettings:
+        """Ports from the environment. CLUSTER_BASE_PORT=<p> lays every port out from one number
+        (master p, its UI p+1, workers p+2.., their UIs p+4.., brokers p+10.., controllers p+13..),
+        e.g. for a second cluster next to the first; the single variables still win."""
+        base = _port("CLUSTER_BASE_PORT", 0)
+        return cls(
+            home=state_dir() / "cluster",
+            spark_master_port=_port("SPARK_MASTER_PORT", base or 7077),
+            spark_master_webui_port=_port("SPARK_MASTER_WEBUI_PORT", base + 1 if base else 8180),
+            spark_worker_base_port=_port("SPARK_WORKER_BASE_PORT", base + 2 if base else 7078),
+            spark_worker_webui_base_port=_port("SPARK_WORKER_WEBUI_BASE_PORT", base + 4 if base else 8181),
+            worker_memory=os.environ.get("SPARK_WORKER_MEMORY", "1g"),
+            kafka_base_port=_port("CLUSTER_KAFKA_BASE_PORT", base + 10 if base else 9192),
+            kafka_heap=os.environ.get("CLUSTER_KAFKA_HEAP", "512m"),
+        )
+
+    @property
+    def spark_master_url(self) -> str:
+        return f"spark://{LOOPBACK}:{self.spark_master_port}"
+
+    @property
+    def master_status_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.spark_master_webui_port}/json/"
+
+    def broker_port(self, index: int) -> int:
+        return self.kafka_base_port + index
+
+    def controller_port(self, index: int) -> int:
+        return self.kafka_base_port + self.brokers + index
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"localhost:{self.broker_port(i)}" for i in range(self.brokers))
+
+    def broker_settings(self, index: int, cluster_id: str | None) -> KafkaBrokerSettings:
+        return KafkaBrokerSettings(
+            port=self.broker_port(index),
+            controller_port=self.controller_port(index),
+            data_dir=self.home / f"kafka-{index + 1}",
+            heap=self.kafka_heap,
+            node_id=index + 1,
+            quorum=tuple((i + 1, self.controller_port(i)) for i in range(self.brokers)),
+            cluster_id=cluster_id,
+        )
+
+    @property
+    def marker_path(self) -> Path:
+        return self.home / MARKER_FILE
+
+
+def spark_home() -> Path:
+    """The pyspark distribution's SPARK_HOME (bin/spark-class, jars/)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+class SparkDaemon:
+    """One standalone master or worker JVM, detached, with a pid file and a log."""
+
+    def __init__(self, name: str, main_class: str, arguments: list[str], settings: ClusterSettings) -> None:
+        self.name = name
+        self.main_class = main_class
+        self.arguments = arguments
+        self.settings = settings
+        self.pid_path = settings.home / f"{name}.pid"
+        self.log_path = settings.home / f"{name}.log"
+
+    def pid(self) -> int | None:
+        # Class and own port: a recycled pid, or another stack's daemon, is never ours.
+        fragment = f"{self.main_class} {' '.join(self.arguments[:4])}"
+        return processes.read_live_pid(self.pid_path, expected_cmdline_fragment=fragment)
+
+    def start(self, env: dict[str, str]) -> None:
+        if self.pid() is not None:
+            return
+        command = [str(spark_home() / "bin" / "spark-class"), self.main_class, *self.arguments]
+        # spark-class execs the JVM, so the spawned pid is the daemon itself.
+        processes.spawn_detached(command, self.pid_path, self.log_path, env=env, cwd=self.settings.home)
+
+    def kill_with_children(self) -> int | None:
+        """SIGKILL the daemon's whole process group (a worker's executors too): a lost machine."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
+        return pid
+
+    def spawned_alive(self) -> bool:
+        """Whether the process we spawned still runs (during start-up its command line changes:
+        spark-class is a shell script that execs the JVM, so `pid()` may briefly not match)."""
+        try:
+            return processes.is_alive(int(self.pid_path.read_text().strip()))
+        except (OSError, ValueError):
+            return False
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        pid = self.pid()
+        if pid is not None:
+            processes.terminate(pid, grace_s)
+        self.pid_path.unlink(missing_ok=True)
+
+
+class LocalCluster:
+    """Start, stop, probe and break (for fault tests) the one-machine cluster."""
+
+    def __init__(self, settings: ClusterSettings) -> None:
+        self.settings = settings
+        self._cluster_id_path = settings.home / "kafka-cluster-id"
+
+    # --- parts ---------------------------------------------------------------------------------
+    @property
+    def master(self) -> SparkDaemon:
+        s = self.settings
+        arguments = [
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(s.spark_master_port),
+            "--webui-port",
+            str(s.spark_master_webui_port),
+        ]
+        return SparkDaemon("spark-master", MASTER_CLASS, arguments, s)
+
+    def worker(self, index: int) -> SparkDaemon:
+        s = self.settings
+        arguments = [
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(s.spark_worker_base_port + index),
+            "--webui-port",
+            str(s.spark_worker_webui_base_port + index),
+            "--cores",
+            str(s.worker_cores),
+            "--memory",
+            s.worker_memory,
+            "--work-dir",
+            str(s.home / f"spark-worker-{index + 1}" / "work"),
+            s.spark_master_url,
+        ]
+        return SparkDaemon(f"spark-worker-{index + 1}", WORKER_CLASS, arguments, s)
+
+    @property
+    def workers(self) -> list[SparkDaemon]:
+        return [self.worker(i) for i in range(self.settings.workers)]
+
+    def broker(self, index: int) -> LocalKafkaBroker:
+        cluster_id = self._cluster_id_path.read_text().strip() if self._cluster_id_path.exists() else None
+        return LocalKafkaBroker(self.settings.broker_settings(index, cluster_id))
+
+    @property
+    def brokers(self) -> list[LocalKafkaBroker]:
+        return [self.broker(i) for i in range(self.settings.brokers)]
+
+    def _daemon_env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": LOOPBACK,
+            "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+            # No REST submission server: Python apps cannot use cluster deploy mode on a standalone
+            # master (docs/cluster.md), and an open submission port is one more thing listening.
+            "SPARK_MASTER_OPTS": "-Dspark.deploy.defaultCores=1 -Dspark.master.rest.enabled=false",
+            "SPARK_LOG_DIR": str(self.settings.home),
+            # Executors inherit the worker's environment: the project's code and the venv's Python.
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+            "PYSPARK_PYTHON": sys.executable,
+            **self.settings.extra_worker_env,
+        }
+
+    # --- probing -------------------------------------------------------------------------------
+    def master_status(self) -> dict[str, Any] | None:
+        """The master's JSON status (workers, applications), or None if it does not answer."""
+        try:
+            with urllib.request.urlopen(self.settings.master_status_url, timeout=3) as response:
+                status: dict[str, Any] = json.load(response)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        return status
+
+    def alive_workers(self) -> int:
+        status = self.master_status() or {}
+        return sum(1 for worker in status.get("workers", []) if worker.get("state") == "ALIVE")
+
+    def live_broker_ids(self) -> list[int]:
+        """Node ids of the brokers the cluster's metadata lists as live."""
+        import logging
+
+        from confluent_kafka.admin import AdminClient
+
+        # A probe of a cluster that is still starting: librdkafka's connection chatter is expected.
+        quiet = logging.getLogger("revenue_platform.cluster_probe")
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+        client: dict[str, Any] = {"bootstrap.servers": self.settings.bootstrap_servers, "logger": quiet}
+        admin = AdminClient(client)
+        try:
+            description = admin.describe_cluster(request_timeout=5).result(timeout=10)
+        except Exception:
+            return []
+        return sorted(node.id for node in description.nodes)
+
+    def is_running(self) -> bool:
+        return self.settings.marker_path.exists() and self.master.pid() is not None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def _check_ports(self) -> None:
+        s = self.settings
+        wanted = []
+        if self.master.pid() is None:
+            wanted += [
+                (s.spark_master_port, "SPARK_MASTER_PORT"),
+                (s.spark_master_webui_port, "SPARK_MASTER_WEBUI_PORT"),
+            ]
+        for index, worker in enumerate(self.workers):
+            if worker.pid() is None:
+                wanted += [
+                    (s.spark_worker_base_port + index, "SPARK_WORKER_BASE_PORT"),
+                    (s.spark_worker_webui_base_port + index, "SPARK_WORKER_WEBUI_BASE_PORT"),
+                ]
+        for index, broker in enumerate(self.brokers):
+            if broker.pid() is None:
+                wanted += [(s.broker_port(index), "CLUSTER_KAFKA_BASE_PORT")]
+                wanted += [(s.controller_port(index), "CLUSTER_KAFKA_BASE_PORT")]
+        for port, variable in wanted:
+            require_free_port(port, "the local cluster", variable)
+
+    def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] = print) -> None:
+        """Start whatever part is not running (idempotent) and wait until all of it answers."""
+        require_java()
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        require_free_disk(self.settings.home)
+        self._check_ports()
+        if not self._cluster_id_path.exists():
+            self._cluster_id_path.write_text(self.brokers[0].random_cluster_id())
+        for broker in self.brokers:
+            broker.start(progress=progress, wait=False)
+        env = self._daemon_env()
+        self.master.start(env)
+        progress(f"[spark] master {self.settings.spark_master_url}, UI {self.settings.master_status_url}")
+        deadline = time.monotonic() + timeout_s
+        self._wait("the Spark master", lambda: self.master_status() is not None, deadline, self.master)
+        for worker in self.workers:
+            worker.start(env)
+        self._wait(
+            f"{self.settings.workers} Spark workers",
+            lambda: self.alive_workers() >= self.settings.workers,
+            deadline,
+            *self.workers,
+        )
+        progress(
+            f"[spark] {self.settings.workers} workers alive ({self.settings.worker_cores} core, "
+            f"{self.settings.worker_memory} each)"
+        )
+        self._wait(
+            f"{self.settings.brokers} Kafka brokers",
+            lambda: len(self.live_broker_ids()) >= self.settings.brokers,
+            deadline,
+        )
+        progress(f"[kafka] {self.settings.brokers} brokers ready on {self.settings.bootstrap_servers}")
+        self.settings.marker_path.write_text(
+            json.dumps(
+                {
+                    "spark_master": self.settings.spark_master_url,
+                    "bootstrap_servers": self.settings.bootstrap_servers,
+                },
+                indent=2,
+            )
+        )
+
+    def _wait(self, what: str, ready: Callable[[], bool], deadline: float, *daemons: SparkDaemon) -> None:
+        while not ready():
+            for daemon in daemons:
+                if not daemon.spawned_alive():
+                    raise PrerequisiteError(
+                        f"{daemon.name} exited during start-up. Last lines of {daemon.log_path}:\n"
+                        f"{processes.tail(daemon.log_path, 25)}"
+                    )
+            if time.monotonic() > deadline:
+                raise PrerequisiteError(
+                    f"{what} did not come up in time; see the logs in {self.settings.home}."
+                )
+            time.sleep(1)
+
+    def restart_broker(self, index: int, progress: Callable[[str], None] = print) -> None:
+        """Start a stopped broker again and wait until the cluster lists it."""
+        self.broker(index).start(progress=progress, wait=False)
+        deadline = time.monotonic() + 120
+        self._wait(f"broker {index + 1}", lambda: index + 1 in self.live_broker_ids(), deadline)
+
+    def stop(self, progress: Callable[[str], None] = print) -> None:
+        """Stop workers, master and brokers (data kept); removes the marker first."""
+        self.settings.marker_path.unlink(missing_ok=True)
+        for daemon in [*self.workers, self.master]:
+            if daemon.pid() is not None:
+                progress(f"[spark] stopping {daemon.name}")
+            daemon.stop()
+        for broker in self.brokers:
+            broker.stop(progress=progress)
+
+    def describe(self) -> list[str]:
+        """One line per part, for `make status`."""
+        lines = []
+        master_pid = self.master.pid()
+        master_state = "up" if master_pid and self.master_status() is not None else "down"
+        lines.append(f"spark-master   {master_state:8} {self.settings.spark_master_url}  (pid {master_pid})")
+        alive = self.alive_workers()
+        for worker in self.workers:
+            state = "up" if worker.pid() else "down"
+            lines.append(f"{worker.name:14} {state:8} (pid {worker.pid()})")
+        lines.append(f"               {alive} of {self.settings.workers} workers registered with the master")
+        live = self.live_broker_ids() if any(b.pid() for b in self.brokers) else []
+        for index, broker in enumerate(self.brokers):
+            state = "up" if broker.pid() and index + 1 in live else ("starting" if broker.pid() else "down")
+            lines.append(
+                f"kafka-{index + 1:<8} {state:8} {broker.settings.bootstrap_servers}  (pid {broker.pid()})"
+            )
+        return lines
+
+
+def active_cluster() -> LocalCluster | None:
+    """The one-machine cluster when `make cluster-up` started it (its marker file exists), else None."""
+    settings = ClusterSettings.from_env()
+    return LocalCluster(settings) if settings.marker_path.exists() else None
+
+
+def provision_cluster_topics(bootstrap_servers: str, progress: Callable[[str], None] = print) -> None:
+    """Converge the spec's topics for the `cluster` environment, as provision_topics does (no Airflow)."""
+    from revenue_platform.topics import compute_plan, load_topic_spec
+    from revenue_platform.topics.admin import apply_plan, describe_cluster
+    from revenue_platform.topics.spec import default_spec_path
+
+    client = {"bootstrap.servers": bootstrap_servers}
+    desired = load_topic_spec(default_spec_path(), "cluster")
+    state = describe_cluster(client, [spec.name for spec in desired])
+    plan = compute_plan(desired, state.topics, state.broker_count, set())
+    if plan.has_changes:
+        result = apply_plan(client, plan)
+        progress(f"[topics] {result.render()}")
+    else:
+        progress("[topics] every topic matches the spec's cluster environment")
