@@ -114,6 +114,10 @@ test-cluster: jvm ## Fault tests on a cluster of its own (broker, worker and dri
 	  $(TEST_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  exit $$status
 
+.PHONY: soak
+soak: jvm ## Not in CI: 1,000,000 orders on the cluster, 20 random driver SIGKILLs + a broker restart; prints lost/doubled cents
+	@$(PYTHON) -m bench.soak $(SOAK_ARGS)
+
 .PHONY: bench bench-quick
 bench: jvm ## Benchmark on its own broker (:23092): 2M-order replay vs raw read ceiling, live latency, memory
 	@$(PYTHON) -m bench

@@ -1,6 +1,8 @@
 """`make demo`: the platform's main job on the embedded stack, as a user would run it.
 
-Assumes `make up` has started Kafka and Airflow (the Makefile does that first). Then:
+Assumes `make up` has started Kafka and Airflow (the Makefile does that first; after `make
+cluster-up`, `make up` keeps using the cluster and so does the demo: its three brokers, its
+Spark master). Then:
 provision the topics through the `provision_topics` DAG and deploy the streaming app
 through the `deploy_streaming_app` DAG (both triggered over Airflow's REST API; the app
 keeps running, supervised), produce stores and a batch of orders in the seed's JSON
@@ -26,7 +28,7 @@ from revenue_platform.local_stack.airflow_local import (
     AirflowLocalSettings,
     local_admin_password,
 )
-from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings
+from revenue_platform.local_stack.cluster import stack_bootstrap_servers
 from revenue_platform.orders_generator import (
     GeneratedRecord,
     GeneratorSettings,
@@ -194,15 +196,15 @@ def print_windowed_revenue(lake_root: str, since: datetime) -> None:
 
 
 def main() -> int:
-    kafka = KafkaBrokerSettings.from_env()
-    airflow = AirflowLocalSettings.from_env(kafka.bootstrap_servers)
+    bootstrap_servers = stack_bootstrap_servers()
+    airflow = AirflowLocalSettings.from_env(bootstrap_servers)
     lake_root = registry_lake_root()
     password = local_admin_password(airflow)
     client = AirflowApiClient(airflow.base_url, LOCAL_ADMIN_USER, password)
     try:
         provision_topics(client)
         deploy_streaming_app(client)
-        settings, records = produce_sample_data(kafka.bootstrap_servers)
+        settings, records = produce_sample_data(bootstrap_servers)
         wait_until_caught_up(lake_root, records)
         print_windowed_revenue(lake_root, settings.start)
     except PlatformError as error:
@@ -210,7 +212,7 @@ def main() -> int:
         return 2
     _say(
         f"\nThe stack keeps running: Airflow UI {airflow.base_url} "
-        f"(login {LOCAL_ADMIN_USER} / {password}), Kafka {kafka.bootstrap_servers}, and the "
+        f"(login {LOCAL_ADMIN_USER} / {password}), Kafka {bootstrap_servers}, and the "
         f"streaming app (deployment {DEMO_DEPLOYMENT!r}, supervised every minute by "
         "supervise_streaming_apps)."
         '\nStop everything with `make down`, or only the app with:\n  make airflow CMD="dags trigger '

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from revenue_platform.local_stack import processes
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import StreamingAppConfig
@@ -62,20 +63,25 @@ def launch_app(
         )
 
 
-def stop_app(app: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
-    """Graceful stop (SIGTERM: the batch in flight commits first), then the group is killed."""
+def stop_app(app: subprocess.Popen[bytes], config: StreamingAppConfig, timeout_s: float = 120) -> None:
+    """Graceful stop (SIGTERM to the Python driver: the batch in flight commits first), then the
+    group is killed."""
     if app.poll() is None:
-        os.kill(app.pid, signal.SIGTERM)
+        status_file = Path(config.names.driver_status_file.removeprefix("file:"))
+        python_pid = None
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            python_pid = int(json.loads(status_file.read_text())["pid"])
+        processes.terminate(app.pid, timeout_s, signal.SIGTERM, signal_pid=python_pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            app.wait(timeout=timeout_s)
+            app.wait(timeout=30)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(app.pid, signal.SIGKILL)
     app.wait(timeout=30)
 
 
-def revenue_batch(config: StreamingAppConfig) -> int:
-    """The revenue query's last committed batch id, from the progress file the app writes (-1: none)."""
-    progress = Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json"
+def revenue_batch(config: StreamingAppConfig, query: str = "revenue") -> int:
+    """The query's last committed batch id, from the progress file the app writes (-1: none)."""
+    progress = Path(config.names.progress_dir) / f"{config.names.query_name(query)}.json"
     try:
         return int(json.loads(progress.read_text())["batch_id"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -45,8 +45,8 @@ from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, t
 pytestmark = pytest.mark.cluster
 
 ORDERS = 6_000
-# Several micro-batches per run, so a kill after batch 1 lands in the middle of the work.
-MAX_OFFSETS_PER_TRIGGER = 1_200
+# About ten ingest batches per run, so a kill after batch 1 lands in the middle of the reading.
+MAX_OFFSETS_PER_TRIGGER = 600
 GOLD_TIMEOUT_S = 600
 
 
@@ -106,7 +106,8 @@ def test_killing_a_partition_leader_broker_mid_run_keeps_gold_exact(
     log = tmp_path / "app.log"
     app = launch_app(cluster.settings.spark_master_url, overrides, log)
     try:
-        wait_for(lambda: revenue_batch(config) >= 1, "revenue batch 1", 300, app, log)
+        # After ingest batch 1: most orders are still to be read from the partitions it leads.
+        wait_for(lambda: revenue_batch(config, "ingest") >= 1, "ingest batch 1", 300, app, log)
         # The broker that leads orders partition 0: the app's consumer and producers must fail over.
         leaders = partition_leaders(bootstrap, config.kafka.orders_topic)
         victim = leaders[0]
@@ -114,9 +115,10 @@ def test_killing_a_partition_leader_broker_mid_run_keeps_gold_exact(
         pid = broker.pid()
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        landed = revenue_batch(config)
+        ingest_landed, landed = revenue_batch(config, "ingest"), revenue_batch(config)
         _report(
-            f"SIGKILLed broker {victim} (pid {pid}) after revenue batch {landed}; it led orders "
+            f"SIGKILLed broker {victim} (pid {pid}) after ingest batch {ingest_landed} "
+            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed}; it led orders "
             f"partitions {sorted(p for p, leader in leaders.items() if leader == victim)}"
         )
         wait_for(lambda: victim not in cluster.live_broker_ids(), f"broker {victim} to leave", 60)
@@ -127,12 +129,13 @@ def test_killing_a_partition_leader_broker_mid_run_keeps_gold_exact(
             app,
             log,
         )
-        assert revenue_batch(config) > landed, "the app made no progress after the broker died"
+        assert revenue_batch(config, "ingest") > ingest_landed, "the app read nothing after the broker died"
+        assert revenue_batch(config) > landed
         cluster.restart_broker(victim - 1)
         _report(f"broker {victim} restarted; the app kept running throughout (pid {app.pid})")
         assert app.poll() is None
     finally:
-        stop_app(app)
+        stop_app(app, config)
     _assert_exactly_once(config, records)
 
 
@@ -149,7 +152,7 @@ def test_killing_the_worker_that_runs_the_executor_keeps_gold_exact(
     log = tmp_path / "app.log"
     app = launch_app(cluster.settings.spark_master_url, overrides, log)
     try:
-        wait_for(lambda: revenue_batch(config) >= 1, "revenue batch 1", 300, app, log)
+        wait_for(lambda: revenue_batch(config, "ingest") >= 1, "ingest batch 1", 300, app, log)
         status = cluster.master_status() or {}
         busy = [w for w in status.get("workers", []) if w.get("coresused", 0) > 0]
         assert len(busy) == 1, f"expected the app's executor on one worker: {status.get('workers')}"
@@ -159,9 +162,10 @@ def test_killing_the_worker_that_runs_the_executor_keeps_gold_exact(
             if busy[0]["port"] == cluster.settings.spark_worker_base_port + index
         )
         pid = victim.kill_with_children()
-        landed = revenue_batch(config)
+        ingest_landed, landed = revenue_batch(config, "ingest"), revenue_batch(config)
         _report(
-            f"SIGKILLed {victim.name} (pid {pid}) with its executor after revenue batch {landed}; "
+            f"SIGKILLed {victim.name} (pid {pid}) with its executor after ingest batch {ingest_landed} "
+            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed}; "
             "the master must give the app an executor on the other worker"
         )
         wait_for(
@@ -171,10 +175,11 @@ def test_killing_the_worker_that_runs_the_executor_keeps_gold_exact(
             app,
             log,
         )
-        assert revenue_batch(config) > landed, "the app made no progress after its worker died"
+        assert revenue_batch(config, "ingest") > ingest_landed, "the app read nothing after its worker died"
+        assert revenue_batch(config) > landed
         assert app.poll() is None
     finally:
-        stop_app(app)
+        stop_app(app, config)
     _assert_exactly_once(config, records)
 
 

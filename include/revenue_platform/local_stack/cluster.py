@@ -408,6 +408,12 @@ def active_cluster() -> LocalCluster | None:
     return LocalCluster(settings) if settings.marker_path.exists() else None
 
 
+def stack_bootstrap_servers() -> str:
+    """The running stack's brokers: the cluster's three after `make cluster-up`, else `make up`'s one."""
+    cluster = active_cluster()
+    return cluster.settings.bootstrap_servers if cluster else KafkaBrokerSettings.from_env().bootstrap_servers
+
+
 def provision_cluster_topics(bootstrap_servers: str, progress: Callable[[str], None] = print) -> None:
     """Converge the spec's topics for the `cluster` environment, as provision_topics does (no Airflow)."""
     from revenue_platform.topics import compute_plan, load_topic_spec

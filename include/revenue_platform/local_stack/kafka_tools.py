@@ -3,7 +3,7 @@
 What every Kafka user reaches for (`kafka-topics`, `kafka-consumer-groups`, the console consumer
 and producer, `kafka-get-offsets`) comes from Maven Central like the broker (`include/jvm/kafka-tools/`,
 fetched into `.jvm/kafka-tools/` by `make jvm`) and runs here on the JVM with the tool's main class,
-so no Kafka distribution tarball is needed. `--bootstrap-server` defaults to the local broker
+so no Kafka distribution tarball is needed. `--bootstrap-server` defaults to the local broker(s)
 (KAFKA_PORT); pass it to talk to another cluster. Arguments go to the tool as a list (no shell).
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from revenue_platform.errors import ConfigError, PrerequisiteError
-from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings
+from revenue_platform.local_stack.cluster import stack_bootstrap_servers
 from revenue_platform.paths import KAFKA_TOOLS_JARS_DIR, REPO_ROOT
 
 # The scripts of a Kafka 4.3 distribution and the class each one runs (bin/kafka-*.sh).
@@ -60,5 +60,5 @@ def run_kafka_tool(arguments: list[str]) -> int:
     from revenue_platform.local_stack.prerequisites import require_java
 
     require_java()
-    bootstrap = KafkaBrokerSettings.from_env().bootstrap_servers
+    bootstrap = stack_bootstrap_servers()
     return subprocess.run(kafka_tool_command(arguments, bootstrap), check=False).returncode

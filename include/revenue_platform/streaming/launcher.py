@@ -59,6 +59,21 @@ class SparkTarget:
         return "cluster" if self.deploy_mode == "cluster" else "local"
 
 
+def require_supported_deploy_mode(target: SparkTarget) -> None:
+    """Refuse cluster deploy mode on a standalone master before submitting anything.
+
+    spark-submit refuses it for Python apps ("Cluster deploy mode is currently not supported for
+    python applications on standalone clusters", SparkSubmit.prepareSubmitEnvironment, Spark 4.x):
+    the standalone master can only launch JVM drivers. YARN and Kubernetes run Python drivers.
+    """
+    if target.driver_kind == "cluster" and target.master.startswith("spark://"):
+        raise LaunchError(
+            f"spark_default asks for cluster deploy mode on the standalone master {target.master}, which "
+            'Spark refuses for Python apps. Set the connection\'s extra to {"deploy-mode": "client"} '
+            "(the driver runs on the Airflow worker, executors on the cluster); see docs/cluster.md."
+        )
+
+
 def spark_target_from_connection(conn_id: str = SPARK_CONN_ID) -> SparkTarget:
     """Master and deploy mode from an Airflow Spark connection (call inside a task, never at parse time).
 
@@ -142,6 +157,7 @@ def launch(
     target: SparkTarget, deployment_id: str, config: dict[str, Any], lease_token: str, registry_root: str
 ) -> DriverHandle:
     """Start the driver with `lease_token`; return without waiting for it to start processing."""
+    require_supported_deploy_mode(target)
     config_file = write_config_file(deployment_id, config, lease_token)
     run_dir = config_file.parent
     if target.driver_kind == "cluster":

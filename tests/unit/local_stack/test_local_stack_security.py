@@ -95,6 +95,11 @@ def test_local_spark_drivers_bind_loopback_and_cluster_masters_are_left_alone() 
         "spark.driver.host": "127.0.0.1",
     }
     assert loopback_driver_conf("spark://cluster:7077") == {}
+    # `make cluster-up`'s master is on this machine's loopback: so are its executors and the driver.
+    assert loopback_driver_conf("spark://127.0.0.1:7077") == {
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+    }
     local = spark_submit_command("orders_streaming_app.py", [], master="local[*]")
     assert "spark.driver.bindAddress=127.0.0.1" in local
     assert "spark.driver.host=127.0.0.1" in local

@@ -122,3 +122,13 @@ def test_the_app_refuses_a_lease_the_registry_did_not_issue(
         "lease token '7-forged' of deployment 'blue' is not the registry's current token"
         in capsys.readouterr().err
     )
+
+
+def test_cluster_deploy_mode_on_a_standalone_master_is_refused_with_the_fix() -> None:
+    from revenue_platform.streaming.launcher import LaunchError, require_supported_deploy_mode
+
+    with pytest.raises(LaunchError, match='"deploy-mode": "client"'):
+        require_supported_deploy_mode(SparkTarget("spark://127.0.0.1:7077", "cluster"))
+    require_supported_deploy_mode(SparkTarget("spark://127.0.0.1:7077", "client"))
+    require_supported_deploy_mode(SparkTarget("yarn", "cluster"))
+    require_supported_deploy_mode(SparkTarget("k8s://https://api:6443", "cluster"))

@@ -1,0 +1,74 @@
+"""The one-machine cluster's layout: ports, quorum, connections (no process is started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from revenue_platform.local_stack.cluster import ClusterSettings
+from revenue_platform.local_stack.kafka_broker import server_properties
+
+
+def _properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line)
+
+
+def test_one_base_port_lays_out_every_port_and_single_variables_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SPARK_MASTER_PORT", "SPARK_MASTER_WEBUI_PORT", "SPARK_WORKER_BASE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CLUSTER_KAFKA_BASE_PORT", raising=False)
+    monkeypatch.setenv("CLUSTER_BASE_PORT", "19100")
+    monkeypatch.setenv("SPARK_WORKER_WEBUI_BASE_PORT", "19150")
+    settings = ClusterSettings.from_env()
+    assert settings.spark_master_url == "spark://127.0.0.1:19100"
+    assert settings.master_status_url == "http://127.0.0.1:19101/json/"
+    assert (settings.spark_worker_base_port, settings.spark_worker_webui_base_port) == (19102, 19150)
+    assert settings.bootstrap_servers == "localhost:19110,localhost:19111,localhost:19112"
+    assert [settings.controller_port(i) for i in range(3)] == [19113, 19114, 19115]
+    ports = [
+        settings.spark_master_port,
+        settings.spark_master_webui_port,
+        *(settings.spark_worker_base_port + i for i in range(2)),
+        *(settings.spark_worker_webui_base_port + i for i in range(2)),
+        *(settings.broker_port(i) for i in range(3)),
+        *(settings.controller_port(i) for i in range(3)),
+    ]
+    assert len(set(ports)) == len(ports)
+
+
+def test_the_defaults_stay_clear_of_the_one_broker_stack_and_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "CLUSTER_BASE_PORT",
+        "SPARK_MASTER_PORT",
+        "SPARK_MASTER_WEBUI_PORT",
+        "SPARK_WORKER_BASE_PORT",
+        "SPARK_WORKER_WEBUI_BASE_PORT",
+        "CLUSTER_KAFKA_BASE_PORT",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    settings = ClusterSettings.from_env()
+    assert settings.spark_master_url == "spark://127.0.0.1:7077"
+    used = {settings.spark_master_webui_port, *(settings.broker_port(i) for i in range(3))}
+    assert not used & {8080, 9092, 9093}
+
+
+def test_three_brokers_form_one_quorum_and_replicate_internal_topics_three_times(tmp_path: Path) -> None:
+    settings = ClusterSettings(home=tmp_path, kafka_base_port=19110)
+    nodes = [_properties(server_properties(settings.broker_settings(i, "cid"))) for i in range(3)]
+    assert [node["node.id"] for node in nodes] == ["1", "2", "3"]
+    voters = "1@localhost:19113,2@localhost:19114,3@localhost:19115"
+    assert all(node["controller.quorum.voters"] == voters for node in nodes)
+    assert all("controller.quorum.bootstrap.servers" not in node for node in nodes)
+    assert nodes[1]["listeners"] == "PLAINTEXT://localhost:19111,CONTROLLER://localhost:19114"
+    assert nodes[0]["offsets.topic.replication.factor"] == "3"
+    assert nodes[0]["transaction.state.log.min.isr"] == "2"
+    assert len({node["log.dirs"] for node in nodes}) == 3
+
+
+def test_a_single_broker_keeps_its_standalone_quorum(tmp_path: Path) -> None:
+    from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings
+
+    single = _properties(server_properties(KafkaBrokerSettings(data_dir=tmp_path)))
+    assert single["controller.quorum.bootstrap.servers"] == "localhost:9093"
+    assert single["offsets.topic.replication.factor"] == "1"
