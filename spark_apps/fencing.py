@@ -67,14 +67,38 @@ class LeaseFence:
         self.token = token
         self.rejected: LeaseRejectedError | None = None
         self.checks = 0
+        self._table: Any = None
+        self._verified_version: int | None = None
+
+    def _registry_moved(self) -> bool:
+        """Whether the registry has a commit this fence has not verified against yet.
+
+        Reading the rows costs tens of milliseconds, several times per batch; catching up with the
+        Delta log costs well under one. Any change of a lease is a new registry version, so an
+        unchanged version means an unchanged token."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            if self._table is None:
+                self._table = DeltaTable(RegistryNames(self.registry_root).deployments_table)
+            else:
+                self._table.update_incremental()
+        except TableNotFoundError:
+            return True  # verify_lease reports the missing registry
+        return bool(self._table.version() != self._verified_version)
 
     def check(self, before: str) -> None:
         """Raise LeaseRejectedError unless this driver still holds the lease; `before` names the write."""
         if self.token is None:
             return
         self.checks += 1
+        if not self._registry_moved():
+            return
         try:
+            version = self._table.version() if self._table is not None else None
             verify_lease(self.registry_root, self.deployment_id, self.token)
+            self._verified_version = version
         except LeaseRejectedError as error:
             rejected = LeaseRejectedError(f"{error} (checked before {before})")
             if self.rejected is None:
