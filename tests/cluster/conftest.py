@@ -16,18 +16,23 @@ import pytest
 
 from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
 
-# Read by ClusterSettings.from_env (tests/conftest.py already set PLATFORM_STATE_DIR to the test state).
-os.environ["CLUSTER_BASE_PORT"] = os.environ.get("TEST_CLUSTER_BASE_PORT", "19100")
-
 
 @pytest.fixture(scope="session")
 def cluster_session() -> Iterator[LocalCluster]:
+    # Read by ClusterSettings.from_env (tests/conftest.py already set PLATFORM_STATE_DIR to the test
+    # state); set only while the cluster tests run, so no other test sees it.
+    previous = os.environ.get("CLUSTER_BASE_PORT")
+    os.environ["CLUSTER_BASE_PORT"] = os.environ.get("TEST_CLUSTER_BASE_PORT", "19100")
     cluster = LocalCluster(ClusterSettings.from_env())
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+        if previous is None:
+            os.environ.pop("CLUSTER_BASE_PORT", None)
+        else:
+            os.environ["CLUSTER_BASE_PORT"] = previous
 
 
 @pytest.fixture
