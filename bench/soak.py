@@ -112,6 +112,17 @@ def wait_ready(status_file: Path, started: float, app: subprocess.Popen[bytes], 
         time.sleep(1)
 
 
+def progress(progress_dir: str) -> str:
+    """Where the app was: each query's last committed batch (from the progress files the app writes)."""
+    folder = Path(progress_dir.removeprefix("file:"))
+    parts = []
+    for name in ("ingest", "revenue"):
+        found = next(iter(folder.glob(f"*__{name}.json")), None)
+        batch = _json(found).get("batch_id") if found else None
+        parts.append(f"{name} batch {batch if batch is not None else '-'}")
+    return ", ".join(parts)
+
+
 def gold(table: str) -> dict[tuple[str, str, datetime], Decimal]:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -213,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"driver exited ({app.returncode}) on its own:\n{processes.tail(log, 30)}")
             os.killpg(app.pid, signal.SIGKILL)
             app.wait(30)
-            _say(f"kill {kill}/{args.kills}: SIGKILLed the driver {delay:.0f}s after it was ready")
+            _say(
+                f"kill {kill}/{args.kills}: SIGKILLed the driver {delay:.0f}s after it was ready, "
+                f"after {progress(config.names.progress_dir)}"
+            )
             if kill == broker_restart_after:
                 broker = cluster.broker(cluster.settings.brokers - 1)
                 pid = broker.pid()
