@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,6 @@ class ClusterSettings:
     brokers: int = 3
     kafka_heap: str = "512m"
     """Each broker's JVM heap; env CLUSTER_KAFKA_HEAP."""
-    extra_worker_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> ClusterSettings:
@@ -249,7 +248,6 @@ class LocalCluster:
             # Executors inherit the worker's environment: the project's code and the venv's Python.
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
             "PYSPARK_PYTHON": sys.executable,
-            **self.settings.extra_worker_env,
         }
 
     # --- probing -------------------------------------------------------------------------------
