@@ -13,7 +13,12 @@ import sys
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack import jvm, prerequisites, processes
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
-from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster, active_cluster
+from revenue_platform.local_stack.cluster import (
+    ClusterSettings,
+    LocalCluster,
+    active_cluster,
+    provision_cluster_topics,
+)
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 
 
@@ -73,8 +78,6 @@ def _cluster_up() -> None:
         # Its connections point at the one broker; they are fixed when Airflow starts.
         raise PlatformError("Airflow of `make up` is running; stop it with `make down` first.")
     cluster.start()
-    from revenue_platform.local_stack.cluster import provision_cluster_topics
-
     provision_cluster_topics(cluster.settings.bootstrap_servers)
     airflow.start()
 
