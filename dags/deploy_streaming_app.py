@@ -89,7 +89,7 @@ KAFKA_CONN_ID = "kafka_default"
 def deploy_streaming_app() -> None:
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
-        from revenue_platform.registry import registry_lake_root
+        from revenue_platform.registry import DeploymentRegistry, registry_lake_root
         from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
@@ -104,7 +104,9 @@ def deploy_streaming_app() -> None:
             starting_offsets=str(params["starting_offsets"]),
             start_timeout_s=float(params["start_timeout_s"]),
         )
-        config = resolve_config(request, registry_lake_root(), _kafka_bootstrap())
+        config = resolve_config(
+            request, registry_lake_root(), _kafka_bootstrap(), DeploymentRegistry(registry_lake_root())
+        )
         document, digest = config_document(config)
         print(f"[deploy] config {digest[:12]} of {request.deployment_id} is valid:\n{document}")
         return {
@@ -130,11 +132,22 @@ def deploy_streaming_app() -> None:
             DeploymentRegistry(),
             actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
             kafka_bootstrap=_kafka_bootstrap(),
+            kafka_client_config=_kafka_client_config(),
         )
 
     # At parse time this is an XComArg standing in for the request dict.
     request: Any = validate_request()
     deploy(request)
+
+
+def _kafka_client_config() -> dict[str, Any] | None:
+    """Client config of the kafka_default connection (None without one: topics are not created)."""
+    from revenue_platform.kafka_connection import client_config_from_airflow
+
+    try:
+        return dict(client_config_from_airflow(KAFKA_CONN_ID))
+    except KafkaConnectionConfigError:
+        return None
 
 
 def _kafka_bootstrap() -> str | None:

@@ -84,9 +84,6 @@ def _plan_field(name: str) -> str:
         "repair": Param(
             True, type="boolean", description="Write the batch result to gold; off = report only."
         ),
-        "config_overrides": Param(
-            {}, type="object", description="Streaming-app config overrides (dotted keys)."
-        ),
         "lake_root": Param(
             None,
             type=["null", "string"],
@@ -99,7 +96,6 @@ def reprocess_revenue() -> None:
     @task(multiple_outputs=False)
     def plan_reprocessing() -> dict[str, Any]:
         from revenue_platform.errors import NoLiveDeploymentYet
-        from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import plan_reprocessing as plan
         from revenue_platform.trigger_conf import refuse_unknown_conf
@@ -107,20 +103,19 @@ def reprocess_revenue() -> None:
         context = get_current_context()
         refuse_unknown_conf(context)
         params = dict(context["params"])
-        bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
         try:
-            return plan(
-                params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
-            )
+            return plan(params, context.get("data_interval_start"), context.get("data_interval_end"), live)
         except NoLiveDeploymentYet as nothing:
             # The hourly run at the first start of a stack: skipped with the reason, not failed.
             raise AirflowSkipException(str(nothing)) from nothing
 
     @task.sensor(poke_interval=30, timeout=2 * 3600, mode="reschedule")
     def wait_until_windows_closed(plan: dict[str, Any]) -> bool:
-        """Streaming may still update windows younger than the watermark; reprocess only closed ones."""
-        return datetime.now(UTC) >= datetime.fromisoformat(plan["grace_ends"])
+        """The app may still update windows its watermark has not passed; repair only closed ones."""
+        from revenue_platform.reprocessing import windows_closed
+
+        return windows_closed(plan)
 
     submit_reprocess_job = SparkSubmitOperator(
         task_id="submit_reprocess_job",

@@ -66,6 +66,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The topics a deployment writes (the rest it only reads); two deployments never share one.
+OUTPUT_TOPIC_FIELDS = ("dlq_topic", "general_orders_topic", "restaurant_orders_topic", "revenue_topic")
+
+
 class KafkaConfig(_Strict):
     bootstrap_servers: str = "localhost:9092"
     """Comma-separated bootstrap servers."""
@@ -214,15 +218,21 @@ class StreamingAppConfig(_Strict):
         return validate_deployment_id(value)
 
     @model_validator(mode="after")
-    def _revenue_topic_fits(self) -> StreamingAppConfig:
-        # Each deployment publishes to `<revenue_topic>_<deployment_id>`, which must be a topic name too.
-        topic = self.names.revenue_topic(self.kafka.revenue_topic)
-        if len(topic) > MAX_TOPIC_NAME:
-            raise ValueError(
-                f"kafka.revenue_topic: the deployment's topic {topic[:40]}... would be {len(topic)} "
-                f"characters, more than Kafka's {MAX_TOPIC_NAME}; shorten revenue_topic"
-            )
+    def _own_topics_fit(self) -> StreamingAppConfig:
+        # A deployment may have to write `<topic>_<deployment_id>` (see DeploymentNames.own_topic),
+        # which must be a topic name too.
+        for field_name in OUTPUT_TOPIC_FIELDS:
+            topic = self.names.own_topic(getattr(self.kafka, field_name))
+            if len(topic) > MAX_TOPIC_NAME:
+                raise ValueError(
+                    f"kafka.{field_name}: the deployment's own topic {topic[:40]}... would be {len(topic)} "
+                    f"characters, more than Kafka's {MAX_TOPIC_NAME}; shorten {field_name}"
+                )
         return self
+
+    def output_topics(self) -> dict[str, str]:
+        """Config field -> topic of every topic this deployment writes."""
+        return {name: getattr(self.kafka, name) for name in OUTPUT_TOPIC_FIELDS}
 
     @property
     def names(self) -> DeploymentNames:

@@ -85,8 +85,9 @@ class DeploymentNames:
         """Kafka consumer group the app commits processed offsets to (lag tools read it)."""
         return f"orders-revenue-{self.deployment_id}"
 
-    def revenue_topic(self, base_topic: str) -> str:
-        """Per-deployment revenue topic `<base>_<deployment>`: replays never write into the live topic."""
+    def own_topic(self, base_topic: str) -> str:
+        """Per-deployment output topic `<base>_<deployment>`: a deployment that is not the first to
+        write an output topic (a blue-green green, a second deployment) writes its own instead."""
         return f"{base_topic}_{self.deployment_id}"
 
     def query_name(self, role: str) -> str:

@@ -5,7 +5,10 @@ the high watermarks at start) or, when retention already deleted part of the ran
 request), from the deployment's bronze archive; recomputes windowed revenue with the same
 transformations as the streaming app; compares it with gold window by window (missing,
 extra, different); writes a JSON reconciliation report; and, unless --no-repair, makes gold
-equal the recomputation for the windows inside the range. Rerunning a range changes nothing.
+equal the recomputation for the windows inside the range and publishes the same change to the
+compacted revenue topic (changed windows again, deleted ones as tombstones), so its latest value per
+key stays equal to gold. Rerunning a range changes nothing. Under Airflow the config file is the
+deployment's registered config (reprocess_revenue writes it next to the report).
 
 Run: spark-submit spark_apps/reprocess_revenue_job.py --config include/config/streaming_app.yaml \
         --from 2026-11-22T09:00:00 --to 2026-11-22T10:00:00 --report /tmp/report.json
@@ -29,9 +32,16 @@ from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, interval_seconds, load_config
 from spark_apps.kafka_ranges import find_topic_range
 from spark_apps.naming import validate_location_id
-from spark_apps.reconciliation import EQUAL, closed_window_revenue, gold_in_range, reconcile_windows
+from spark_apps.reconciliation import (
+    EQUAL,
+    EXTRA,
+    WINDOW_KEY,
+    closed_window_revenue,
+    gold_in_range,
+    reconcile_windows,
+)
 from spark_apps.session import DELTA_CONF, loopback_driver_conf, spark_conf
-from spark_apps.transformations import enrich_with_stores
+from spark_apps.transformations import enrich_with_stores, revenue_window_key, to_revenue_kafka_records
 
 LOG = logging.getLogger("reprocess_revenue_job")
 Source = Literal["auto", "kafka", "bronze"]
@@ -174,11 +184,28 @@ def reprocess(
             .collect()
         ]
         if repair and report.changes:
+            # Topic first, then gold: a crash in between leaves gold unrepaired, so the rerun finds
+            # the same changes and publishes them again; the reverse order could lose the publish.
+            publish_repairs(enriched, diff, config)
             io.replace_gold_windows(enriched, gold_path, start, end, location_ids)
             report.repaired = True
         return report
     finally:
         raw.unpersist()
+
+
+def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingAppConfig) -> None:
+    """Make the compacted revenue topic agree with the repaired gold: windows the repair adds or
+    changes are published again, windows it deletes get a tombstone (key, null value)."""
+    key = list(WINDOW_KEY)
+    changed = recomputed.join(diff.filter(F.col("status") != EXTRA).select(*key), key, "left_semi")
+    deleted = diff.filter(F.col("status") == EXTRA)
+    tombstones = deleted.select(
+        revenue_window_key(deleted).alias("key"), F.lit(None).cast("string").alias("value")
+    )
+    io.write_to_kafka(
+        to_revenue_kafka_records(changed).unionByName(tombstones), config, config.kafka.revenue_topic
+    )
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:

@@ -145,21 +145,23 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def green_overrides(
-    blue_config: Mapping[str, Any], overrides: Mapping[str, Any], green_revenue_topic: str
+    blue_config: Mapping[str, Any], overrides: Mapping[str, Any], green_topics: Mapping[str, str]
 ) -> dict[str, Any]:
-    """Green's config overrides: blue's registered config, then the requested changes, own revenue topic."""
+    """Green's config overrides: blue's registered config, then the requested changes, then green's own
+    output topics (`green_topics`: dotted field -> topic), which a replay never shares with blue."""
     inherited = {
         k: v
         for k, v in flatten(blue_config).items()
         # Where blue's own history came from is blue's business: green gets its source from the plan.
         if k not in NOT_INHERITED and k != "history" and not k.startswith("history.")
     }
-    if "kafka.revenue_topic" in overrides:
-        raise ConfigError(
-            "config_overrides: kafka.revenue_topic is not allowed: a green replay always writes to its own "
-            f"per-deployment topic ({green_revenue_topic})"
-        )
-    return {**inherited, **overrides, "kafka.revenue_topic": green_revenue_topic}
+    for key, topic in green_topics.items():
+        if key in overrides:
+            raise ConfigError(
+                f"config_overrides: {key} is not allowed: a green replay always writes to its own "
+                f"per-deployment topic ({topic})"
+            )
+    return {**inherited, **overrides, **green_topics}
 
 
 OffsetBounds = dict[int, tuple[int, int]]

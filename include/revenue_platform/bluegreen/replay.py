@@ -176,13 +176,16 @@ def plan_green(
             f"green_deployment_id {request.green_deployment_id!r} is already registered: a replay needs a "
             "fresh namespace, pick a new id (e.g. green-<version>)"
         )
-    blue_config = registry.get(blue).config
-    base_topic = str(blue_config.get("kafka", {}).get("revenue_topic", "revenue_windows"))
+    blue_record = registry.get(blue)
     try:
-        topic = DeploymentNames(registry.lake_root, request.green_deployment_id).revenue_topic(base_topic)
+        green_names = DeploymentNames(registry.lake_root, request.green_deployment_id)
     except ValueError as error:
         raise ConfigError(str(error)) from error
-    overrides = green_overrides(blue_config, request.config_overrides, topic)
+    green_topics = {
+        f"kafka.{name}": green_names.own_topic(topic)
+        for name, topic in blue_record.app_config().output_topics().items()
+    }
+    overrides = green_overrides(blue_record.config, request.config_overrides, green_topics)
     if kafka_client_config is not None or request.replay_source == "bronze":
         history = _plan_history(registry, request, blue, kafka_bootstrap, kafka_client_config)
         if history is not None:
@@ -195,7 +198,7 @@ def plan_green(
         starting_offsets="earliest",
         start_timeout_s=request.start_timeout_s,
     )
-    resolve_config(deploy_request, registry.lake_root, kafka_bootstrap)
+    resolve_config(deploy_request, registry.lake_root, kafka_bootstrap, registry)
     return deploy_request, blue
 
 
@@ -228,20 +231,6 @@ def _plan_history(
     )
 
 
-def ensure_revenue_topic(client_config: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> None:
-    """Create green's compacted revenue topic unless it exists (partitions/replicas: broker defaults)."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(dict(client_config))
-    future = admin.create_topics([NewTopic(topic, config={"cleanup.policy": "compact"})])[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as error:
-        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-
-
 def record(
     registry: DeploymentRegistry,
     deployment_id: str,
@@ -265,13 +254,12 @@ def deploy_green(
     kafka_client_config: Mapping[str, Any] | None,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """SETUP: create green's revenue topic, register and launch green from earliest offsets."""
+    """SETUP: create green's own output topics, register and launch green from earliest offsets."""
     deploy_request, blue = plan_green(registry, request, kafka_bootstrap, kafka_client_config)
     topic = str(deploy_request.config_overrides["kafka.revenue_topic"])
     history = deploy_request.config_overrides.get("history")
-    if kafka_client_config is not None:
-        ensure_revenue_topic(kafka_client_config, topic)
-    outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress)
+    # Creates green's own output topics (DLQ, split topics, compacted revenue topic) when Kafka is known.
+    outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress, kafka_client_config)
     record(
         registry,
         request.green_deployment_id,

@@ -218,17 +218,19 @@ def run_revenue_checks(
     run_name: str | None = None,
     raise_on_failure: bool = True,
     store_results: bool = True,
+    tables: DeploymentNames | None = None,
 ) -> QualityReport:
     """Check deployment `deployment_id`'s gold table for `[interval_start, interval_end)`.
 
     Returns the report when every expectation passed (or `raise_on_failure` is False); otherwise
-    raises `QualityCheckFailed` (its `report` attribute has the details). Results are appended to
+    raises `QualityCheckFailed` (its `report` attribute has the details). `tables` (default: the
+    deployment's tables under `lake_root`) are its registered ones when known. Results are appended to
     `<lake_root>/quality/results` and Data Docs rebuilt under `<lake_root>/quality/data_docs/`.
     Raises `QualityInputMissing` when gold or bronze does not exist, `ConfigError` on bad arguments.
     """
     config = config or QualityConfig()
     try:
-        names = DeploymentNames(lake_root, deployment_id)
+        names = tables or DeploymentNames(lake_root, deployment_id)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     start, end = _as_utc(interval_start, "interval_start"), _as_utc(interval_end, "interval_end")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.paths import lake_root as default_lake_root
-from revenue_platform.registry import RegistryError, resolve_live_deployment
+from revenue_platform.registry import DeploymentRegistry, RegistryError, resolve_live_deployment
 from spark_apps.contract import MONEY_SCALE, REVENUE_PRECISION
 from spark_apps.naming import DeploymentNames
 
@@ -130,6 +130,7 @@ def live_gold_table_path(lake_root: str | None = None) -> tuple[str, str]:
     root = lake_root or default_lake_root()
     try:
         deployment_id = resolve_live_deployment(root)
+        record = DeploymentRegistry(root).find(deployment_id) if deployment_id else None
     except RegistryError as error:
         raise NoLiveDeploymentError(f"the live pointer is unusable: {error}") from error
     if deployment_id is None:
@@ -137,6 +138,9 @@ def live_gold_table_path(lake_root: str | None = None) -> tuple[str, str]:
             f"no deployment is live in the registry under {root}: deploy the streaming app and make it "
             "live (trigger deploy_streaming_app, or run `make demo`), then ask again"
         )
+    # The registered row names the table the deployment writes (its own lake root may differ).
+    if record is not None and record.gold_table:
+        return deployment_id, record.gold_table
     return deployment_id, DeploymentNames(root, deployment_id).gold_revenue_table
 
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,7 +40,7 @@ from revenue_platform.streaming.launcher import (
     log_tail,
     observe_driver,
 )
-from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
+from spark_apps.config import OUTPUT_TOPIC_FIELDS, AppConfigError, StreamingAppConfig, load_config
 from spark_apps.naming import validate_deployment_id
 
 LOG = logging.getLogger(__name__)
@@ -78,10 +78,51 @@ def starting_overrides(starting_offsets: str) -> dict[str, Any]:
     )
 
 
+def own_output_topics(
+    request: DeployRequest, config: StreamingAppConfig, others: Iterable[DeploymentRecord]
+) -> dict[str, str]:
+    """Overrides that give the deployment its own output topics where another one already writes.
+
+    The first deployment keeps the configured topics (the demo's `orders_dlq`, `revenue_windows`, ...);
+    every later one writes `<topic>_<deployment>` instead, so a second deployment or a replay never
+    adds records to the topics the live deployment's consumers read. Asking for a taken topic by
+    name is refused: two deployments writing one topic would double what its consumers count.
+    """
+    taken: dict[str, str] = {}
+    for other in others:
+        if other.deployment_id == config.deployment_id:
+            continue
+        kafka = other.config.get("kafka", {})
+        for field_name in OUTPUT_TOPIC_FIELDS:
+            if kafka.get(field_name):
+                taken.setdefault(str(kafka[field_name]), other.deployment_id)
+    overrides: dict[str, str] = {}
+    for field_name, topic in config.output_topics().items():
+        owner = taken.get(topic)
+        if owner is None:
+            continue
+        key = f"kafka.{field_name}"
+        own = config.names.own_topic(topic)
+        if key in request.config_overrides:
+            raise ConfigError(
+                f"config_overrides.{key}: topic {topic!r} is already written by deployment {owner!r}; "
+                f"two deployments never write one output topic. Leave {key} unset to write {own!r}."
+            )
+        overrides[key] = own
+    return overrides
+
+
 def resolve_config(
-    request: DeployRequest, registry_root: str, kafka_bootstrap: str | None = None
+    request: DeployRequest,
+    registry_root: str,
+    kafka_bootstrap: str | None = None,
+    registry: DeploymentRegistry | None = None,
 ) -> StreamingAppConfig:
-    """The app config the deployment will run with; ConfigError naming the field if it is invalid."""
+    """The app config the deployment will run with; ConfigError naming the field if it is invalid.
+
+    With the registry, output topics another deployment already writes are replaced by the
+    deployment's own (see `own_output_topics`).
+    """
     try:
         validate_deployment_id(request.deployment_id)
         colour_for(request.deployment_id, request.colour)
@@ -106,6 +147,10 @@ def resolve_config(
     }
     try:
         config = load_config(DEFAULT_CONFIG_PATH, merged)
+        if registry is not None:
+            own = own_output_topics(request, config, registry.deployments())
+            if own:
+                config = load_config(DEFAULT_CONFIG_PATH, {**merged, **own})
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
     # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.
@@ -119,6 +164,33 @@ def config_document(config: StreamingAppConfig) -> tuple[str, str]:
     """The config as stored in the registry (canonical JSON, no lease token) and its SHA-256."""
     document = json.dumps(config.model_dump(mode="json", exclude={"lease_token"}), sort_keys=True)
     return document, hashlib.sha256(document.encode()).hexdigest()
+
+
+def ensure_output_topics(
+    client_config: Mapping[str, Any], config: StreamingAppConfig, timeout_s: float = 30.0
+) -> list[str]:
+    """Create the deployment's missing output topics (the revenue topic compacted: latest value per
+    window); partitions and replicas are the broker's defaults. Returns the topics created."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(dict(client_config))
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    wanted = {
+        topic: {"cleanup.policy": "compact"} if field_name == "revenue_topic" else {}
+        for field_name, topic in config.output_topics().items()
+        if topic not in existing
+    }
+    if not wanted:
+        return []
+    futures = admin.create_topics([NewTopic(topic, config=conf) for topic, conf in wanted.items()])
+    for future in futures.values():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    return sorted(wanted)
 
 
 def registration_fields(config: StreamingAppConfig, colour: str | None) -> dict[str, Any]:
@@ -293,9 +365,13 @@ def deploy(
     actor: str,
     kafka_bootstrap: str | None = None,
     progress: Callable[[str], None] = print,
+    kafka_client_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Register and launch `request` unless its driver is already alive; return what was done."""
-    config = resolve_config(request, registry.lake_root, kafka_bootstrap)
+    """Register and launch `request` unless its driver is already alive; return what was done.
+
+    With a Kafka client config, output topics that do not exist yet (a deployment's own) are created.
+    """
+    config = resolve_config(request, registry.lake_root, kafka_bootstrap, registry)
     fields = registration_fields(config, request.colour)
     deployment_id = request.deployment_id
     existing = registry.find(deployment_id)
@@ -361,6 +437,10 @@ def deploy(
         f"[deploy] {deployment_id}: registered config {record.config_hash[:12]} "
         f"(version {record.app_version})"
     )
+    if kafka_client_config is not None:
+        created = ensure_output_topics(kafka_client_config, config)
+        if created:
+            progress(f"[deploy] {deployment_id}: created its output topics {', '.join(created)}")
     started = launch_and_wait(registry, record, target, actor, "deploy", request.start_timeout_s, progress)
     return _outcome("launched", started)
 
