@@ -40,6 +40,17 @@ GOLD_DELTA_TYPES: Final[dict[str, str]] = {
 }
 
 
+# THE dedupe rule, one for the streaming app, the batch reprocess and the quality checks: an order id
+# counts once, as its first-arrived copy. Copies are ordered by the ingest micro-batch that archived
+# them (bronze's `ingest_batch_id`; a copy not ingested yet comes last), then by Kafka timestamp,
+# partition and offset. Why arrival and not event time: a stream can only ever count the copy it has
+# seen, so "earliest orderedDateTime" would need retractions; arrival is what all three can see. The
+# horizon: the stream forgets an order id once its watermark passes the first copy's event time plus
+# `window.watermark`; a copy arriving later still (a re-send hours after) is counted by the stream
+# and repaired away by a reprocess whose range holds both copies (docs/streaming-app.md).
+ARRIVAL_ORDER: Final = ("ingest_batch_id", "timestamp", "partition", "offset")
+
+
 @dataclass(frozen=True)
 class OrderRules:
     """Plausibility bounds of an otherwise well-formed order (config: `validation.*`).

@@ -268,6 +268,13 @@ class ProgressPublisher(StreamingQueryListener):
             },
         )
 
+    def revenue_read_batch(self) -> int | None:
+        """The newest ingest batch the revenue query has read in a committed batch (kept across
+        restarts in `_positions.json`); None before its first batch. Never ahead of the checkpoint:
+        progress is reported after a batch commits."""
+        with self._state_lock:
+            return self._covered_batch
+
     def wait_until_published(self, query_name: str, batch_id: int, timeout_s: float = 30.0) -> bool:
         """Block until progress of `batch_id` of `query_name` was handled (events arrive asynchronously)."""
         with self._seen:

@@ -36,7 +36,6 @@ from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
 from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
-from spark_apps.schemas import BRONZE_SCHEMA
 from spark_apps.session import DELTA_CONF, spark_conf
 from spark_apps.transformations import (
     deduplicate_orders,
@@ -58,17 +57,26 @@ class CheckpointMigrationError(RuntimeError):
     """The deployment's checkpoints were written by the earlier two-query design."""
 
 
-def ingest_batch(config: StreamingAppConfig) -> Callable[[DataFrame, int], None]:
+def ingest_batch(
+    config: StreamingAppConfig, revenue_read_batch: Callable[[], int | None]
+) -> Callable[[DataFrame, int], None]:
     """foreachBatch of the ingest query: bronze (typed, idempotent) first, then one Kafka write of
-    dead letters and split-topic orders. The batch is read from Kafka and validated once (cached)."""
+    dead letters and split-topic orders. The batch is read from Kafka and validated once (cached).
+
+    `revenue_read_batch` gives the newest ingest batch the revenue query has read and committed (a
+    stale, lower answer is safe): later copies of an order id in this batch or in the commits after
+    it are marked superseded (see `io.superseded_copies`)."""
     names = config.names
     kafka = config.kafka
 
     def handle(validated: DataFrame, batch_id: int) -> None:
         validated.persist()
         try:
+            superseded = io.superseded_copies(
+                validated, names.bronze_orders_table, batch_id, revenue_read_batch()
+            )
             io.append_bronze_idempotent(
-                io.bronze_rows(validated, batch_id),
+                io.bronze_rows(validated, batch_id, superseded),
                 names.bronze_orders_table,
                 f"{config.deployment_id}-bronze",
                 batch_id,
@@ -161,7 +169,7 @@ def prepare_queries(
     spark.streams.addListener(publisher)
     # Both tables exist before either query starts: the revenue query streams from bronze, and
     # no batch has to ask whether gold exists.
-    io.ensure_delta_table(spark, names.bronze_orders_table, BRONZE_SCHEMA, "ingest_date")
+    io.ensure_bronze_table(spark, names.bronze_orders_table)
     io.ensure_gold_table(spark, names.gold_revenue_table)
     stores = io.StoresTable(config)
 
@@ -182,7 +190,7 @@ def prepare_queries(
         )
         writer = (
             validated.writeStream.queryName(names.query_name(INGEST_QUERY))
-            .foreachBatch(ingest_batch(config))
+            .foreachBatch(ingest_batch(config, publisher.revenue_read_batch))
             .option("checkpointLocation", names.checkpoint(INGEST_QUERY))
             .trigger(**_trigger(config))
         )

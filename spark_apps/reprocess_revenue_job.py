@@ -105,7 +105,9 @@ def read_range(
             LOG.info(
                 "reading %d records of %s from Kafka", kafka_range.record_count, config.kafka.orders_topic
             )
-            return io.read_orders_batch(spark, config, starting, ending), "kafka"
+            raw = io.read_orders_batch(spark, config, starting, ending)
+            since = start - CLOCK_SKEW
+            return io.with_ingest_batch(raw, config.names.bronze_orders_table, since), "kafka"
         if source == "kafka":
             raise RangeNotCoveredError(
                 "Kafka no longer holds the whole range: " + "; ".join(kafka_range.gaps)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     DataType,
     DateType,
     DecimalType,
@@ -110,7 +111,11 @@ SOURCE_COLUMNS_SCHEMA = StructType(
         _field("source_timestamp", TimestampType()),
     ]
 )
-VALID_ORDER_SCHEMA = StructType([*ORDER_SCHEMA.fields, *SOURCE_COLUMNS_SCHEMA.fields])
+# The ingest batch that archived the record (null when read from Kafka before the app ingested it):
+# the first key of the dedupe rule, spark_apps.contract.ARRIVAL_ORDER.
+VALID_ORDER_SCHEMA = StructType(
+    [*ORDER_SCHEMA.fields, *SOURCE_COLUMNS_SCHEMA.fields, _field("source_ingest_batch", LongType())]
+)
 
 # --- bronze: every consumed record, raw, with its validation outcome ---------------------------------
 # The raw Kafka record (replay source beyond retention), the reason it was rejected (null when
@@ -128,6 +133,10 @@ BRONZE_SCHEMA = StructType(
         *KAFKA_RAW_SCHEMA.fields,
         _field("dlq_reason", StringType()),
         *(f for f in ORDER_SCHEMA.fields if f.name in BRONZE_ORDER_COLUMNS),
+        # True for a valid order that is not the first-arrived copy of its order id (see
+        # spark_apps.contract.ARRIVAL_ORDER) among its ingest batch and the bronze commits the revenue
+        # query had not read yet; the revenue query skips it. Null in rows written before it existed.
+        _field("superseded", BooleanType()),
         _field("ingest_batch_id", LongType()),
         _field("ingest_date", DateType()),
     ]
