@@ -89,6 +89,7 @@ KAFKA_CONN_ID = "kafka_default"
 def deploy_streaming_app() -> None:
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import registry_lake_root
         from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
         from revenue_platform.trigger_conf import refuse_unknown_conf
@@ -105,6 +106,8 @@ def deploy_streaming_app() -> None:
             start_timeout_s=float(params["start_timeout_s"]),
         )
         config = resolve_config(request, registry_lake_root(), _kafka_bootstrap())
+        # Checked before anything is touched; the credentials themselves are read again by `deploy`.
+        client_security_from_airflow(KAFKA_CONN_ID)
         document, digest = config_document(config)
         print(f"[deploy] config {digest[:12]} of {request.deployment_id} is valid:\n{document}")
         return {
@@ -118,6 +121,7 @@ def deploy_streaming_app() -> None:
 
     @task(multiple_outputs=False)
     def deploy(request: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.deploy import DeployRequest
         from revenue_platform.streaming.deploy import deploy as deploy_deployment
@@ -130,6 +134,7 @@ def deploy_streaming_app() -> None:
             DeploymentRegistry(),
             actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
             kafka_bootstrap=_kafka_bootstrap(),
+            kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
         )
 
     # At parse time this is an XComArg standing in for the request dict.

@@ -41,6 +41,7 @@ from revenue_platform.bluegreen.triggers import (
     replays_in_flight,
 )
 from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.kafka_connection import client_security
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
@@ -271,7 +272,11 @@ def deploy_green(
     history = deploy_request.config_overrides.get("history")
     if kafka_client_config is not None:
         ensure_revenue_topic(kafka_client_config, topic)
-    outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress)
+    # Green's driver authenticates like blue's: with the connection's security settings.
+    security = client_security(dict(kafka_client_config)) if kafka_client_config is not None else None
+    outcome = deploy(
+        deploy_request, target, registry, actor, kafka_bootstrap, progress, kafka_security=security
+    )
     record(
         registry,
         request.green_deployment_id,
