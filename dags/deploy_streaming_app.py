@@ -89,6 +89,7 @@ KAFKA_CONN_ID = "kafka_default"
 def deploy_streaming_app() -> None:
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry, registry_lake_root
         from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
         from revenue_platform.trigger_conf import refuse_unknown_conf
@@ -107,6 +108,8 @@ def deploy_streaming_app() -> None:
         config = resolve_config(
             request, registry_lake_root(), _kafka_bootstrap(), DeploymentRegistry(registry_lake_root())
         )
+        # Checked before anything is touched; the credentials themselves are read again by `deploy`.
+        client_security_from_airflow(KAFKA_CONN_ID)
         document, digest = config_document(config)
         print(f"[deploy] config {digest[:12]} of {request.deployment_id} is valid:\n{document}")
         return {
@@ -120,6 +123,7 @@ def deploy_streaming_app() -> None:
 
     @task(multiple_outputs=False)
     def deploy(request: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.deploy import DeployRequest
         from revenue_platform.streaming.deploy import deploy as deploy_deployment
@@ -133,6 +137,7 @@ def deploy_streaming_app() -> None:
             actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
             kafka_bootstrap=_kafka_bootstrap(),
             kafka_client_config=_kafka_client_config(),
+            kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
         )
 
     # At parse time this is an XComArg standing in for the request dict.

@@ -125,6 +125,8 @@ def reprocess_revenue() -> None:
         application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
         jars="{{ spark_jars_csv() }}",
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
+        # The job's Kafka login reaches spark-submit in the task's environment, never a template field.
+        pre_execute=_export_kafka_security,
         conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.
@@ -144,6 +146,12 @@ def reprocess_revenue() -> None:
     # At parse time this is an XComArg standing in for the plan dict (see provision_topics).
     plan: Any = plan_reprocessing()
     wait_until_windows_closed(plan) >> submit_reprocess_job >> summarize_reconciliation(plan)
+
+
+def _export_kafka_security(context: Any) -> None:
+    from revenue_platform.kafka_connection import export_client_security
+
+    export_client_security(context, "kafka_default")
 
 
 reprocess_revenue()

@@ -18,6 +18,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 
 SPARK_CONN_ID = "spark_default"
+KAFKA_CONN_ID = "kafka_default"
 
 
 @dag(
@@ -55,6 +56,7 @@ SPARK_CONN_ID = "spark_default"
 def supervise_streaming_apps() -> None:
     @task(multiple_outputs=False)
     def supervise() -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
         from revenue_platform.streaming.supervisor import RestartPolicy
@@ -77,6 +79,8 @@ def supervise_streaming_apps() -> None:
             policy,
             actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
             deployment_ids=params["deployment_ids"],
+            # Restarted drivers authenticate with the kafka_default connection's credentials.
+            kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
         )
 
     supervise()

@@ -35,8 +35,11 @@ LOG = logging.getLogger("orders_streaming_app.io")
 
 
 def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
+    """Options of Spark's Kafka source/sink: servers, the config's own options, the connection's security."""
     options = {"kafka.bootstrap.servers": config.kafka.bootstrap_servers}
     options.update({f"kafka.{key}": value for key, value in config.kafka.options.items()})
+    if config.kafka.security is not None:
+        options.update(config.kafka.security.java_options())
     return options
 
 
@@ -477,5 +480,9 @@ def read_gold(spark: SparkSession, table_path: str) -> DataFrame:
 
 
 def kafka_admin_config(config: StreamingAppConfig) -> dict[str, Any]:
-    """librdkafka settings for side channels of the app (committing offsets to its consumer group)."""
-    return {"bootstrap.servers": config.kafka.bootstrap_servers, **config.kafka.options}
+    """librdkafka settings for side channels of the app (committing offsets to its consumer group).
+
+    Only servers and security: `kafka.options` are the Java client's keys, which librdkafka rejects.
+    """
+    security = config.kafka.security.librdkafka_config() if config.kafka.security is not None else {}
+    return {"bootstrap.servers": config.kafka.bootstrap_servers, **security}

@@ -33,8 +33,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_apps import io
-from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
+from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
 from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
 from spark_apps.session import DELTA_CONF, spark_conf
 from spark_apps.transformations import (
@@ -376,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
                     "registry_root": args.registry_root or config.registry_root,
                 }
             )
-    except AppConfigError as error:
+        # Credentials arrive in the environment from the launcher, never on the command line.
+        config = with_kafka_security(config, KafkaClientSecurity.from_environment())
+    except (AppConfigError, KafkaSecurityError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     if config.lease_token is not None:

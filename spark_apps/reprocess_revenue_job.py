@@ -29,8 +29,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_apps import io
-from spark_apps.config import AppConfigError, StreamingAppConfig, interval_seconds, load_config
+from spark_apps.config import (
+    AppConfigError,
+    StreamingAppConfig,
+    interval_seconds,
+    load_config,
+    with_kafka_security,
+)
 from spark_apps.kafka_ranges import find_topic_range
+from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import validate_location_id
 from spark_apps.reconciliation import (
     EQUAL,
@@ -242,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = load_config(args.config, args.overrides)
+        # Kafka credentials come from the submitter's environment (see spark_apps/kafka_security.py).
+        config = with_kafka_security(
+            load_config(args.config, args.overrides), KafkaClientSecurity.from_environment()
+        )
         start, end = parse_range(args.range_start, args.range_end, config.window.size)
         # Checked again here (the DAG checks first): the job may be submitted by hand.
         stores = (

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
+from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
 
 def spark_jars() -> list[str]:
@@ -61,11 +62,16 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
     ]
 
 
-def spark_submit_env() -> dict[str, str]:
-    """Environment for a local spark-submit: the venv's Python, the project's code importable."""
+def spark_submit_env(kafka_security: KafkaClientSecurity | None = None) -> dict[str, str]:
+    """Environment for a local spark-submit: the venv's Python, the project's code importable, and the
+    Kafka connection's security settings for the driver (a child's environment is readable only by its
+    owner, unlike its command line)."""
+    security = kafka_security.environment() if kafka_security is not None else {}
+    inherited = {key: value for key, value in os.environ.items() if key != KAFKA_SECURITY_ENV}
     return {
-        **os.environ,
+        **inherited,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        **security,
     }

@@ -41,6 +41,7 @@ from revenue_platform.bluegreen.triggers import (
     replays_in_flight,
 )
 from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.kafka_connection import client_security
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
@@ -258,8 +259,19 @@ def deploy_green(
     deploy_request, blue = plan_green(registry, request, kafka_bootstrap, kafka_client_config)
     topic = str(deploy_request.config_overrides["kafka.revenue_topic"])
     history = deploy_request.config_overrides.get("history")
-    # Creates green's own output topics (DLQ, split topics, compacted revenue topic) when Kafka is known.
-    outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress, kafka_client_config)
+    # Green's driver authenticates like blue's: with the connection's security settings. The deploy
+    # creates green's own output topics (DLQ, split topics, compacted revenue topic) when Kafka is known.
+    security = client_security(dict(kafka_client_config)) if kafka_client_config is not None else None
+    outcome = deploy(
+        deploy_request,
+        target,
+        registry,
+        actor,
+        kafka_bootstrap,
+        progress,
+        kafka_client_config,
+        kafka_security=security,
+    )
     record(
         registry,
         request.green_deployment_id,

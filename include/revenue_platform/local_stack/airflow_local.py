@@ -8,8 +8,9 @@ unpaused DAGs. `make up`, the tests and the demo all use it.
 The stack is closed by default: the API server listens on loopback only (AIRFLOW_HOST opens
 it, e.g. AIRFLOW_HOST=0.0.0.0), the admin password and the signing secrets are generated once
 with `secrets` into 0600 files under `<state dir>/secrets/`, and `make up` prints the password.
-Airflow 3.3's log servers (scheduler and triggerer "serve-logs") bind every interface with no
-setting to change that; what they serve needs a token signed with the generated secret.
+Airflow 3.3's log servers (scheduler and triggerer "serve-logs") would bind every interface with
+no setting to change that, so standalone runs without them (`airflow_standalone`): on one machine
+the API server reads task logs from the local log folder.
 """
 
 from __future__ import annotations
@@ -221,8 +222,12 @@ def migrate_db(settings: AirflowLocalSettings, progress: Callable[[str], None] =
         )
 
 
+# `airflow standalone` with the scheduler's and triggerer's log servers off (see airflow_standalone).
+STANDALONE_MODULE = "revenue_platform.local_stack.airflow_standalone"
+
+
 class LocalAirflow:
-    """`airflow standalone` as a detached process group with a pid file."""
+    """`airflow standalone` (without log servers) as a detached process group with a pid file."""
 
     def __init__(self, settings: AirflowLocalSettings) -> None:
         self.settings = settings
@@ -257,7 +262,7 @@ class LocalAirflow:
             require_free_port(self.settings.port, "the Airflow API server (UI)", "AIRFLOW_PORT")
             migrate_db(self.settings, progress)
             processes.spawn_detached(
-                [sys.executable, "-m", "airflow", "standalone"],
+                [sys.executable, "-m", STANDALONE_MODULE],
                 self.pid_path,
                 self.log_path,
                 env={**os.environ, **airflow_environment(self.settings)},

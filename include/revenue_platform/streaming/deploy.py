@@ -41,6 +41,7 @@ from revenue_platform.streaming.launcher import (
     observe_driver,
 )
 from spark_apps.config import OUTPUT_TOPIC_FIELDS, AppConfigError, StreamingAppConfig, load_config
+from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import validate_deployment_id
 
 LOG = logging.getLogger(__name__)
@@ -309,8 +310,12 @@ def launch_and_wait(
     start_timeout_s: float,
     progress: Callable[[str], None] = print,
     extra_changes: Mapping[str, Any] | None = None,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> DeploymentRecord:
-    """Take a new lease (compare-and-swap on the row we read), launch the driver, wait for its heartbeat."""
+    """Take a new lease (compare-and-swap on the row we read), launch the driver, wait for its heartbeat.
+
+    `kafka_security` (the Kafka connection's credentials) goes to the driver only, never to the registry.
+    """
     leased = registry.acquire_lease(
         record.deployment_id,
         record.row_version,
@@ -328,7 +333,14 @@ def launch_and_wait(
     )
     assert leased.lease_token is not None  # acquire_lease always sets one
     try:
-        handle = launch(target, leased.deployment_id, leased.config, leased.lease_token, registry.lake_root)
+        handle = launch(
+            target,
+            leased.deployment_id,
+            leased.config,
+            leased.lease_token,
+            registry.lake_root,
+            kafka_security,
+        )
     except (LaunchError, OSError) as error:
         mark_failed(registry, leased, str(error), actor, "launch failed")
         raise DeploymentFailedError(
@@ -366,10 +378,13 @@ def deploy(
     kafka_bootstrap: str | None = None,
     progress: Callable[[str], None] = print,
     kafka_client_config: Mapping[str, Any] | None = None,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> dict[str, Any]:
     """Register and launch `request` unless its driver is already alive; return what was done.
 
-    With a Kafka client config, output topics that do not exist yet (a deployment's own) are created.
+    `kafka_bootstrap` and `kafka_security` come from the Kafka connection; the servers are part of the
+    registered config, the security settings (credentials) only reach the driver. With a Kafka client
+    config, output topics that do not exist yet (a deployment's own) are created.
     """
     config = resolve_config(request, registry.lake_root, kafka_bootstrap, registry)
     fields = registration_fields(config, request.colour)
@@ -441,7 +456,16 @@ def deploy(
         created = ensure_output_topics(kafka_client_config, config)
         if created:
             progress(f"[deploy] {deployment_id}: created its output topics {', '.join(created)}")
-    started = launch_and_wait(registry, record, target, actor, "deploy", request.start_timeout_s, progress)
+    started = launch_and_wait(
+        registry,
+        record,
+        target,
+        actor,
+        "deploy",
+        request.start_timeout_s,
+        progress,
+        kafka_security=kafka_security,
+    )
     return _outcome("launched", started)
 
 

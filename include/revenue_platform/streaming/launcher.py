@@ -28,6 +28,7 @@ from revenue_platform.local_stack import processes
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import DeploymentNames, local_driver_dir
 
 LOG = logging.getLogger(__name__)
@@ -139,9 +140,26 @@ def write_config_file(deployment_id: str, config: dict[str, Any], lease_token: s
 
 
 def launch(
-    target: SparkTarget, deployment_id: str, config: dict[str, Any], lease_token: str, registry_root: str
+    target: SparkTarget,
+    deployment_id: str,
+    config: dict[str, Any],
+    lease_token: str,
+    registry_root: str,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> DriverHandle:
-    """Start the driver with `lease_token`; return without waiting for it to start processing."""
+    """Start the driver with `lease_token`; return without waiting for it to start processing.
+
+    `kafka_security` (from the Kafka connection) reaches a local driver through its environment only:
+    never the config file, the registry or the command line.
+    """
+    secured = kafka_security is not None and kafka_security.protocol != "PLAINTEXT"
+    if secured and target.driver_kind == "cluster":
+        # A cluster driver's environment is set with --conf (spark.*Env.*), i.e. on the command line.
+        raise LaunchError(
+            "the Kafka connection has security settings, and handing credentials to a cluster-mode "
+            "driver is not supported (it would put them on the spark-submit command line); run the "
+            "drivers in client mode (spark_default extra deploy-mode: client)"
+        )
     config_file = write_config_file(deployment_id, config, lease_token)
     run_dir = config_file.parent
     if target.driver_kind == "cluster":
@@ -162,7 +180,7 @@ def launch(
         APP, app_arguments(str(config_file), lease_token, registry_root), master=target.master
     )
     pid = processes.spawn_detached(
-        command, run_dir / "driver.pid", log_path, env=spark_submit_env(), cwd=REPO_ROOT
+        command, run_dir / "driver.pid", log_path, env=spark_submit_env(kafka_security), cwd=REPO_ROOT
     )
     LOG.info("launched driver of %s: pid %s, log %s", deployment_id, pid, log_path)
     return DriverHandle(kind="local", host=socket.gethostname(), pid=pid, log_path=str(log_path))
