@@ -25,6 +25,7 @@ from revenue_platform.orders_generator import GeneratorSettings, generate_stores
 from revenue_platform.paths import REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import load_config
+from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
 
 APP_CONFIG = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
@@ -423,8 +424,8 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
         first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
         last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
         rows = {
-            name: sum(e["numInputRows"] for e in events if e["name"].endswith(name))
-            for name in ("__ingest", "__revenue")
+            f"__{role}": sum(e["numInputRows"] for e in events if query_role(e["name"]) == role)
+            for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE)
         }
         records = run.results["phases"]["raw_ceiling"]["best"]["records"]
         record.update(
@@ -583,12 +584,12 @@ def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any]
     ingest_end = {
         e["batchId"]: summarize_progress(e, {})["end_offsets"]
         for e in events
-        if e["name"].endswith("__ingest")
+        if query_role(e["name"]) == INGEST_QUERY_ROLE
     }
     covered: int | None = None
     positions = []
     for event in events:
-        if not event["name"].endswith("__revenue"):
+        if query_role(event["name"]) != REVENUE_QUERY_ROLE:
             continue
         read = ((event.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}).get("ingest_batch_id")
         if read is not None:

@@ -35,6 +35,8 @@ from pyspark.sql.streaming import StreamingQuery
 from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
 from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
+from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
 from spark_apps.schemas import BRONZE_SCHEMA
 from spark_apps.session import DELTA_CONF, spark_conf
@@ -48,8 +50,6 @@ from spark_apps.transformations import (
 )
 
 LOG = logging.getLogger("orders_streaming_app")
-INGEST_QUERY = "ingest"
-REVENUE_QUERY = "revenue"
 # The query of the two-Kafka-reader design this app replaced; its checkpoint cannot be continued.
 RETIRED_ARCHIVE_QUERY = "archive"
 

@@ -17,7 +17,6 @@ import sys
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack.airflow_api import AirflowApiClient
@@ -126,10 +125,10 @@ def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, 
 
 
 def _revenue_lag(lake_root: str) -> int | None:
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
     names = DeploymentNames(lake_root, DEMO_DEPLOYMENT)
-    path = Path(names.progress_dir) / f"{names.query_name('revenue')}.json"
+    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
         lag = json.loads(path.read_text()).get("max_offsets_behind_latest")
     except (OSError, ValueError):

@@ -40,7 +40,7 @@ from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.driver_status import driver_heartbeat
-from spark_apps.naming import DeploymentNames
+from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 LOG = logging.getLogger(__name__)
 LIVE_SWITCH_EVENT = "live_switched"
@@ -169,7 +169,7 @@ def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
 def _revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
     """The revenue query's latest progress JSON (as `spark_apps.observability` writes it), or {}."""
     names = _names(record, lake_root)
-    path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name('revenue')}.json"
+    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
         document: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -38,9 +38,9 @@ from revenue_platform.streaming.launcher import (
     read_query_progress,
     rotate_driver_log,
 )
+from spark_apps.naming import REVENUE_QUERY_ROLE, query_role
 
 LOG = logging.getLogger(__name__)
-REVENUE_QUERY_SUFFIX = "__revenue"
 
 
 class GaveUpError(PlatformError):
@@ -137,7 +137,7 @@ def progress_summary(record: DeploymentRecord) -> dict[str, Any]:
             )
         }
     revenue: dict[str, Any] = next(
-        (q for n, q in summary["queries"].items() if n.endswith(REVENUE_QUERY_SUFFIX)), {}
+        (q for n, q in summary["queries"].items() if query_role(n) == REVENUE_QUERY_ROLE), {}
     )
     summary["offsets_behind_latest"] = revenue.get("max_offsets_behind_latest")
     summary["input_rows_per_second"] = revenue.get("input_rows_per_second")
