@@ -35,6 +35,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import ReplayGateFailed
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
@@ -42,8 +43,6 @@ from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
 
-SPARK_CONN_ID = "spark_default"
-KAFKA_CONN_ID = "kafka_default"
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
 

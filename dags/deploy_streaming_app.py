@@ -19,14 +19,12 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.registry import RegistryConflictError
 from revenue_platform.streaming.deploy import DeploymentFailedError
-
-SPARK_CONN_ID = "spark_default"
-KAFKA_CONN_ID = "kafka_default"
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
 # run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.

@@ -27,6 +27,7 @@ from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_conte
 from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
@@ -107,7 +108,7 @@ def reprocess_revenue() -> None:
         context = get_current_context()
         refuse_unknown_conf(context)
         params = dict(context["params"])
-        bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
+        bootstrap = client_config_from_airflow(KAFKA_CONN_ID)["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
         try:
             return plan(
@@ -124,7 +125,7 @@ def reprocess_revenue() -> None:
 
     submit_reprocess_job = SparkSubmitOperator(
         task_id="submit_reprocess_job",
-        conn_id="spark_default",
+        conn_id=SPARK_CONN_ID,
         application=str(REPROCESS_JOB),
         name="reprocess-revenue",
         application_args=_plan_field("spark_args"),  # type: ignore[arg-type]

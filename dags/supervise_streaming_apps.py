@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-SPARK_CONN_ID = "spark_default"
+from revenue_platform.connections import SPARK_CONN_ID
 
 
 @dag(

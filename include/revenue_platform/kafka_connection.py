@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from revenue_platform.connections import KAFKA_CONN_ID as DEFAULT_KAFKA_CONN_ID
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
 
 __all__ = [
@@ -22,8 +23,6 @@ __all__ = [
     "client_config_from_airflow",
     "client_config_from_extra",
 ]
-
-DEFAULT_KAFKA_CONN_ID = "kafka_default"
 
 
 class KafkaConnectionConfigError(ConfigError):

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connection_env_var
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_port
@@ -114,8 +115,8 @@ def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str,
     }
     spark = {"conn_type": "spark", "host": spark_master, "extra": {"deploy-mode": "client"}}
     return {
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(kafka),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
+        connection_env_var(KAFKA_CONN_ID): json.dumps(kafka),
+        connection_env_var(SPARK_CONN_ID): json.dumps(spark),
     }
 
 

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from revenue_platform.connections import SPARK_CONN_ID
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack import processes
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
@@ -32,7 +33,6 @@ from spark_apps.naming import DeploymentNames, local_driver_dir, local_path
 
 LOG = logging.getLogger(__name__)
 APP = "orders_streaming_app.py"
-SPARK_CONN_ID = "spark_default"
 # Submit and return: the app is meant to run forever, the submitting task must not.
 NO_WAIT_CONF = {
     "spark.yarn.submit.waitAppCompletion": "false",
