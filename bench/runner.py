@@ -22,12 +22,11 @@ from bench.spark_profile import event_log_profile
 from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
-from revenue_platform.paths import REPO_ROOT
+from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import load_config
 from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
 
-APP_CONFIG = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
 ORDERS_PARTITIONS = 4
 
@@ -284,7 +283,7 @@ def start_driver(run: BenchRun, name: str, overrides: dict[str, str]) -> tuple[s
         "orders_streaming_app.py",
         [
             "--config",
-            str(APP_CONFIG),
+            str(APP_CONFIG_PATH),
             *_set_args(overrides),
             "--events",
             str(folder / "events.jsonl"),
@@ -437,7 +436,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
                 "wall_incl_start_s": finished - submitted,
                 "records_per_s_excl_start": records / (last_end - first_start),
                 "records_per_s_incl_start": records / (finished - submitted),
-                "max_offsets_per_trigger": load_config(str(APP_CONFIG)).kafka.max_offsets_per_trigger,
+                "max_offsets_per_trigger": load_config(str(APP_CONFIG_PATH)).kafka.max_offsets_per_trigger,
                 "profile_ms": duration_profile(events),
                 "stage_profile": event_log_profile(folder),
                 "gold": gold_stats(run.lake_root, deployment),
@@ -456,7 +455,7 @@ def phase_reprocess(run: BenchRun, settings: GeneratorSettings) -> None:
             "reprocess_revenue_job.py",
             [
                 "--config",
-                str(APP_CONFIG),
+                str(APP_CONFIG_PATH),
                 *_set_args(overrides),
                 "--from",
                 start.isoformat(),

@@ -19,6 +19,8 @@ INCLUDE_DIR = REPO_ROOT / "include"
 DAGS_DIR = REPO_ROOT / "dags"
 PLUGINS_DIR = REPO_ROOT / "plugins"
 SPARK_APPS_DIR = REPO_ROOT / "spark_apps"
+# The streaming app's configuration: the app, the batch reprocessing job and the quality checks read it.
+APP_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
 JVM_POMS_DIR = INCLUDE_DIR / "jvm"
 JVM_ARTIFACTS_DIR = Path(os.environ.get("JVM_ARTIFACTS_DIR", REPO_ROOT / ".jvm"))
 KAFKA_BROKER_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-broker"

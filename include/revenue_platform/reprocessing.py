@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
-from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
+from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.times import parse_utc
 
 log = logging.getLogger(__name__)
 
-APP_CONFIG_PATH = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
 SOURCES = ("auto", "kafka", "bronze")
 # Config fields the form sets through its own params (or that belong to a running deployment);

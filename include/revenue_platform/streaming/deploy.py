@@ -23,7 +23,7 @@ from typing import Any
 
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.local_stack import processes
-from revenue_platform.paths import INCLUDE_DIR, require_inside_lake
+from revenue_platform.paths import APP_CONFIG_PATH, require_inside_lake
 from revenue_platform.registry import (
     DeploymentRecord,
     DeploymentRegistry,
@@ -44,7 +44,6 @@ from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
 from spark_apps.naming import validate_deployment_id
 
 LOG = logging.getLogger(__name__)
-DEFAULT_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
 STARTING_POSITIONS = ("earliest", "latest")
 DEFAULT_HEARTBEAT_STALE_S = 60.0
 
@@ -105,7 +104,7 @@ def resolve_config(
         "registry_root": registry_root,
     }
     try:
-        config = load_config(DEFAULT_CONFIG_PATH, merged)
+        config = load_config(APP_CONFIG_PATH, merged)
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
     # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.
