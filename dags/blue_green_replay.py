@@ -42,6 +42,7 @@ from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
@@ -82,7 +83,7 @@ def _schedule() -> Any:
         "green_deployment_id": Param(
             "green",
             type="string",
-            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="A NEW deployment id (by-hand runs; release and periodic runs derive one).",
         ),
         "blue_deployment_id": Param(

@@ -25,6 +25,7 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.registry import RegistryConflictError
 from revenue_platform.streaming.deploy import DeploymentFailedError
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
 # run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.
@@ -50,7 +51,7 @@ from revenue_platform.streaming.deploy import DeploymentFailedError
         "deployment_id": Param(
             "blue",
             type="string",
-            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Namespace of checkpoints, tables and consumer group (e.g. blue, green).",
         ),
         "colour": Param(

@@ -20,6 +20,7 @@ from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, Param, d
 from revenue_platform.assets import revenue_gold_asset
 from revenue_platform.quality.airflow_tasks import quality_gate
 from revenue_platform.quality.config import QualityConfig
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 _DEFAULTS = QualityConfig()
 
@@ -41,7 +42,7 @@ _DEFAULTS = QualityConfig()
         "deployment_id": Param(
             None,
             type=["null", "string"],
-            pattern=r"^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Deployment whose gold table is checked; empty = the live deployment from the "
             "registry (the run is skipped while none is live). An asset-triggered run checks the "
             "deployment named in the event.",

@@ -18,6 +18,7 @@ from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(
@@ -38,7 +39,7 @@ from revenue_platform.streaming.stop import StopError
         "deployment_id": Param(
             "blue",
             type="string",
-            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Deployment whose streaming app is stopped (its registry record is kept).",
         ),
         "timeout_s": Param(
