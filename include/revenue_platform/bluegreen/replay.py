@@ -45,10 +45,13 @@ from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
-from spark_apps.config import interval_seconds
+from spark_apps.config import KafkaConfig, interval_seconds
 from spark_apps.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
+
+# Used where blue's stored config lacks a field (a record written before the field existed).
+_KAFKA_DEFAULTS = KafkaConfig()
 
 
 class ReplayGateFailed(PlatformError):
@@ -177,7 +180,7 @@ def plan_green(
             "fresh namespace, pick a new id (e.g. green-<version>)"
         )
     blue_config = registry.get(blue).config
-    base_topic = str(blue_config.get("kafka", {}).get("revenue_topic", "revenue_windows"))
+    base_topic = str(blue_config.get("kafka", {}).get("revenue_topic", _KAFKA_DEFAULTS.revenue_topic))
     try:
         topic = DeploymentNames(registry.lake_root, request.green_deployment_id).revenue_topic(base_topic)
     except ValueError as error:
@@ -211,7 +214,7 @@ def _plan_history(
 
     blue_config = registry.get(blue).config
     kafka = blue_config.get("kafka", {})
-    orders_topic = str(kafka.get("orders_topic", "orders"))
+    orders_topic = str(kafka.get("orders_topic", _KAFKA_DEFAULTS.orders_topic))
     client = dict(kafka_client_config or {})
     client.setdefault("bootstrap.servers", kafka_bootstrap or str(kafka.get("bootstrap_servers")))
     bronze_table = DeploymentNames(
