@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import datagen, stats
 from bench.memory import RssSampler
@@ -26,6 +26,9 @@ from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import load_config
 from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
 ORDERS_PARTITIONS = 4
@@ -353,23 +356,26 @@ def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return profile
 
 
-def gold_stats(lake_root: str, deployment_id: str) -> dict[str, Any]:
-    from deltalake import DeltaTable
-
+def _gold_table(lake_root: str, deployment_id: str) -> DeltaTable:
+    """The deployment's gold table; the benchmark measures runs that wrote it, so it must exist."""
+    from revenue_platform.gold_table import open_gold
     from spark_apps.naming import DeploymentNames
 
-    table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
+    table_path = DeploymentNames(lake_root, deployment_id).gold_revenue_table
+    table = open_gold(table_path)
+    if table is None:
+        raise FileNotFoundError(f"no gold table at {table_path}: the benchmarked app wrote nothing")
+    return table
+
+
+def gold_stats(lake_root: str, deployment_id: str) -> dict[str, Any]:
+    table = _gold_table(lake_root, deployment_id)
     counts = table.to_pyarrow_table(columns=["order_count"]).column("order_count").to_pylist()
     return {"rows": len(counts), "orders_counted": sum(counts), "version": table.version()}
 
 
 def gold_commit_times_ms(lake_root: str, deployment_id: str) -> list[int]:
-    from deltalake import DeltaTable
-
-    from spark_apps.naming import DeploymentNames
-
-    table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
-    return sorted(int(entry["timestamp"]) for entry in table.history())
+    return sorted(int(entry["timestamp"]) for entry in _gold_table(lake_root, deployment_id).history())
 
 
 # --- phases -----------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from revenue_platform.bluegreen.triggers import (
     replays_in_flight,
 )
 from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.gold_table import read_gold
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
@@ -297,13 +298,7 @@ def deploy_green(
 
 def gold_rows(table_path: str) -> list[dict[str, Any]]:
     """Rows of a gold table (window times as naive UTC), [] if it does not exist yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        rows = DeltaTable(table_path).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:
-        return []
+    rows = read_gold(table_path).to_pylist()
     for row in rows:
         for column in ("window_start", "window_end"):
             row[column] = row[column].replace(tzinfo=None)
