@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
-from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
+from revenue_platform.paths import APP_CONFIG_PATH, SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.times import parse_utc
 
@@ -149,14 +148,10 @@ def spark_jars_csv() -> str:
 
 
 def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit process: this Python, the project's code importable."""
-    import os
+    """Environment of the spark-submit process (SparkSubmitOperator adds it to the worker's)."""
+    from revenue_platform.spark_submit import spark_python_env
 
-    return {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
-    }
+    return spark_python_env()
 
 
 def summarize_reconciliation(report_file: str) -> dict[str, Any]:

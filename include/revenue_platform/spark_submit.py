@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
+from revenue_platform.paths import PROJECT_PYTHONPATH, REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
 
 
 def spark_jars() -> list[str]:
@@ -61,11 +61,16 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
     ]
 
 
-def spark_submit_env() -> dict[str, str]:
-    """Environment for a local spark-submit: the venv's Python, the project's code importable."""
+def spark_python_env() -> dict[str, str]:
+    """What a spark-submit needs on top of its parent's environment: this venv's Python for the
+    driver and the workers, and the project's code importable."""
     return {
-        **os.environ,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        "PYTHONPATH": PROJECT_PYTHONPATH,
     }
+
+
+def spark_submit_env() -> dict[str, str]:
+    """Environment for a local spark-submit: this process's, plus `spark_python_env`."""
+    return {**os.environ, **spark_python_env()}

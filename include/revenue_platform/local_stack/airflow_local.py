@@ -31,7 +31,7 @@ from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connectio
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_port
-from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, REPO_ROOT, state_dir
+from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
 
 LOCAL_ADMIN_USER = "admin"
 LOOPBACK = "127.0.0.1"
@@ -189,7 +189,7 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "AIRFLOW__CORE__PARALLELISM": parallelism,
         # spark-submit and the project's code come from the same virtualenv as Airflow.
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        "PYTHONPATH": PROJECT_PYTHONPATH,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
