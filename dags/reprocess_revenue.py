@@ -131,7 +131,8 @@ def reprocess_revenue() -> None:
         application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
         jars="{{ spark_jars_csv() }}",
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
-        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
+        # The job's own session sets the UTC time zone (spark_apps.session); the UI is off before it starts.
+        conf={"spark.ui.enabled": "false"},
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.
         max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,

@@ -53,8 +53,6 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
         ",".join(spark_jars()),
         "--conf",
         "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
         *loopback,
         str(SPARK_APPS_DIR / app),
         *app_args,
