@@ -30,7 +30,7 @@ from spark_apps.config import AppConfigError, StreamingAppConfig, interval_secon
 from spark_apps.kafka_ranges import find_topic_range
 from spark_apps.naming import validate_location_id
 from spark_apps.reconciliation import EQUAL, closed_window_revenue, gold_in_range, reconcile_windows
-from spark_apps.session import DELTA_CONF, loopback_driver_conf, spark_conf
+from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.transformations import enrich_with_stores
 
 LOG = logging.getLogger("reprocess_revenue_job")
@@ -182,20 +182,10 @@ def reprocess(
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
-    from pyspark import SparkConf
-
-    builder = SparkSession.builder.appName(f"reprocess-revenue-{config.deployment_id}")
-    # spark-submit passed the master; a local one keeps the driver's ports on loopback.
-    master = SparkConf().get("spark.master", "") or ""
-    for key, value in spark_conf(
-        {
-            **loopback_driver_conf(master),
-            **DELTA_CONF,
-            "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-        }
-    ).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return build_spark_session(
+        f"reprocess-revenue-{config.deployment_id}",
+        extra_conf={**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
