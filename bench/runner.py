@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bench import datagen, stats
 from bench.memory import RssSampler
 from bench.spark_profile import event_log_profile
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
 from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from revenue_platform import processes
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connection_env_var
 from revenue_platform.errors import PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_port
 from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
 

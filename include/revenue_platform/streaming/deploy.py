@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PlatformError
-from revenue_platform.local_stack import processes
 from revenue_platform.paths import APP_CONFIG_PATH, require_inside_lake
 from revenue_platform.registry import (
     DeploymentRecord,
