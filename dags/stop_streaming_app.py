@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
@@ -61,7 +61,7 @@ def stop_streaming_app() -> None:
             DeploymentRegistry(),
             params["deployment_id"],
             float(params["timeout_s"]),
-            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            actor=actor_from_context(context),
             reason="stop_streaming_app",
         )
 

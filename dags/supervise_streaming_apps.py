@@ -18,6 +18,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.connections import SPARK_CONN_ID
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 
 
 @dag(
@@ -30,9 +31,8 @@ from revenue_platform.connections import SPARK_CONN_ID
     doc_md=__doc__,
     tags=["streaming", "deployment", "supervision"],
     default_args={
-        "owner": "platform",
         # The next pass is a minute away; a retry would only overlap with it.
-        "retries": 0,
+        **platform_default_args(retries=0),
         "execution_timeout": timedelta(minutes=25),
     },
     params={
@@ -75,7 +75,7 @@ def supervise_streaming_apps() -> None:
             DeploymentRegistry(),
             spark_target_from_connection(SPARK_CONN_ID),
             policy,
-            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            actor=actor_from_context(context),
             deployment_ids=params["deployment_ids"],
         )
 
