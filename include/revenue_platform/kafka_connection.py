@@ -22,6 +22,8 @@ __all__ = [
     "broker_unreachable",
     "client_config_from_airflow",
     "client_config_from_extra",
+    "optional_bootstrap_servers",
+    "optional_client_config",
 ]
 
 
@@ -86,3 +88,18 @@ def client_config_from_extra(extra: Any, *, conn_id: str = DEFAULT_KAFKA_CONN_ID
 def bootstrap_servers(client_config: dict[str, Any]) -> str:
     """The bootstrap servers of a client config, for error messages and logs (never credentials)."""
     return str(client_config.get("bootstrap.servers", "<no bootstrap.servers>"))
+
+
+def optional_client_config(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any] | None:
+    """The connection's client config; None without a usable connection (then the app config's
+    `kafka.bootstrap_servers` applies and nothing is checked against the broker up front)."""
+    try:
+        return client_config_from_airflow(conn_id)
+    except KafkaConnectionConfigError:
+        return None
+
+
+def optional_bootstrap_servers(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> str | None:
+    """Bootstrap servers of the connection; None without one (the config file's default applies)."""
+    client_config = optional_client_config(conn_id)
+    return None if client_config is None else bootstrap_servers(client_config)

@@ -64,6 +64,25 @@ class DeployRequest:
     """earliest, latest, or an epoch-millisecond timestamp; only used by a NEW checkpoint."""
     start_timeout_s: float = 180.0
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
+        """The deploy_streaming_app trigger form as a request (`resolve_config` validates it)."""
+        return cls(
+            deployment_id=params["deployment_id"],
+            colour=params["colour"],
+            app_version=params["version"],
+            config_overrides=params["config_overrides"],
+            starting_offsets=str(params["starting_offsets"]),
+            start_timeout_s=float(params["start_timeout_s"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (XCom); `DeployRequest(**request.to_dict())` is the same request."""
+        return {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "config_overrides": dict(self.config_overrides),
+        }
+
 
 def starting_overrides(starting_offsets: str) -> dict[str, Any]:
     """Config overrides for where a new checkpoint starts reading `orders`."""
