@@ -24,7 +24,8 @@ _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 Filter = tuple[str, str, Any]
 
 
-def _arrow_type(delta_type: str) -> pa.DataType:
+def arrow_type(delta_type: str) -> pa.DataType:
+    """Arrow's type for a Delta type name of the gold contract; ValueError for any other."""
     import pyarrow as pa
 
     if delta_type == STRING:
@@ -44,7 +45,7 @@ def gold_arrow_schema(columns: Sequence[str] = SERVED_GOLD_COLUMNS) -> pa.Schema
     """Arrow schema of the given gold columns (default: what readers serve), in that order."""
     import pyarrow as pa
 
-    return pa.schema([(name, _arrow_type(GOLD_DELTA_TYPES[name])) for name in columns])
+    return pa.schema([(name, arrow_type(GOLD_DELTA_TYPES[name])) for name in columns])
 
 
 def open_gold(table_path: str, storage_options: dict[str, str] | None = None) -> DeltaTable | None:
