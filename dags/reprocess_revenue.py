@@ -27,6 +27,7 @@ from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_conte
 from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
@@ -119,7 +120,7 @@ def reprocess_revenue() -> None:
 
     submit_reprocess_job = SparkSubmitOperator(
         task_id="submit_reprocess_job",
-        conn_id="spark_default",
+        conn_id=SPARK_CONN_ID,
         application=str(REPROCESS_JOB),
         name="reprocess-revenue",
         application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
@@ -127,7 +128,8 @@ def reprocess_revenue() -> None:
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
         # The job's Kafka login reaches spark-submit in the task's environment, never a template field.
         pre_execute=_export_kafka_security,
-        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
+        # The job's own session sets the UTC time zone (spark_apps.session); the UI is off before it starts.
+        conf={"spark.ui.enabled": "false"},
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.
         max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,
@@ -151,7 +153,7 @@ def reprocess_revenue() -> None:
 def _export_kafka_security(context: Any) -> None:
     from revenue_platform.kafka_connection import export_client_security
 
-    export_client_security(context, "kafka_default")
+    export_client_security(context, KAFKA_CONN_ID)
 
 
 reprocess_revenue()

@@ -17,8 +17,8 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-SPARK_CONN_ID = "spark_default"
-KAFKA_CONN_ID = "kafka_default"
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 
 
 @dag(
@@ -31,9 +31,8 @@ KAFKA_CONN_ID = "kafka_default"
     doc_md=__doc__,
     tags=["streaming", "deployment", "supervision"],
     default_args={
-        "owner": "platform",
         # The next pass is a minute away; a retry would only overlap with it.
-        "retries": 0,
+        **platform_default_args(retries=0),
         "execution_timeout": timedelta(minutes=25),
     },
     params={
@@ -77,7 +76,7 @@ def supervise_streaming_apps() -> None:
             DeploymentRegistry(),
             spark_target_from_connection(SPARK_CONN_ID),
             policy,
-            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            actor=actor_from_context(context),
             deployment_ids=params["deployment_ids"],
             # Restarted drivers authenticate with the kafka_default connection's credentials.
             kafka_security=client_security_from_airflow(KAFKA_CONN_ID),

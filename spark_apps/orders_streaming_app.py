@@ -36,8 +36,10 @@ from spark_apps import io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
 from spark_apps.fencing import LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
+from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
+from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
-from spark_apps.session import DELTA_CONF, spark_conf
+from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.transformations import (
     deduplicate_orders,
     enrich_with_stores,
@@ -48,8 +50,6 @@ from spark_apps.transformations import (
 )
 
 LOG = logging.getLogger("orders_streaming_app")
-INGEST_QUERY = "ingest"
-REVENUE_QUERY = "revenue"
 # The query of the two-Kafka-reader design this app replaced; its checkpoint cannot be continued.
 RETIRED_ARCHIVE_QUERY = "archive"
 
@@ -217,19 +217,16 @@ def prepare_queries(
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
     """The app's SparkSession; master and jars come from spark-submit (or the caller's builder)."""
-    builder = SparkSession.builder.appName(f"orders-revenue-{config.deployment_id}")
-    conf = spark_conf(
-        {
+    return build_spark_session(
+        f"orders-revenue-{config.deployment_id}",
+        extra_conf={
             **DELTA_CONF,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
             # Both queries share the driver; FAIR with a pool per query (see in_pool) keeps a
             # long replay batch of one from starving the other.
             "spark.scheduler.mode": "FAIR",
-        }
+        },
     )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 HEARTBEAT_INTERVAL_S = 5.0

@@ -36,18 +36,12 @@ from spark_apps.config import (
     load_config,
     with_kafka_security,
 )
+from spark_apps.contract import GOLD_KEY_COLUMNS
 from spark_apps.kafka_ranges import find_topic_range
 from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import validate_location_id
-from spark_apps.reconciliation import (
-    EQUAL,
-    EXTRA,
-    WINDOW_KEY,
-    closed_window_revenue,
-    gold_in_range,
-    reconcile_windows,
-)
-from spark_apps.session import DELTA_CONF, loopback_driver_conf, spark_conf
+from spark_apps.reconciliation import EQUAL, EXTRA, closed_window_revenue, gold_in_range, reconcile_windows
+from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.transformations import enrich_with_stores, revenue_window_key, to_revenue_kafka_records
 
 LOG = logging.getLogger("reprocess_revenue_job")
@@ -206,7 +200,7 @@ def reprocess(
 def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingAppConfig) -> None:
     """Make the compacted revenue topic agree with the repaired gold: windows the repair adds or
     changes are published again, windows it deletes get a tombstone (key, null value)."""
-    key = list(WINDOW_KEY)
+    key = list(GOLD_KEY_COLUMNS)
     changed = recomputed.join(diff.filter(F.col("status") != EXTRA).select(*key), key, "left_semi")
     deleted = diff.filter(F.col("status") == EXTRA)
     tombstones = deleted.select(
@@ -218,20 +212,10 @@ def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingApp
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
-    from pyspark import SparkConf
-
-    builder = SparkSession.builder.appName(f"reprocess-revenue-{config.deployment_id}")
-    # spark-submit passed the master; a local one keeps the driver's ports on loopback.
-    master = SparkConf().get("spark.master", "") or ""
-    for key, value in spark_conf(
-        {
-            **loopback_driver_conf(master),
-            **DELTA_CONF,
-            "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-        }
-    ).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return build_spark_session(
+        f"reprocess-revenue-{config.deployment_id}",
+        extra_conf={**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

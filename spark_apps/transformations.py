@@ -16,7 +16,6 @@ values, revenue keys) use the session time zone.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, Window
@@ -33,10 +32,6 @@ from spark_apps.schemas import (
     STORE_ADDRESS_COLUMNS,
     STORE_VALUE_SCHEMA,
 )
-
-ORDERS_DLQ_TOPIC: Final = "orders_dlq"
-GENERAL_ORDERS_TOPIC: Final = "general_orders"
-RESTAURANT_ORDERS_TOPIC: Final = "restaurant_orders"
 
 # orderedDateTime is an ISO local date-time without zone, optionally with up to 6
 # fractional digits. We append "Z" and parse with an explicit offset so the instant is
@@ -486,12 +481,6 @@ def windowed_revenue(
         "order_count",
         "revenue",
     )
-
-
-def late_records(orders: DataFrame, threshold: Column | datetime | str) -> DataFrame:
-    """Orders whose ``ordered_at`` is before ``threshold`` (e.g. the current watermark)."""
-    limit = threshold if isinstance(threshold, Column) else F.lit(threshold).cast("timestamp")
-    return orders.filter(F.col("ordered_at") < limit)
 
 
 def revenue_window_key(revenue: DataFrame) -> Column:

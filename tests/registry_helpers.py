@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from revenue_platform.paths import APP_CONFIG_PATH
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
-from revenue_platform.streaming.deploy import DEFAULT_CONFIG_PATH, registration_fields
+from revenue_platform.streaming.deploy import registration_fields
 from spark_apps.config import StreamingAppConfig, load_config
 
 
@@ -19,7 +20,7 @@ def register_deployment(
 ) -> StreamingAppConfig:
     """Register `config` (default: the shipped YAML with `overrides`) in the lake's registry."""
     if config is None:
-        config = load_config(DEFAULT_CONFIG_PATH, {"lake_root": str(lake_root), **overrides})
+        config = load_config(APP_CONFIG_PATH, {"lake_root": str(lake_root), **overrides})
     record = DeploymentRecord(deployment_id=config.deployment_id, **registration_fields(config, None))
     DeploymentRegistry(str(lake_root)).register(record, actor="test")
     return config

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from revenue_platform.connections import KAFKA_CONN_ID as DEFAULT_KAFKA_CONN_ID
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
 from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 
@@ -27,9 +28,9 @@ __all__ = [
     "client_security",
     "client_security_from_airflow",
     "export_client_security",
+    "optional_bootstrap_servers",
+    "optional_client_config",
 ]
-
-DEFAULT_KAFKA_CONN_ID = "kafka_default"
 
 
 class KafkaConnectionConfigError(ConfigError):
@@ -131,3 +132,18 @@ def export_client_security(context: Any = None, conn_id: str = DEFAULT_KAFKA_CON
     security = client_security_from_airflow(conn_id)
     if security is not None and security.protocol != "PLAINTEXT":
         os.environ.update(security.environment())
+
+
+def optional_client_config(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any] | None:
+    """The connection's client config; None without a usable connection (then the app config's
+    `kafka.bootstrap_servers` applies and nothing is checked against the broker up front)."""
+    try:
+        return client_config_from_airflow(conn_id)
+    except KafkaConnectionConfigError:
+        return None
+
+
+def optional_bootstrap_servers(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> str | None:
+    """Bootstrap servers of the connection; None without one (the config file's default applies)."""
+    client_config = optional_client_config(conn_id)
+    return None if client_config is None else bootstrap_servers(client_config)

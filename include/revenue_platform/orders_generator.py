@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from spark_apps.contract import ORDER_TYPES
+from spark_apps.contract import GENERAL, ORDER_TYPES
 
 GENERAL_ITEMS = {
     "Bananas": Decimal("1.00"),
@@ -138,7 +138,7 @@ def generate_stores(count: int) -> list[GeneratedRecord]:
 
 def _order(rng: random.Random, order_id: int, location_id: str, ordered_at: datetime) -> dict[str, Any]:
     order_type = rng.choice(ORDER_TYPES)
-    catalog = GENERAL_ITEMS if order_type == "GENERAL" else RESTAURANT_ITEMS
+    catalog = GENERAL_ITEMS if order_type == GENERAL else RESTAURANT_ITEMS
     lines: list[dict[str, Any]] = []
     for item in rng.sample(sorted(catalog), k=rng.randint(1, 3)):
         count = rng.randint(1, 4)

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
-from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
+from revenue_platform.paths import SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.times import parse_utc
 
 if TYPE_CHECKING:
     from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
-    from spark_apps.naming import DeploymentNames
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +80,7 @@ def plan_reprocessing(
     NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
     """
     from revenue_platform.registry import DeploymentRegistry
-    from spark_apps.naming import validate_deployment_id
+    from spark_apps.naming import REVENUE_QUERY_ROLE, local_path, validate_deployment_id
 
     source = params.get("source") or "auto"
     if source not in SOURCES:
@@ -141,7 +139,7 @@ def plan_reprocessing(
         "range_start": start.isoformat(),
         "range_end": end.isoformat(),
         "report_path": report,
-        "progress_file": revenue_progress_file(config.names),
+        "progress_file": str(local_path(config.names.progress_file(REVENUE_QUERY_ROLE))),
         "watermark": config.window.watermark,
         "spark_args": args,
     }
@@ -156,11 +154,6 @@ def write_job_config(record: DeploymentRecord, report: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record.config, indent=2, sort_keys=True))
     return str(path)
-
-
-def revenue_progress_file(names: DeploymentNames) -> str:
-    """The revenue query's progress file: where the app publishes its event-time watermark."""
-    return str(Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name('revenue')}.json")
 
 
 def app_watermark(progress_file: str) -> datetime | None:
@@ -198,14 +191,10 @@ def spark_jars_csv() -> str:
 
 
 def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit process: this Python, the project's code importable."""
-    import os
+    """Environment of the spark-submit process (SparkSubmitOperator adds it to the worker's)."""
+    from revenue_platform.spark_submit import spark_python_env
 
-    return {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
-    }
+    return spark_python_env()
 
 
 def summarize_reconciliation(report_file: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,

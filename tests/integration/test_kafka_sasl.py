@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.kafka_broker import (
     BrokerSasl,
     KafkaBrokerSettings,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
 
 

@@ -39,13 +39,13 @@ def test_a_second_deployment_leaves_the_live_topics_unchanged(
     suffix = unique_suffix()
     lake = str(tmp_path / "lake")
     # The platform's YAML, with this test's private topics: both deployments are configured alike.
-    shipped = yaml.safe_load(deploy.DEFAULT_CONFIG_PATH.read_text())
+    shipped = yaml.safe_load(deploy.APP_CONFIG_PATH.read_text())
     for dotted, topic in app_topic_overrides(suffix).items():
         shipped["kafka"][dotted.removeprefix("kafka.")] = topic
     shipped["kafka"]["bootstrap_servers"] = kafka_bootstrap
     platform_yaml = tmp_path / "streaming_app.yaml"
     platform_yaml.write_text(yaml.safe_dump(shipped))
-    monkeypatch.setattr(deploy, "DEFAULT_CONFIG_PATH", platform_yaml)
+    monkeypatch.setattr(deploy, "APP_CONFIG_PATH", platform_yaml)
 
     create_app_topics(kafka_bootstrap, suffix)
     settings = GeneratorSettings(

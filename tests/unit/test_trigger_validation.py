@@ -246,3 +246,21 @@ def test_reprocess_planning_passes_valid_stores_to_the_job(
     args = plan["spark_args"]
     assert args[args.index("--stores") + 1] == "store_1,store_2"
     assert plan["report_path"].startswith(str(tmp_path / "lake"))
+
+
+def test_a_deploy_request_survives_the_xcom_round_trip() -> None:
+    form = {
+        "deployment_id": "green",
+        "colour": None,
+        "version": "2.1.0",
+        "config_overrides": {"window.size": "1 minute"},
+        "starting_offsets": 1700000000000,
+        "start_timeout_s": 60,
+    }
+    request = DeployRequest.from_params(form)
+    assert (request.app_version, request.starting_offsets, request.start_timeout_s) == (
+        "2.1.0",
+        "1700000000000",
+        60.0,
+    )
+    assert DeployRequest(**request.to_dict()) == request

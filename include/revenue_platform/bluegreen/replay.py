@@ -41,15 +41,19 @@ from revenue_platform.bluegreen.triggers import (
     replays_in_flight,
 )
 from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.gold_table import read_gold
 from revenue_platform.kafka_connection import client_security
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
-from spark_apps.config import interval_seconds
+from spark_apps.config import KafkaConfig, interval_seconds
 from spark_apps.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
+
+# Used where blue's stored config lacks a field (a record written before the field existed).
+_KAFKA_DEFAULTS = KafkaConfig()
 
 
 class ReplayGateFailed(PlatformError):
@@ -215,7 +219,7 @@ def _plan_history(
 
     blue_config = registry.get(blue).config
     kafka = blue_config.get("kafka", {})
-    orders_topic = str(kafka.get("orders_topic", "orders"))
+    orders_topic = str(kafka.get("orders_topic", _KAFKA_DEFAULTS.orders_topic))
     client = dict(kafka_client_config or {})
     client.setdefault("bootstrap.servers", kafka_bootstrap or str(kafka.get("bootstrap_servers")))
     bronze_table = DeploymentNames(
@@ -294,13 +298,7 @@ def deploy_green(
 
 def gold_rows(table_path: str) -> list[dict[str, Any]]:
     """Rows of a gold table (window times as naive UTC), [] if it does not exist yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        rows = DeltaTable(table_path).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:
-        return []
+    rows = read_gold(table_path).to_pylist()
     for row in rows:
         for column in ("window_start", "window_end"):
             row[column] = row[column].replace(tzinfo=None)

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from revenue_platform import processes
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connection_env_var
 from revenue_platform.errors import PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_port
-from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, REPO_ROOT, state_dir
+from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
 
 LOCAL_ADMIN_USER = "admin"
 LOOPBACK = "127.0.0.1"
@@ -115,8 +116,8 @@ def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str,
     }
     spark = {"conn_type": "spark", "host": spark_master, "extra": {"deploy-mode": "client"}}
     return {
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(kafka),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
+        connection_env_var(KAFKA_CONN_ID): json.dumps(kafka),
+        connection_env_var(SPARK_CONN_ID): json.dumps(spark),
     }
 
 
@@ -189,7 +190,7 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "AIRFLOW__CORE__PARALLELISM": parallelism,
         # spark-submit and the project's code come from the same virtualenv as Airflow.
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        "PYTHONPATH": PROJECT_PYTHONPATH,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import BrokerUnreachableError, ConfigError, PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
 from revenue_platform.paths import KAFKA_BROKER_JARS_DIR, state_dir
 

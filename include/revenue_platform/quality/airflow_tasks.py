@@ -13,9 +13,10 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule, get_current_context, task, task_group
+from airflow.sdk import get_current_context, task, task_group
 
 from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY, RANGE_END_KEY, RANGE_START_KEY
+from revenue_platform.dag_defaults import fail_without_retry
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.quality.config import QualityConfig, default_lake_root
 from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMissing
@@ -32,15 +33,7 @@ DEFAULT_INTERVAL: Final = timedelta(hours=1)
 THRESHOLD_PARAMS: Final = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
 
 # Failed expectations, missing tables and bad arguments do not change on a retry.
-NO_RETRY_ON_VERDICT = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=[QualityCheckFailed, QualityInputMissing, ConfigError],
-            action=RetryAction.FAIL,
-            reason="a quality verdict or a configuration error; see the error message",
-        )
-    ]
-)
+NO_RETRY_ON_VERDICT = fail_without_retry(QualityCheckFailed, QualityInputMissing, ConfigError)
 
 
 def rewritten_range(context: Any) -> tuple[datetime, datetime] | None:

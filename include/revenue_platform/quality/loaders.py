@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from revenue_platform.gold_table import open_gold
 from revenue_platform.quality.errors import QualityInputMissing
 from spark_apps.contract import ARRIVAL_ORDER
 
@@ -56,10 +57,14 @@ def _open(path: str, what: str) -> Any:
     try:
         return DeltaTable(path)
     except TableNotFoundError as error:
-        raise QualityInputMissing(
-            f"{what} table not found at {path}: check deployment_id and lake_root, "
-            "or wait until the streaming app has written its first batch"
-        ) from error
+        raise _missing(what, path) from error
+
+
+def _missing(what: str, path: str) -> QualityInputMissing:
+    return QualityInputMissing(
+        f"{what} table not found at {path}: check deployment_id and lake_root, "
+        "or wait until the streaming app has written its first batch"
+    )
 
 
 def _delta_type_name(data_type: Any) -> str:
@@ -69,7 +74,9 @@ def _delta_type_name(data_type: Any) -> str:
 
 def load_gold(path: str) -> GoldTable:
     """Every row of the gold windowed-revenue table plus its schema."""
-    table = _open(path, "gold revenue")
+    table = open_gold(path)
+    if table is None:
+        raise _missing("gold revenue", path)
     schema = {field.name: _delta_type_name(field.type) for field in table.schema().fields}
     return GoldTable(rows=table.to_pandas(), schema=schema)
 

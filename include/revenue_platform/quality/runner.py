@@ -25,6 +25,7 @@ from revenue_platform.quality.loaders import bronze_since, load_bronze, load_gol
 from revenue_platform.quality.report import CheckOutcome, QualityReport
 from revenue_platform.quality.results import results_table_path, store_report
 from revenue_platform.quality.suites import SUITES, build_suite
+from spark_apps.contract import GOLD_KEY_COLUMNS
 from spark_apps.naming import DeploymentNames
 
 if TYPE_CHECKING:
@@ -144,11 +145,11 @@ def _outcome(dataset: str, suite: str, result: Any, frame: pd.DataFrame, sample_
         if not labels and dataset in ("freshness", "input_health"):
             labels = [_row_label(dataset, row) for _, row in frame.iterrows()]
         failing_keys = tuple(dict.fromkeys(labels))[:sample_size]
-        if set(F.KEY_COLUMNS) <= set(rows.columns):
+        if set(GOLD_KEY_COLUMNS) <= set(rows.columns):
             failing_windows = tuple(
                 (row["location_id"], row["order_type"], pd.Timestamp(row["window_start"]).to_pydatetime())
                 for _, row in rows.iterrows()
-                if not any(pd.isna(row[column]) for column in F.KEY_COLUMNS)
+                if not any(pd.isna(row[column]) for column in GOLD_KEY_COLUMNS)
             )
     unexpected = details.get("unexpected_count")
     return CheckOutcome(

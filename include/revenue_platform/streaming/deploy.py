@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PlatformError
-from revenue_platform.local_stack import processes
-from revenue_platform.paths import INCLUDE_DIR, require_inside_lake
+from revenue_platform.paths import APP_CONFIG_PATH, require_inside_lake
 from revenue_platform.registry import (
     DeploymentRecord,
     DeploymentRegistry,
@@ -45,7 +45,6 @@ from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import validate_deployment_id
 
 LOG = logging.getLogger(__name__)
-DEFAULT_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
 STARTING_POSITIONS = ("earliest", "latest")
 DEFAULT_HEARTBEAT_STALE_S = 60.0
 
@@ -65,6 +64,25 @@ class DeployRequest:
     starting_offsets: str = "earliest"
     """earliest, latest, or an epoch-millisecond timestamp; only used by a NEW checkpoint."""
     start_timeout_s: float = 180.0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
+        """The deploy_streaming_app trigger form as a request (`resolve_config` validates it)."""
+        return cls(
+            deployment_id=params["deployment_id"],
+            colour=params["colour"],
+            app_version=params["version"],
+            config_overrides=params["config_overrides"],
+            starting_offsets=str(params["starting_offsets"]),
+            start_timeout_s=float(params["start_timeout_s"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (XCom); `DeployRequest(**request.to_dict())` is the same request."""
+        return {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "config_overrides": dict(self.config_overrides),
+        }
 
 
 def starting_overrides(starting_offsets: str) -> dict[str, Any]:
@@ -147,11 +165,11 @@ def resolve_config(
         "registry_root": registry_root,
     }
     try:
-        config = load_config(DEFAULT_CONFIG_PATH, merged)
+        config = load_config(APP_CONFIG_PATH, merged)
         if registry is not None:
             own = own_output_topics(request, config, registry.deployments())
             if own:
-                config = load_config(DEFAULT_CONFIG_PATH, {**merged, **own})
+                config = load_config(APP_CONFIG_PATH, {**merged, **own})
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
     # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.

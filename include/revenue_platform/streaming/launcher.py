@@ -23,17 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from revenue_platform import processes
+from revenue_platform.connections import SPARK_CONN_ID
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import processes
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.kafka_security import KafkaClientSecurity
-from spark_apps.naming import DeploymentNames, local_driver_dir
+from spark_apps.naming import DeploymentNames, local_driver_dir, local_path
 
 LOG = logging.getLogger(__name__)
 APP = "orders_streaming_app.py"
-SPARK_CONN_ID = "spark_default"
 # Submit and return: the app is meant to run forever, the submitting task must not.
 NO_WAIT_CONF = {
     "spark.yarn.submit.waitAppCompletion": "false",
@@ -200,9 +200,7 @@ def local_process_alive(record: DeploymentRecord) -> bool | None:
 
 def read_driver_status(record: DeploymentRecord) -> dict[str, Any] | None:
     """The driver's heartbeat file, if it belongs to the record's current lease."""
-    path = Path(
-        DeploymentNames(record.lake_root, record.deployment_id).driver_status_file.removeprefix("file:")
-    )
+    path = local_path(DeploymentNames(record.lake_root, record.deployment_id).driver_status_file)
     try:
         status: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -218,7 +216,7 @@ def heartbeat_age_s(status: dict[str, Any] | None, now: datetime) -> float | Non
 
 def read_query_progress(record: DeploymentRecord) -> dict[str, dict[str, Any]]:
     """Latest progress JSON of each query of the deployment, by query name."""
-    folder = Path(record.progress_dir.removeprefix("file:"))
+    folder = local_path(record.progress_dir)
     progress: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         if path.name.startswith("_"):

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import processes
 from revenue_platform.registry import (
     DeploymentRecord,
     DeploymentRegistry,
@@ -39,9 +39,9 @@ from revenue_platform.streaming.launcher import (
     rotate_driver_log,
 )
 from spark_apps.kafka_security import KafkaClientSecurity
+from spark_apps.naming import REVENUE_QUERY_ROLE, query_role
 
 LOG = logging.getLogger(__name__)
-REVENUE_QUERY_SUFFIX = "__revenue"
 
 
 class GaveUpError(PlatformError):
@@ -138,7 +138,7 @@ def progress_summary(record: DeploymentRecord) -> dict[str, Any]:
             )
         }
     revenue: dict[str, Any] = next(
-        (q for n, q in summary["queries"].items() if n.endswith(REVENUE_QUERY_SUFFIX)), {}
+        (q for n, q in summary["queries"].items() if query_role(n) == REVENUE_QUERY_ROLE), {}
     )
     summary["offsets_behind_latest"] = revenue.get("max_offsets_behind_latest")
     summary["input_rows_per_second"] = revenue.get("input_rows_per_second")

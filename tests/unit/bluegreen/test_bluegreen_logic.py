@@ -11,6 +11,7 @@ import pytest
 
 from revenue_platform.bluegreen.logic import (
     ReplayRequest,
+    approval_given,
     closed_horizon,
     diff_windows,
     flatten,
@@ -220,8 +221,16 @@ def test_promotion_blockers() -> None:
         "no closed window covered by both blue and green to compare"
     ]
     bad = diff_windows(series(["1", "2", "3", "4"]), series(["9", "2", "3", "4"]), WATERMARK).summary()
-    assert promotion_blockers(True, True, bad, False, False) == ["1 window(s) differ beyond tolerance"]
+    assert promotion_blockers(True, True, bad, False, False) == [
+        "1 of 1 closed window(s) differ beyond tolerance"
+    ]
     assert promotion_blockers(True, True, None, False, False)
+
+
+def test_approval_is_the_approve_option_of_the_hitl_result() -> None:
+    assert approval_given(None) == (False, None)
+    assert approval_given({"chosen_options": ["Reject"], "responded_by_user": "ann"}) == (False, "ann")
+    assert approval_given({"chosen_options": ["Approve"], "responded_by_user": "ann"}) == (True, "ann")
 
 
 @dataclass

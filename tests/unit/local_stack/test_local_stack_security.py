@@ -115,7 +115,7 @@ def test_listening_sockets_are_read_from_proc_and_judged_by_address() -> None:
     import os
     import socket
 
-    from revenue_platform.local_stack.processes import ListeningSocket, listening_sockets, proc_net_address
+    from revenue_platform.processes import ListeningSocket, listening_sockets, proc_net_address
 
     assert proc_net_address("0100007F:1F90") == ("127.0.0.1", 8080)
     assert proc_net_address("00000000000000000000000001000000:0050") == ("::1", 80)

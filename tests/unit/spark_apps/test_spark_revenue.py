@@ -15,7 +15,6 @@ from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 from spark_apps.schemas import KAFKA_SINK_SCHEMA, ORDER_SCHEMA, REVENUE_TYPE, REVENUE_WINDOW_SCHEMA
 from spark_apps.transformations import (
     deduplicate_orders,
-    late_records,
     revenue_window_key,
     split_by_order_type,
     to_kafka_records,
@@ -215,17 +214,6 @@ def test_two_largest_orders_in_one_window_sum_exactly_without_overflow(orders: O
     )
     [row] = windowed_revenue(df, "15 seconds").collect()
     assert (row["order_count"], row["revenue"]) == (2, Decimal("19999999999999999.98"))
-
-
-def test_late_records(orders: OrdersFactory) -> None:
-    df = orders(
-        [
-            (1, "store_1", "1.00", "GENERAL", "08:54:59"),
-            (2, "store_1", "1.00", "GENERAL", "08:55:00"),
-            (3, "store_1", "1.00", "GENERAL", "08:55:01"),
-        ]
-    )
-    assert [r["order_id"] for r in late_records(df, at("08:55:00")).collect()] == [1]
 
 
 def test_order_kafka_records_keep_money_exact(orders: OrdersFactory) -> None:
