@@ -11,6 +11,8 @@ STACK       := $(PYTHON) -m revenue_platform.local_stack
 INSTALLED   := $(VENV)/.installed
 JVM_STAMP   := .jvm/.fetched
 PYTEST_ARGS ?=
+# The import map of docs/architecture.md, as a test (run by `make lint`).
+IMPORT_CONTRACTS := tests/unit/test_import_contracts.py
 # The project's code on sys.path for every Python that make starts (the venv's .pth file
 # does the same for Pythons started outside make, e.g. by Airflow or spark-submit).
 export PYTHONPATH := $(CURDIR):$(CURDIR)/include
@@ -125,10 +127,15 @@ bench-quick: jvm ## The benchmark's small variant (100k orders, live 1k/5k per s
 	@$(PYTHON) -m bench --quick
 
 .PHONY: lint
-lint: $(INSTALLED) ## ruff (incl. Airflow AIR rules), ruff format check, mypy
+lint: $(INSTALLED) ## ruff (incl. Airflow AIR rules), ruff format check, mypy, import contracts
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/mypy
+	@$(PYTHON) -m pytest -q -p no:cacheprovider --no-header $(IMPORT_CONTRACTS)
+
+.PHONY: import-contracts
+import-contracts: $(INSTALLED) ## Check that imports only run down the layers (docs/architecture.md)
+	@$(PYTHON) -m pytest -q -p no:cacheprovider --no-header $(IMPORT_CONTRACTS)
 
 .PHONY: fmt
 fmt: $(INSTALLED) ## Format and auto-fix with ruff

@@ -14,19 +14,22 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import datagen, stats
 from bench.memory import RssSampler
 from bench.spark_profile import event_log_profile
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
-from revenue_platform.paths import REPO_ROOT
+from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import load_config
+from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
 
-APP_CONFIG = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
 ORDERS_PARTITIONS = 4
 
@@ -283,7 +286,7 @@ def start_driver(run: BenchRun, name: str, overrides: dict[str, str]) -> tuple[s
         "orders_streaming_app.py",
         [
             "--config",
-            str(APP_CONFIG),
+            str(APP_CONFIG_PATH),
             *_set_args(overrides),
             "--events",
             str(folder / "events.jsonl"),
@@ -353,23 +356,26 @@ def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return profile
 
 
-def gold_stats(lake_root: str, deployment_id: str) -> dict[str, Any]:
-    from deltalake import DeltaTable
-
+def _gold_table(lake_root: str, deployment_id: str) -> DeltaTable:
+    """The deployment's gold table; the benchmark measures runs that wrote it, so it must exist."""
+    from revenue_platform.gold_table import open_gold
     from spark_apps.naming import DeploymentNames
 
-    table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
+    table_path = DeploymentNames(lake_root, deployment_id).gold_revenue_table
+    table = open_gold(table_path)
+    if table is None:
+        raise FileNotFoundError(f"no gold table at {table_path}: the benchmarked app wrote nothing")
+    return table
+
+
+def gold_stats(lake_root: str, deployment_id: str) -> dict[str, Any]:
+    table = _gold_table(lake_root, deployment_id)
     counts = table.to_pyarrow_table(columns=["order_count"]).column("order_count").to_pylist()
     return {"rows": len(counts), "orders_counted": sum(counts), "version": table.version()}
 
 
 def gold_commit_times_ms(lake_root: str, deployment_id: str) -> list[int]:
-    from deltalake import DeltaTable
-
-    from spark_apps.naming import DeploymentNames
-
-    table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
-    return sorted(int(entry["timestamp"]) for entry in table.history())
+    return sorted(int(entry["timestamp"]) for entry in _gold_table(lake_root, deployment_id).history())
 
 
 # --- phases -----------------------------------------------------------------------------------------
@@ -423,8 +429,8 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
         first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
         last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
         rows = {
-            name: sum(e["numInputRows"] for e in events if e["name"].endswith(name))
-            for name in ("__ingest", "__revenue")
+            f"__{role}": sum(e["numInputRows"] for e in events if query_role(e["name"]) == role)
+            for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE)
         }
         records = run.results["phases"]["raw_ceiling"]["best"]["records"]
         record.update(
@@ -436,7 +442,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
                 "wall_incl_start_s": finished - submitted,
                 "records_per_s_excl_start": records / (last_end - first_start),
                 "records_per_s_incl_start": records / (finished - submitted),
-                "max_offsets_per_trigger": load_config(str(APP_CONFIG)).kafka.max_offsets_per_trigger,
+                "max_offsets_per_trigger": load_config(str(APP_CONFIG_PATH)).kafka.max_offsets_per_trigger,
                 "profile_ms": duration_profile(events),
                 "stage_profile": event_log_profile(folder),
                 "gold": gold_stats(run.lake_root, deployment),
@@ -455,7 +461,7 @@ def phase_reprocess(run: BenchRun, settings: GeneratorSettings) -> None:
             "reprocess_revenue_job.py",
             [
                 "--config",
-                str(APP_CONFIG),
+                str(APP_CONFIG_PATH),
                 *_set_args(overrides),
                 "--from",
                 start.isoformat(),
@@ -583,12 +589,12 @@ def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any]
     ingest_end = {
         e["batchId"]: summarize_progress(e, {})["end_offsets"]
         for e in events
-        if e["name"].endswith("__ingest")
+        if query_role(e["name"]) == INGEST_QUERY_ROLE
     }
     covered: int | None = None
     positions = []
     for event in events:
-        if not event["name"].endswith("__revenue"):
+        if query_role(event["name"]) != REVENUE_QUERY_ROLE:
             continue
         read = ((event.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}).get("ingest_batch_id")
         if read is not None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
 from revenue_platform.orders_generator import (
     GeneratorSettings,

@@ -35,15 +35,15 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import ReplayGateFailed
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.kafka_connection import KafkaConnectionConfigError
+from revenue_platform.kafka_connection import KafkaConnectionConfigError, optional_client_config
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
-SPARK_CONN_ID = "spark_default"
-KAFKA_CONN_ID = "kafka_default"
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
 
@@ -83,7 +83,7 @@ def _schedule() -> Any:
         "green_deployment_id": Param(
             "green",
             type="string",
-            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="A NEW deployment id (by-hand runs; release and periodic runs derive one).",
         ),
         "blue_deployment_id": Param(
@@ -171,93 +171,50 @@ def blue_green_replay() -> None:
 
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import plan_green, resolve_request
+        from revenue_platform.bluegreen.tasks import validate_request
         from revenue_platform.registry import DeploymentRegistry
 
         context = get_current_context()
-        registry = DeploymentRegistry()
         kind, releases = _trigger()
-        request = resolve_request(
-            registry,
+        return validate_request(
+            DeploymentRegistry(),
             kind,
             context["params"],
             releases,
             context["dag_run"].run_after,
             os.environ.get("REPLAY_SCHEDULE_ACTION"),
+            optional_client_config(KAFKA_CONN_ID),
         )
-        deploy_request, blue = plan_green(registry, request, _kafka_bootstrap(), _kafka_client_config())
-        print(f"[replay] green {request.green_deployment_id} replaces {blue}; overrides {deploy_request}")
-        return {**request.to_dict(), "blue_deployment_id": blue}
 
     # No retry: a failed setup has already stopped the green it registered, and a replay needs a fresh
     # namespace, so a second attempt would only be refused by validation.
     @task(multiple_outputs=False, retries=0)
     def deploy_green(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen import ReplayRequest
-        from revenue_platform.bluegreen.replay import abort_green, deploy_green, record
+        from revenue_platform.bluegreen.tasks import setup_green
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
 
-        parsed = ReplayRequest.from_params(request)
-        registry, actor = DeploymentRegistry(), _actor()
-        client_config = _kafka_client_config()
-        try:
-            return deploy_green(
-                registry,
-                parsed,
-                spark_target_from_connection(SPARK_CONN_ID),
-                actor,
-                _kafka_bootstrap(),
-                client_config,
-            )
-        except Exception as error:
-            # Any failure (re-raised unchanged): the teardown only runs after a successful setup, so a
-            # half-deployed green is cleaned up here.
-            if registry.find(parsed.green_deployment_id) is not None:
-                record(registry, parsed.green_deployment_id, "replay_gate_failed", actor, f"deploy: {error}")
-                abort_green(registry, parsed.green_deployment_id, parsed.stop_timeout_s, actor)
-            raise
+        return setup_green(
+            DeploymentRegistry(),
+            request,
+            spark_target_from_connection(SPARK_CONN_ID),
+            _actor(),
+            optional_client_config(KAFKA_CONN_ID),
+        )
 
     @task(multiple_outputs=False)
     def check_quality(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import quality_interval, record
-        from revenue_platform.quality.runner import run_revenue_checks
+        from revenue_platform.bluegreen.tasks import check_quality
+        from revenue_platform.registry import DeploymentRegistry
 
-        def run(registry: Any, actor: str) -> dict[str, Any]:
-            green = request["green_deployment_id"]
-            start, end, config = quality_interval(registry, green)
-            config = config.with_overrides(request["quality_thresholds"])
-            report = run_revenue_checks(
-                green, registry.lake_root, start, end, config, run_name=f"{green}__replay__{_run_id()}"
-            )
-            record(registry, green, "replay_quality_passed", actor, "quality checks passed", report.stats)
-            return report.to_dict()
-
-        return _gated(request, "quality", run)
+        return check_quality(DeploymentRegistry(), request, str(get_current_context()["run_id"]), _actor())
 
     @task(multiple_outputs=False)
     def diff_against_blue(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import diff_green_against_blue, record
+        from revenue_platform.bluegreen.tasks import diff_against_blue
+        from revenue_platform.registry import DeploymentRegistry
 
-        def run(registry: Any, actor: str) -> dict[str, Any]:
-            green = request["green_deployment_id"]
-            from revenue_platform.bluegreen import ReplayRequest
-
-            diff = diff_green_against_blue(
-                registry, ReplayRequest.from_params(request), request["blue_deployment_id"]
-            )
-            summary = diff.summary()
-            if diff.windows_compared == 0:
-                raise ReplayGateFailed("diff: no closed window covered by both blue and green to compare")
-            if not diff.passed:
-                raise ReplayGateFailed(
-                    f"diff: {len(diff.mismatches)} of {diff.windows_compared} closed windows differ beyond "
-                    f"tolerance; sample: {summary['sample'][:3]}"
-                )
-            record(registry, green, "replay_diff_passed", actor, "diff within tolerance", summary)
-            return summary
-
-        return _gated(request, "diff", run)
+        return diff_against_blue(DeploymentRegistry(), request, _actor())
 
     @task.branch
     def choose_next_step(request: dict[str, Any]) -> str:
@@ -272,50 +229,23 @@ def blue_green_replay() -> None:
 
     @task(multiple_outputs=False)
     def record_reproduced(request: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import record_reproduced
+        from revenue_platform.bluegreen.tasks import confirm_reproduced
+        from revenue_platform.registry import DeploymentRegistry
 
-        def run(registry: Any, actor: str) -> dict[str, Any]:
-            return record_reproduced(
-                registry,
-                request["green_deployment_id"],
-                request["blue_deployment_id"],
-                diff,
-                float(request["stop_timeout_s"]),
-                actor,
-            )
-
-        return _gated(request, "reproduce", run)
+        return confirm_reproduced(DeploymentRegistry(), request, diff, _actor())
 
     @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
     def switch_live(
         request: dict[str, Any], caught_up: dict[str, Any], quality: dict[str, Any], diff: dict[str, Any]
     ) -> dict[str, Any]:
-        from revenue_platform.bluegreen import ReplayGateFailed, promotion_blockers
-        from revenue_platform.bluegreen.replay import promote
+        from revenue_platform.bluegreen.tasks import switch_live
+        from revenue_platform.registry import DeploymentRegistry
 
-        green, blue = request["green_deployment_id"], request["blue_deployment_id"]
         if request["mode"] != "promote":
             # Both approval paths were skipped, but the gates' success alone would satisfy the trigger rule.
             raise AirflowSkipException(f"{request['mode']} mode: live is never switched")
         approval = get_current_context()["ti"].xcom_pull(task_ids="request_approval")
-        approved = bool(approval) and approval.get("chosen_options") == ["Approve"]
-
-        def run(registry: Any, actor: str) -> dict[str, Any]:
-            # Re-check the evidence in one place before the one irreversible-looking step.
-            blockers = promotion_blockers(
-                bool(caught_up), bool(quality.get("success")), diff, request["require_approval"], approved
-            )
-            if blockers:
-                raise ReplayGateFailed(f"switch: not promoting {green}: {'; '.join(blockers)}")
-            evidence = {
-                "require_approval": request["require_approval"],
-                "approved_by": (approval or {}).get("responded_by_user"),
-                "diff": diff,
-                "caught_up": caught_up,
-            }
-            return {"previous": promote(registry, green, blue, actor, evidence), "live": green}
-
-        return _gated(request, "switch", run)
+        return switch_live(DeploymentRegistry(), request, caught_up, quality, diff, approval, _actor())
 
     @task(multiple_outputs=False)
     def retire_blue(request: dict[str, Any]) -> dict[str, Any]:
@@ -333,18 +263,13 @@ def blue_green_replay() -> None:
 
     @task(multiple_outputs=False)
     def abort_green() -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import abort_green
+        from revenue_platform.bluegreen.tasks import teardown
         from revenue_platform.registry import DeploymentRegistry
 
         # The validated request names green (a release or periodic run derives its id); it exists
         # whenever the setup ran, which is the only case in which a teardown runs.
         request = get_current_context()["ti"].xcom_pull(task_ids="validate_request")
-        if not request:
-            print("[replay] no validated request: nothing was deployed, nothing to clean up")
-            return {"action": "nothing"}
-        return abort_green(
-            DeploymentRegistry(), request["green_deployment_id"], float(request["stop_timeout_s"]), _actor()
-        )
+        return teardown(DeploymentRegistry(), request, _actor())
 
     @task(trigger_rule="one_failed", retries=0)
     def fail_if_any_failed() -> None:
@@ -401,48 +326,8 @@ def _trigger() -> tuple[str, list[Any]]:
     return trigger_kind(str(getattr(run_type, "value", run_type)), len(releases)), releases
 
 
-def _run_id() -> str:
-    return str(get_current_context()["run_id"])
-
-
 def _actor() -> str:
     return actor_from_context(get_current_context())
-
-
-def _gated(request: dict[str, Any], gate: str, step: Any) -> dict[str, Any]:
-    """Run a body step; on failure record in the registry which gate stopped green, then fail the task."""
-    from revenue_platform.bluegreen.replay import record
-    from revenue_platform.registry import DeploymentRegistry
-
-    registry, actor = DeploymentRegistry(), _actor()
-    try:
-        result: dict[str, Any] = step(registry, actor)
-    except Exception as error:
-        record(
-            registry, request["green_deployment_id"], "replay_gate_failed", actor, f"{gate}: {error}"[:2000]
-        )
-        raise
-    return result
-
-
-def _kafka_client_config() -> dict[str, Any] | None:
-    """Client settings of the kafka_default connection (None without one)."""
-    from revenue_platform.kafka_connection import client_config_from_airflow
-
-    try:
-        return client_config_from_airflow(KAFKA_CONN_ID)
-    except KafkaConnectionConfigError:
-        return None
-
-
-def _kafka_bootstrap() -> str | None:
-    """Bootstrap servers of the kafka_default connection (None without one: the config file's default)."""
-    from revenue_platform.kafka_connection import bootstrap_servers, client_config_from_airflow
-
-    try:
-        return bootstrap_servers(client_config_from_airflow(KAFKA_CONN_ID))
-    except KafkaConnectionConfigError:
-        return None
 
 
 blue_green_replay()

@@ -19,14 +19,17 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.kafka_connection import KafkaConnectionConfigError
+from revenue_platform.kafka_connection import (
+    KafkaConnectionConfigError,
+    optional_bootstrap_servers,
+    optional_client_config,
+)
 from revenue_platform.registry import RegistryConflictError
 from revenue_platform.streaming.deploy import DeploymentFailedError
-
-SPARK_CONN_ID = "spark_default"
-KAFKA_CONN_ID = "kafka_default"
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
 # run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.
@@ -52,7 +55,7 @@ KAFKA_CONN_ID = "kafka_default"
         "deployment_id": Param(
             "blue",
             type="string",
-            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Namespace of checkpoints, tables and consumer group (e.g. blue, green).",
         ),
         "colour": Param(
@@ -89,35 +92,29 @@ KAFKA_CONN_ID = "kafka_default"
 def deploy_streaming_app() -> None:
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
-        from revenue_platform.registry import registry_lake_root
+        from revenue_platform.kafka_connection import client_security_from_airflow
+        from revenue_platform.registry import DeploymentRegistry, registry_lake_root
         from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        params = context["params"]
-        request = DeployRequest(
-            deployment_id=params["deployment_id"],
-            colour=params["colour"],
-            app_version=params["version"],
-            config_overrides=params["config_overrides"],
-            starting_offsets=str(params["starting_offsets"]),
-            start_timeout_s=float(params["start_timeout_s"]),
+        request = DeployRequest.from_params(context["params"])
+        config = resolve_config(
+            request,
+            registry_lake_root(),
+            optional_bootstrap_servers(KAFKA_CONN_ID),
+            DeploymentRegistry(registry_lake_root()),
         )
-        config = resolve_config(request, registry_lake_root(), _kafka_bootstrap())
+        # Checked before anything is touched; the credentials themselves are read again by `deploy`.
+        client_security_from_airflow(KAFKA_CONN_ID)
         document, digest = config_document(config)
         print(f"[deploy] config {digest[:12]} of {request.deployment_id} is valid:\n{document}")
-        return {
-            "deployment_id": request.deployment_id,
-            "colour": request.colour,
-            "app_version": request.app_version,
-            "config_overrides": dict(request.config_overrides),
-            "starting_offsets": request.starting_offsets,
-            "start_timeout_s": request.start_timeout_s,
-        }
+        return request.to_dict()
 
     @task(multiple_outputs=False)
     def deploy(request: dict[str, Any]) -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.deploy import DeployRequest
         from revenue_platform.streaming.deploy import deploy as deploy_deployment
@@ -128,23 +125,15 @@ def deploy_streaming_app() -> None:
             DeployRequest(**request),
             spark_target_from_connection(SPARK_CONN_ID),
             DeploymentRegistry(),
-            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
-            kafka_bootstrap=_kafka_bootstrap(),
+            actor=actor_from_context(context),
+            kafka_bootstrap=optional_bootstrap_servers(KAFKA_CONN_ID),
+            kafka_client_config=optional_client_config(KAFKA_CONN_ID),
+            kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
         )
 
     # At parse time this is an XComArg standing in for the request dict.
     request: Any = validate_request()
     deploy(request)
-
-
-def _kafka_bootstrap() -> str | None:
-    """Bootstrap servers of the kafka_default connection (None without one: the config file's default)."""
-    from revenue_platform.kafka_connection import bootstrap_servers, client_config_from_airflow
-
-    try:
-        return bootstrap_servers(client_config_from_airflow(KAFKA_CONN_ID))
-    except KafkaConnectionConfigError:
-        return None
 
 
 deploy_streaming_app()

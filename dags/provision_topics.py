@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
+from revenue_platform.connections import KAFKA_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
@@ -26,7 +27,6 @@ from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecEr
 
 log = logging.getLogger(__name__)
 
-KAFKA_CONN_ID = "kafka_default"
 ENVIRONMENTS = ["local", "cluster"]
 
 # Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not

@@ -27,6 +27,7 @@ from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_conte
 from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
@@ -84,9 +85,6 @@ def _plan_field(name: str) -> str:
         "repair": Param(
             True, type="boolean", description="Write the batch result to gold; off = report only."
         ),
-        "config_overrides": Param(
-            {}, type="object", description="Streaming-app config overrides (dotted keys)."
-        ),
         "lake_root": Param(
             None,
             type=["null", "string"],
@@ -99,7 +97,6 @@ def reprocess_revenue() -> None:
     @task(multiple_outputs=False)
     def plan_reprocessing() -> dict[str, Any]:
         from revenue_platform.errors import NoLiveDeploymentYet
-        from revenue_platform.kafka_connection import client_config_from_airflow
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import plan_reprocessing as plan
         from revenue_platform.trigger_conf import refuse_unknown_conf
@@ -107,30 +104,32 @@ def reprocess_revenue() -> None:
         context = get_current_context()
         refuse_unknown_conf(context)
         params = dict(context["params"])
-        bootstrap = client_config_from_airflow("kafka_default")["bootstrap.servers"]
         live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
         try:
-            return plan(
-                params, context.get("data_interval_start"), context.get("data_interval_end"), bootstrap, live
-            )
+            return plan(params, context.get("data_interval_start"), context.get("data_interval_end"), live)
         except NoLiveDeploymentYet as nothing:
             # The hourly run at the first start of a stack: skipped with the reason, not failed.
             raise AirflowSkipException(str(nothing)) from nothing
 
     @task.sensor(poke_interval=30, timeout=2 * 3600, mode="reschedule")
     def wait_until_windows_closed(plan: dict[str, Any]) -> bool:
-        """Streaming may still update windows younger than the watermark; reprocess only closed ones."""
-        return datetime.now(UTC) >= datetime.fromisoformat(plan["grace_ends"])
+        """The app may still update windows its watermark has not passed; repair only closed ones."""
+        from revenue_platform.reprocessing import windows_closed
+
+        return windows_closed(plan)
 
     submit_reprocess_job = SparkSubmitOperator(
         task_id="submit_reprocess_job",
-        conn_id="spark_default",
+        conn_id=SPARK_CONN_ID,
         application=str(REPROCESS_JOB),
         name="reprocess-revenue",
         application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
         jars="{{ spark_jars_csv() }}",
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
-        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"},
+        # The job's Kafka login reaches spark-submit in the task's environment, never a template field.
+        pre_execute=_export_kafka_security,
+        # The job's own session sets the UTC time zone (spark_apps.session); the UI is off before it starts.
+        conf={"spark.ui.enabled": "false"},
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.
         max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,
@@ -149,6 +148,12 @@ def reprocess_revenue() -> None:
     # At parse time this is an XComArg standing in for the plan dict (see provision_topics).
     plan: Any = plan_reprocessing()
     wait_until_windows_closed(plan) >> submit_reprocess_job >> summarize_reconciliation(plan)
+
+
+def _export_kafka_security(context: Any) -> None:
+    from revenue_platform.kafka_connection import export_client_security
+
+    export_client_security(context, KAFKA_CONN_ID)
 
 
 reprocess_revenue()

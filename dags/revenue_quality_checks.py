@@ -18,8 +18,10 @@ from datetime import UTC, datetime, timedelta
 from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, Param, dag
 
 from revenue_platform.assets import revenue_gold_asset
+from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.quality.airflow_tasks import quality_gate
 from revenue_platform.quality.config import QualityConfig
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 _DEFAULTS = QualityConfig()
 
@@ -36,12 +38,12 @@ _DEFAULTS = QualityConfig()
     max_active_runs=1,
     doc_md=__doc__,
     tags=["quality", "revenue", "great_expectations"],
-    default_args={"owner": "platform", "retries": 1, "retry_delay": timedelta(minutes=2)},
+    default_args=platform_default_args(timedelta(minutes=2)),
     params={
         "deployment_id": Param(
             None,
             type=["null", "string"],
-            pattern=r"^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Deployment whose gold table is checked; empty = the live deployment from the "
             "registry (the run is skipped while none is live). An asset-triggered run checks the "
             "deployment named in the event.",

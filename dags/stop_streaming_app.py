@@ -14,10 +14,11 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(
@@ -38,7 +39,7 @@ from revenue_platform.streaming.stop import StopError
         "deployment_id": Param(
             "blue",
             type="string",
-            pattern="^[a-z][a-z0-9_-]{0,62}$",
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Deployment whose streaming app is stopped (its registry record is kept).",
         ),
         "timeout_s": Param(
@@ -60,7 +61,7 @@ def stop_streaming_app() -> None:
             DeploymentRegistry(),
             params["deployment_id"],
             float(params["timeout_s"]),
-            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            actor=actor_from_context(context),
             reason="stop_streaming_app",
         )
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-SPARK_CONN_ID = "spark_default"
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 
 
 @dag(
@@ -30,9 +31,8 @@ SPARK_CONN_ID = "spark_default"
     doc_md=__doc__,
     tags=["streaming", "deployment", "supervision"],
     default_args={
-        "owner": "platform",
         # The next pass is a minute away; a retry would only overlap with it.
-        "retries": 0,
+        **platform_default_args(retries=0),
         "execution_timeout": timedelta(minutes=25),
     },
     params={
@@ -55,6 +55,7 @@ SPARK_CONN_ID = "spark_default"
 def supervise_streaming_apps() -> None:
     @task(multiple_outputs=False)
     def supervise() -> dict[str, Any]:
+        from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
         from revenue_platform.streaming.supervisor import RestartPolicy
@@ -75,8 +76,10 @@ def supervise_streaming_apps() -> None:
             DeploymentRegistry(),
             spark_target_from_connection(SPARK_CONN_ID),
             policy,
-            actor=f"airflow:{context['dag'].dag_id}/{context['run_id']}",
+            actor=actor_from_context(context),
             deployment_ids=params["deployment_ids"],
+            # Restarted drivers authenticate with the kafka_default connection's credentials.
+            kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
         )
 
     supervise()

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spark_apps.contract import OrderRules
+from spark_apps.kafka_security import KafkaClientSecurity, is_security_key
 from spark_apps.naming import DeploymentNames, validate_deployment_id
 
 _INTERVAL = re.compile(r"^\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*$")
@@ -66,6 +67,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The topics a deployment writes (the rest it only reads); two deployments never share one.
+OUTPUT_TOPIC_FIELDS = ("dlq_topic", "general_orders_topic", "restaurant_orders_topic", "revenue_topic")
+
+
 class KafkaConfig(_Strict):
     bootstrap_servers: str = "localhost:9092"
     """Comma-separated bootstrap servers."""
@@ -83,7 +88,23 @@ class KafkaConfig(_Strict):
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     """Upper bound of records per micro-batch (back-pressure); None = unbounded."""
     options: dict[str, str] = Field(default_factory=dict)
-    """Extra Kafka client settings without the `kafka.` prefix (e.g. security.protocol, sasl.mechanism)."""
+    """Extra settings of Spark's Kafka source and sink (Java client keys without the `kafka.` prefix,
+    e.g. request.timeout.ms). Not security settings: those come from the Kafka connection (`security`)."""
+    security: KafkaClientSecurity | None = Field(default=None, exclude=True, repr=False)
+    """Credentials and transport security, attached by the driver from its launcher's environment
+    (`with_kafka_security`); never read from config files or overrides, never dumped."""
+
+    @field_validator("options")
+    @classmethod
+    def _no_security_options(cls, value: dict[str, str]) -> dict[str, str]:
+        security = sorted(key for key in value if is_security_key(key.removeprefix("kafka.")))
+        if security:
+            raise ValueError(
+                f"{security} are security settings: put them into the extra of the Airflow Kafka "
+                "connection (kafka_default), whose credentials reach the app without being stored in "
+                "its config"
+            )
+        return value
 
     @field_validator(
         "orders_topic",
@@ -214,15 +235,21 @@ class StreamingAppConfig(_Strict):
         return validate_deployment_id(value)
 
     @model_validator(mode="after")
-    def _revenue_topic_fits(self) -> StreamingAppConfig:
-        # Each deployment publishes to `<revenue_topic>_<deployment_id>`, which must be a topic name too.
-        topic = self.names.revenue_topic(self.kafka.revenue_topic)
-        if len(topic) > MAX_TOPIC_NAME:
-            raise ValueError(
-                f"kafka.revenue_topic: the deployment's topic {topic[:40]}... would be {len(topic)} "
-                f"characters, more than Kafka's {MAX_TOPIC_NAME}; shorten revenue_topic"
-            )
+    def _own_topics_fit(self) -> StreamingAppConfig:
+        # A deployment may have to write `<topic>_<deployment_id>` (see DeploymentNames.own_topic),
+        # which must be a topic name too.
+        for field_name in OUTPUT_TOPIC_FIELDS:
+            topic = self.names.own_topic(getattr(self.kafka, field_name))
+            if len(topic) > MAX_TOPIC_NAME:
+                raise ValueError(
+                    f"kafka.{field_name}: the deployment's own topic {topic[:40]}... would be {len(topic)} "
+                    f"characters, more than Kafka's {MAX_TOPIC_NAME}; shorten {field_name}"
+                )
         return self
+
+    def output_topics(self) -> dict[str, str]:
+        """Config field -> topic of every topic this deployment writes."""
+        return {name: getattr(self.kafka, name) for name in OUTPUT_TOPIC_FIELDS}
 
     @property
     def names(self) -> DeploymentNames:
@@ -264,6 +291,12 @@ def load_config(
     pairs = overrides.items() if isinstance(overrides, dict) else (parse_override(o) for o in overrides or [])
     for key, value in pairs:
         _set_dotted(tree, key, value)
+    kafka = tree.get("kafka")
+    if isinstance(kafka, dict) and "security" in kafka:
+        raise AppConfigError(
+            "kafka.security: Kafka credentials are never part of the app's config; they come from the "
+            "Airflow Kafka connection through the launcher (see spark_apps/kafka_security.py)"
+        )
     try:
         return StreamingAppConfig.model_validate(tree)
     except ValidationError as error:
@@ -272,3 +305,13 @@ def load_config(
             for issue in error.errors()
         )
         raise AppConfigError(f"invalid streaming app config: {problems}") from error
+
+
+def with_kafka_security(
+    config: StreamingAppConfig, security: KafkaClientSecurity | None
+) -> StreamingAppConfig:
+    """`config` whose Kafka clients use `security` (None: unchanged). Not validated again: the model
+    was checked when it was built, and the config must not be re-read from a dump that lacks it."""
+    if security is None:
+        return config
+    return config.model_copy(update={"kafka": config.kafka.model_copy(update={"security": security})})

@@ -21,23 +21,49 @@ GENERAL: Final = "GENERAL"
 RESTAURANT: Final = "RESTAURANT"
 ORDER_TYPES: Final = (GENERAL, RESTAURANT)
 
+# Delta type names, as `DeltaTable.schema()` reports them.
+STRING: Final = "string"
+TIMESTAMP: Final = "timestamp"
+LONG: Final = "long"
+REVENUE_DELTA_TYPE: Final = f"decimal({REVENUE_PRECISION},{MONEY_SCALE})"
+
+# One row per (location, order type, event-time window): the upsert key of gold and of the
+# revenue topic, and the unit every reconciliation and quality check compares.
 GOLD_KEY_COLUMNS: Final = ("location_id", "order_type", "window_start")
-# Column -> Delta type name (what `DeltaTable.schema()` reports), in table order.
-GOLD_DELTA_TYPES: Final[dict[str, str]] = {
-    "location_id": "string",
-    "order_type": "string",
-    "window_start": "timestamp",
-    "window_end": "timestamp",
-    "order_count": "long",
-    "revenue": f"decimal({REVENUE_PRECISION},{MONEY_SCALE})",
-    "address_line1": "string",
-    "address_line2": "string",
-    "city": "string",
-    "state": "string",
-    "zip": "string",
-    "contact_num": "string",
-    "batch_id": "long",
+# What a gold row says about its window (none of these is null in a good table), in table order.
+GOLD_WINDOW_TYPES: Final[dict[str, str]] = {
+    "location_id": STRING,
+    "order_type": STRING,
+    "window_start": TIMESTAMP,
+    "window_end": TIMESTAMP,
+    "order_count": LONG,
+    "revenue": REVENUE_DELTA_TYPE,
 }
+GOLD_WINDOW_COLUMNS: Final = tuple(GOLD_WINDOW_TYPES)
+# The store's address when the window was last updated; null for a store the stores topic lacks.
+STORE_ADDRESS_COLUMNS: Final = ("address_line1", "address_line2", "city", "state", "zip", "contact_num")
+# The micro-batch that last wrote the row: bookkeeping (the app writes it), not served to readers.
+GOLD_BATCH_COLUMN: Final = "batch_id"
+# What the query API and the operations view serve: the windows and their stores.
+SERVED_GOLD_COLUMNS: Final = (*GOLD_WINDOW_COLUMNS, *STORE_ADDRESS_COLUMNS)
+# The whole gold table, column -> Delta type, in table order.
+GOLD_DELTA_TYPES: Final[dict[str, str]] = {
+    **GOLD_WINDOW_TYPES,
+    **dict.fromkeys(STORE_ADDRESS_COLUMNS, STRING),
+    GOLD_BATCH_COLUMN: LONG,
+}
+GOLD_COLUMNS: Final = tuple(GOLD_DELTA_TYPES)
+
+
+# THE dedupe rule, one for the streaming app, the batch reprocess and the quality checks: an order id
+# counts once, as its first-arrived copy. Copies are ordered by the ingest micro-batch that archived
+# them (bronze's `ingest_batch_id`; a copy not ingested yet comes last), then by Kafka timestamp,
+# partition and offset. Why arrival and not event time: a stream can only ever count the copy it has
+# seen, so "earliest orderedDateTime" would need retractions; arrival is what all three can see. The
+# horizon: the stream forgets an order id once its watermark passes the first copy's event time plus
+# `window.watermark`; a copy arriving later still (a re-send hours after) is counted by the stream
+# and repaired away by a reprocess whose range holds both copies (docs/streaming-app.md).
+ARRIVAL_ORDER: Final = ("ingest_batch_id", "timestamp", "partition", "offset")
 
 
 @dataclass(frozen=True)

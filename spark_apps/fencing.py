@@ -16,10 +16,9 @@ from __future__ import annotations
 import os
 import socket
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from spark_apps.naming import DeploymentNames, RegistryNames
+from spark_apps.naming import DeploymentNames, RegistryNames, local_path
 from spark_apps.observability import write_json_atomically
 
 
@@ -118,7 +117,7 @@ def write_driver_status(
     `ready` turns true once every query got through its first trigger (sources initialised).
     """
     write_json_atomically(
-        Path(names.driver_status_file.removeprefix("file:")),
+        local_path(names.driver_status_file),
         {
             "deployment_id": names.deployment_id,
             "pid": os.getpid(),

@@ -18,18 +18,28 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from pyspark.sql.window import Window
 
 from spark_apps.config import StreamingAppConfig
-from spark_apps.contract import GOLD_KEY_COLUMNS
-from spark_apps.schemas import BRONZE_ORDER_COLUMNS, GOLD_SCHEMA, KAFKA_RAW_COLUMNS, STORE_SCHEMA
+from spark_apps.contract import ARRIVAL_ORDER, GOLD_KEY_COLUMNS
+from spark_apps.schemas import (
+    BRONZE_ORDER_COLUMNS,
+    BRONZE_SCHEMA,
+    GOLD_SCHEMA,
+    KAFKA_RAW_COLUMNS,
+    STORE_SCHEMA,
+)
 from spark_apps.transformations import latest_stores
 
 LOG = logging.getLogger("orders_streaming_app.io")
 
 
 def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
+    """Options of Spark's Kafka source/sink: servers, the config's own options, the connection's security."""
     options = {"kafka.bootstrap.servers": config.kafka.bootstrap_servers}
     options.update({f"kafka.{key}": value for key, value in config.kafka.options.items()})
+    if config.kafka.security is not None:
+        options.update(config.kafka.security.java_options())
     return options
 
 
@@ -138,8 +148,27 @@ def read_orders_batch(
 
 
 def read_bronze_raw(spark: SparkSession, table_path: str) -> DataFrame:
-    """The raw Kafka records archived in bronze (same columns as a Kafka read)."""
-    return spark.read.format("delta").load(table_path).select(*KAFKA_RAW_COLUMNS)
+    """The raw Kafka records archived in bronze (the columns of a Kafka read) and the ingest batch
+    that archived each (the dedupe rule's first key)."""
+    return spark.read.format("delta").load(table_path).select(*KAFKA_RAW_COLUMNS, "ingest_batch_id")
+
+
+def with_ingest_batch(raw: DataFrame, bronze_path: str, since: Any) -> DataFrame:
+    """Kafka records `raw` (appended at or after `since`) with the ingest batch that archived each
+    in bronze, null for those the app has not ingested (yet): the dedupe rule needs it."""
+    from delta.tables import DeltaTable
+
+    spark = raw.sparkSession
+    if not DeltaTable.isDeltaTable(spark, bronze_path):
+        return raw.withColumn("ingest_batch_id", F.lit(None).cast("long"))
+    archived = (
+        spark.read.format("delta")
+        .load(bronze_path)
+        # Prunes ingest-date partitions and skips files by timestamp stats: only the range's records.
+        .filter((F.col("ingest_date") >= F.to_date(F.lit(since))) & (F.col("timestamp") >= F.lit(since)))
+        .select(*_POSITION, "ingest_batch_id")
+    )
+    return raw.join(archived, list(_POSITION), "left")
 
 
 def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | None = None) -> None:
@@ -153,16 +182,77 @@ def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | 
     writer.save()
 
 
-def bronze_rows(validated: DataFrame, ingest_batch_id: int | None = None) -> DataFrame:
+def bronze_rows(
+    validated: DataFrame, ingest_batch_id: int | None = None, superseded: DataFrame | None = None
+) -> DataFrame:
     """Archive shape (``BRONZE_SCHEMA``): the raw record, its validation outcome, typed fields when
-    valid, the ingest batch and the ingest date."""
-    return validated.select(
+    valid, whether a valid order is a superseded copy (`superseded`: the (topic, partition, offset)
+    of those, see `superseded_copies`), the ingest batch and the ingest date."""
+    flagged = validated.withColumn("superseded", F.lit(False))
+    if superseded is not None:
+        # Few rows (duplicates only): broadcast, so the cached batch is not shuffled for this.
+        marks = F.broadcast(superseded.select(*_POSITION, F.lit(True).alias("_superseded")))
+        flagged = validated.join(marks, list(_POSITION), "left").withColumn(
+            "superseded", F.col("dlq_reason").isNull() & F.coalesce(F.col("_superseded"), F.lit(False))
+        )
+    return flagged.select(
         *KAFKA_RAW_COLUMNS,
         "dlq_reason",
         *BRONZE_ORDER_COLUMNS,
+        "superseded",
         F.lit(ingest_batch_id).cast("long").alias("ingest_batch_id"),
         F.to_date("timestamp").alias("ingest_date"),
     )
+
+
+_POSITION = ("topic", "partition", "offset")
+
+
+def arrival_order() -> list[Column]:
+    """Sort order of ``ARRIVAL_ORDER`` (copies not ingested yet, with no ingest batch, last)."""
+    return [F.col(c).asc_nulls_last() for c in ARRIVAL_ORDER]
+
+
+def superseded_copies(
+    validated: DataFrame, bronze_path: str, ingest_batch_id: int, revenue_read_batch: int | None
+) -> DataFrame:
+    """(topic, partition, offset) of this ingest batch's valid orders that are not the first-arrived
+    copy of their order id (``ARRIVAL_ORDER``) among this batch and the bronze commits the revenue
+    query has not read yet (ingest batches after `revenue_read_batch`, None: all).
+
+    Why: the revenue query's dedupe keeps the first copy it meets, and one revenue batch may hold
+    several copies from several ingest commits in no defined order. Marking the later copies here
+    leaves it at most one unmarked copy per order id it has not seen; copies in commits it already
+    read are dropped by its dedupe state. So the stream counts exactly the copy the rule names.
+    """
+    columns = ("order_id", *ARRIVAL_ORDER)
+    current = validated.filter(F.col("dlq_reason").isNull()).select(
+        "order_id",
+        F.lit(ingest_batch_id).cast("long").alias("ingest_batch_id"),
+        "timestamp",
+        *_POSITION,
+    )
+    unread = (
+        F.col("ingest_batch_id") < F.lit(ingest_batch_id)
+        if revenue_read_batch is None
+        else F.col("ingest_batch_id").between(revenue_read_batch + 1, ingest_batch_id - 1)
+    )
+    pending = (
+        validated.sparkSession.read.format("delta")
+        .load(bronze_path)
+        .filter(F.col("dlq_reason").isNull() & unread)
+        .select(*columns, "topic")
+        # Only ids this batch holds can make one of its rows a later copy: a broadcast semi-join keeps
+        # the unread commits (large after a long bounded ingest) out of the shuffle below.
+        .join(F.broadcast(current.select("order_id")), "order_id", "left_semi")
+    )
+    first_arrived = Window.partitionBy("order_id").orderBy(
+        *(F.col(c).asc_nulls_last() for c in ARRIVAL_ORDER)
+    )
+    ranked = current.unionByName(pending).withColumn("_arrival", F.row_number().over(first_arrived))
+    return ranked.filter(
+        (F.col("_arrival") > 1) & (F.col("ingest_batch_id") == F.lit(ingest_batch_id))
+    ).select(*_POSITION)
 
 
 def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType, *partition_by: str) -> None:
@@ -173,6 +263,23 @@ def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType,
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     builder.execute()
+
+
+def ensure_bronze_table(spark: SparkSession, table_path: str) -> None:
+    """Create the bronze table, or add the columns a table written by an earlier version lacks
+    (an empty append with schema merging: no SQL text, no rewrite; old rows read them as null)."""
+    from delta.tables import DeltaTable
+
+    ensure_delta_table(spark, table_path, BRONZE_SCHEMA, "ingest_date")
+    existing = set(DeltaTable.forPath(spark, table_path).toDF().columns)
+    if not set(BRONZE_SCHEMA.fieldNames()) <= existing:
+        (
+            spark.createDataFrame([], BRONZE_SCHEMA)
+            .write.format("delta")
+            .mode("append")
+            .option("mergeSchema", "true")
+            .save(table_path)
+        )
 
 
 def append_bronze_idempotent(rows: DataFrame, table_path: str, writer_id: str, batch_id: int) -> None:
@@ -197,7 +304,7 @@ def read_bronze_orders_stream(spark: SparkSession, table_path: str) -> DataFrame
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", str(2**31 - 1))
         .load(table_path)
-        .filter(F.col("dlq_reason").isNull())
+        .filter(F.col("dlq_reason").isNull() & ~F.coalesce(F.col("superseded"), F.lit(False)))
         .select(*BRONZE_ORDER_COLUMNS, "ingest_batch_id")
     )
 
@@ -382,5 +489,9 @@ def read_gold(spark: SparkSession, table_path: str) -> DataFrame:
 
 
 def kafka_admin_config(config: StreamingAppConfig) -> dict[str, Any]:
-    """librdkafka settings for side channels of the app (committing offsets to its consumer group)."""
-    return {"bootstrap.servers": config.kafka.bootstrap_servers, **config.kafka.options}
+    """librdkafka settings for side channels of the app (committing offsets to its consumer group).
+
+    Only servers and security: `kafka.options` are the Java client's keys, which librdkafka rejects.
+    """
+    security = config.kafka.security.librdkafka_config() if config.kafka.security is not None else {}
+    return {"bootstrap.servers": config.kafka.bootstrap_servers, **security}

@@ -1,4 +1,5 @@
-"""The one place that builds deployment-specific names: tables, checkpoints, consumer groups.
+"""The one place that builds deployment-specific names: tables, checkpoints, consumer groups,
+query names and the progress files the control plane reads.
 
 Blue and green deployments of the same app must never share a checkpoint, an output
 table or a consumer group. Every module asks this helper instead of pasting strings,
@@ -9,11 +10,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
 
 DEPLOYMENT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 # Store ids (the orders' locationId, e.g. store_1001) that a trigger form may name. No quotes,
 # backslashes, spaces or commas: the reprocess job takes them as one comma-separated argument.
 LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+# The two streaming queries of a deployment (spark_apps/orders_streaming_app.py); their names are
+# `<deployment>__<role>` (`DeploymentNames.query_name`).
+INGEST_QUERY_ROLE: Final = "ingest"
+REVENUE_QUERY_ROLE: Final = "revenue"
+_QUERY_NAME_SEPARATOR: Final = "__"
 
 
 def validate_deployment_id(deployment_id: str) -> str:
@@ -39,6 +49,22 @@ def validate_location_id(location_id: str) -> str:
 def _join(root: str, *parts: str) -> str:
     """Join path parts onto a local path or URI root (s3a://, abfss://, file:/) without os.path."""
     return "/".join([root.rstrip("/"), *parts])
+
+
+def local_path(location: str) -> Path:
+    """A lake location (plain path or `file:` URI) as a local Path, for the small JSON side files
+    (progress, driver heartbeat) that are written and read with plain file I/O, not through Spark."""
+    return Path(location.removeprefix("file:"))
+
+
+def query_role(query_name: str) -> str:
+    """The role (`ingest`, `revenue`) of a query named by `DeploymentNames.query_name`."""
+    return query_name.rpartition(_QUERY_NAME_SEPARATOR)[2]
+
+
+def query_progress_file(progress_dir: str, query_name: str) -> str:
+    """The JSON file in `progress_dir` holding one query's latest progress (spark_apps/observability.py)."""
+    return _join(progress_dir, f"{query_name}.json")
 
 
 @dataclass(frozen=True)
@@ -85,13 +111,18 @@ class DeploymentNames:
         """Kafka consumer group the app commits processed offsets to (lag tools read it)."""
         return f"orders-revenue-{self.deployment_id}"
 
-    def revenue_topic(self, base_topic: str) -> str:
-        """Per-deployment revenue topic `<base>_<deployment>`: replays never write into the live topic."""
+    def own_topic(self, base_topic: str) -> str:
+        """Per-deployment output topic `<base>_<deployment>`: a deployment that is not the first to
+        write an output topic (a blue-green green, a second deployment) writes its own instead."""
         return f"{base_topic}_{self.deployment_id}"
 
     def query_name(self, role: str) -> str:
         """Spark streaming query name, unique per deployment (shown in logs and the Spark UI)."""
-        return f"{self.deployment_id}__{role}"
+        return f"{self.deployment_id}{_QUERY_NAME_SEPARATOR}{role}"
+
+    def progress_file(self, role: str) -> str:
+        """The latest progress JSON of this deployment's query `role` (written by the app's listener)."""
+        return query_progress_file(self.progress_dir, self.query_name(role))
 
     @property
     def driver_status_file(self) -> str:

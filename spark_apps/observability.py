@@ -20,6 +20,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from spark_apps.naming import local_path, query_progress_file
+
 LOG = logging.getLogger("orders_streaming_app.progress")
 
 # Streaming observations (reported in each query's progress, computed by the batch's own jobs):
@@ -152,7 +154,7 @@ class ProgressPublisher(StreamingQueryListener):
         ingest_query: str,
         revenue_query: str,
     ) -> None:
-        self.progress_dir = Path(progress_dir.removeprefix("file:"))
+        self.progress_dir = local_path(progress_dir)
         self.counters = counters
         self.consumer_group = consumer_group
         self.kafka_config = kafka_config
@@ -171,6 +173,9 @@ class ProgressPublisher(StreamingQueryListener):
         self._committed_batch: int | None = None
         self._history_done_batch: int | None = None
         self._load_positions()
+
+    def _progress_file(self, query_name: str) -> Path:
+        return local_path(query_progress_file(str(self.progress_dir), query_name))
 
     def onQueryStarted(self, event: Any) -> None:
         LOG.info("query %s started (id %s, run %s)", event.name, event.id, event.runId)
@@ -196,7 +201,7 @@ class ProgressPublisher(StreamingQueryListener):
         self.counters.add("records_archived", int(totals.get("records") or 0))
         self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
         summary = summarize_progress(progress, self.counters.snapshot())
-        write_json_atomically(self.progress_dir / f"{self.ingest_query}.json", summary)
+        write_json_atomically(self._progress_file(self.ingest_query), summary)
         self._ingest_summary = summary
         self._latest_offsets = _latest_offsets(progress) or self._latest_offsets
         if summary["end_offsets"]:
@@ -236,7 +241,7 @@ class ProgressPublisher(StreamingQueryListener):
             "ingest_batch_read": self._covered_batch,
             "counters": self.counters.snapshot(),
         }
-        write_json_atomically(self.progress_dir / f"{self.revenue_query}.json", summary)
+        write_json_atomically(self._progress_file(self.revenue_query), summary)
         if end_offsets and self._covered_batch != self._committed_batch:
             self._commit(end_offsets)
             self._committed_batch = self._covered_batch
@@ -267,6 +272,13 @@ class ProgressPublisher(StreamingQueryListener):
                 "history_done_batch": self._history_done_batch,
             },
         )
+
+    def revenue_read_batch(self) -> int | None:
+        """The newest ingest batch the revenue query has read in a committed batch (kept across
+        restarts in `_positions.json`); None before its first batch. Never ahead of the checkpoint:
+        progress is reported after a batch commits."""
+        with self._state_lock:
+            return self._covered_batch
 
     def wait_until_published(self, query_name: str, batch_id: int, timeout_s: float = 30.0) -> bool:
         """Block until progress of `batch_id` of `query_name` was handled (events arrive asynchronously)."""

@@ -37,11 +37,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_apps import fault_points, io
-from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
+from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
 from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
+from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
+from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
-from spark_apps.schemas import BRONZE_SCHEMA
-from spark_apps.session import DELTA_CONF, spark_conf
+from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.transformations import (
     deduplicate_orders,
     enrich_with_stores,
@@ -52,8 +54,6 @@ from spark_apps.transformations import (
 )
 
 LOG = logging.getLogger("orders_streaming_app")
-INGEST_QUERY = "ingest"
-REVENUE_QUERY = "revenue"
 # The query of the two-Kafka-reader design this app replaced; its checkpoint cannot be continued.
 RETIRED_ARCHIVE_QUERY = "archive"
 
@@ -62,18 +62,27 @@ class CheckpointMigrationError(RuntimeError):
     """The deployment's checkpoints were written by the earlier two-query design."""
 
 
-def ingest_batch(config: StreamingAppConfig, fence: LeaseFence) -> Callable[[DataFrame, int], None]:
+def ingest_batch(
+    config: StreamingAppConfig, fence: LeaseFence, revenue_read_batch: Callable[[], int | None]
+) -> Callable[[DataFrame, int], None]:
     """foreachBatch of the ingest query: bronze (typed, idempotent) first, then one Kafka write of
-    dead letters and split-topic orders. The batch is read from Kafka and validated once (cached)."""
+    dead letters and split-topic orders. The batch is read from Kafka and validated once (cached).
+
+    `revenue_read_batch` gives the newest ingest batch the revenue query has read and committed (a
+    stale, lower answer is safe): later copies of an order id in this batch or in the commits after
+    it are marked superseded (see `io.superseded_copies`)."""
     names = config.names
     kafka = config.kafka
 
     def handle(validated: DataFrame, batch_id: int) -> None:
         validated.persist()
         try:
+            superseded = io.superseded_copies(
+                validated, names.bronze_orders_table, batch_id, revenue_read_batch()
+            )
             fence.check("the bronze append")
             io.append_bronze_idempotent(
-                io.bronze_rows(validated, batch_id),
+                io.bronze_rows(validated, batch_id, superseded),
                 names.bronze_orders_table,
                 f"{config.deployment_id}-bronze",
                 batch_id,
@@ -180,7 +189,7 @@ def prepare_queries(
     spark.streams.addListener(publisher)
     # Both tables exist before either query starts: the revenue query streams from bronze, and
     # no batch has to ask whether gold exists.
-    io.ensure_delta_table(spark, names.bronze_orders_table, BRONZE_SCHEMA, "ingest_date")
+    io.ensure_bronze_table(spark, names.bronze_orders_table)
     io.ensure_gold_table(spark, names.gold_revenue_table)
     stores = io.StoresTable(config)
 
@@ -201,7 +210,7 @@ def prepare_queries(
         )
         writer = (
             validated.writeStream.queryName(names.query_name(INGEST_QUERY))
-            .foreachBatch(ingest_batch(config, fence))
+            .foreachBatch(ingest_batch(config, fence, publisher.revenue_read_batch))
             .option("checkpointLocation", names.checkpoint(INGEST_QUERY))
             .trigger(**_trigger(config))
         )
@@ -227,19 +236,16 @@ def prepare_queries(
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
     """The app's SparkSession; master and jars come from spark-submit (or the caller's builder)."""
-    builder = SparkSession.builder.appName(f"orders-revenue-{config.deployment_id}")
-    conf = spark_conf(
-        {
+    return build_spark_session(
+        f"orders-revenue-{config.deployment_id}",
+        extra_conf={
             **DELTA_CONF,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
             # Both queries share the driver; FAIR with a pool per query (see in_pool) keeps a
             # long replay batch of one from starving the other.
             "spark.scheduler.mode": "FAIR",
-        }
+        },
     )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 HEARTBEAT_INTERVAL_S = 5.0
@@ -397,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
                     "registry_root": args.registry_root or config.registry_root,
                 }
             )
-    except AppConfigError as error:
+        # Credentials arrive in the environment from the launcher, never on the command line.
+        config = with_kafka_security(config, KafkaClientSecurity.from_environment())
+    except (AppConfigError, KafkaSecurityError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
     try:

@@ -14,7 +14,7 @@ from typing import Final
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.contract import OrderRules
+from spark_apps.contract import GOLD_KEY_COLUMNS, OrderRules
 from spark_apps.transformations import (
     DEFAULT_ORDER_RULES,
     deduplicate_orders,
@@ -23,7 +23,6 @@ from spark_apps.transformations import (
     windowed_revenue,
 )
 
-WINDOW_KEY: Final = ("location_id", "order_type", "window_start")
 MISSING: Final = "missing"  # in the recomputation, not in gold
 EXTRA: Final = "extra"  # in gold, not in the recomputation
 DIFFERENT: Final = "different"  # in both, count or revenue differs
@@ -54,17 +53,17 @@ def gold_in_range(gold: DataFrame, range_start: datetime, range_end: datetime) -
 def reconcile_windows(recomputed: DataFrame, gold: DataFrame) -> DataFrame:
     """One row per window key in either side: status, and both sides' count and revenue."""
     left = recomputed.select(
-        *WINDOW_KEY,
+        *GOLD_KEY_COLUMNS,
         F.col("window_end").alias("expected_window_end"),
         F.col("order_count").alias("expected_order_count"),
         F.col("revenue").alias("expected_revenue"),
     )
     right = gold.select(
-        *WINDOW_KEY,
+        *GOLD_KEY_COLUMNS,
         F.col("order_count").alias("actual_order_count"),
         F.col("revenue").alias("actual_revenue"),
     )
-    joined = left.join(right, on=list(WINDOW_KEY), how="full_outer")
+    joined = left.join(right, on=list(GOLD_KEY_COLUMNS), how="full_outer")
     status = (
         F.when(F.col("actual_order_count").isNull(), F.lit(MISSING))
         .when(F.col("expected_order_count").isNull(), F.lit(EXTRA))

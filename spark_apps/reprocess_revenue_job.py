@@ -5,7 +5,10 @@ the high watermarks at start) or, when retention already deleted part of the ran
 request), from the deployment's bronze archive; recomputes windowed revenue with the same
 transformations as the streaming app; compares it with gold window by window (missing,
 extra, different); writes a JSON reconciliation report; and, unless --no-repair, makes gold
-equal the recomputation for the windows inside the range. Rerunning a range changes nothing.
+equal the recomputation for the windows inside the range and publishes the same change to the
+compacted revenue topic (changed windows again, deleted ones as tombstones), so its latest value per
+key stays equal to gold. Rerunning a range changes nothing. Under Airflow the config file is the
+deployment's registered config (reprocess_revenue writes it next to the report).
 
 Run: spark-submit spark_apps/reprocess_revenue_job.py --config include/config/streaming_app.yaml \
         --from 2026-11-22T09:00:00 --to 2026-11-22T10:00:00 --report /tmp/report.json
@@ -26,12 +29,20 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_apps import io
-from spark_apps.config import AppConfigError, StreamingAppConfig, interval_seconds, load_config
+from spark_apps.config import (
+    AppConfigError,
+    StreamingAppConfig,
+    interval_seconds,
+    load_config,
+    with_kafka_security,
+)
+from spark_apps.contract import GOLD_KEY_COLUMNS
 from spark_apps.kafka_ranges import find_topic_range
+from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import validate_location_id
-from spark_apps.reconciliation import EQUAL, closed_window_revenue, gold_in_range, reconcile_windows
-from spark_apps.session import DELTA_CONF, loopback_driver_conf, spark_conf
-from spark_apps.transformations import enrich_with_stores
+from spark_apps.reconciliation import EQUAL, EXTRA, closed_window_revenue, gold_in_range, reconcile_windows
+from spark_apps.session import DELTA_CONF, build_spark_session
+from spark_apps.transformations import enrich_with_stores, revenue_window_key, to_revenue_kafka_records
 
 LOG = logging.getLogger("reprocess_revenue_job")
 Source = Literal["auto", "kafka", "bronze"]
@@ -95,7 +106,9 @@ def read_range(
             LOG.info(
                 "reading %d records of %s from Kafka", kafka_range.record_count, config.kafka.orders_topic
             )
-            return io.read_orders_batch(spark, config, starting, ending), "kafka"
+            raw = io.read_orders_batch(spark, config, starting, ending)
+            since = start - CLOCK_SKEW
+            return io.with_ingest_batch(raw, config.names.bronze_orders_table, since), "kafka"
         if source == "kafka":
             raise RangeNotCoveredError(
                 "Kafka no longer holds the whole range: " + "; ".join(kafka_range.gaps)
@@ -174,6 +187,9 @@ def reprocess(
             .collect()
         ]
         if repair and report.changes:
+            # Topic first, then gold: a crash in between leaves gold unrepaired, so the rerun finds
+            # the same changes and publishes them again; the reverse order could lose the publish.
+            publish_repairs(enriched, diff, config)
             io.replace_gold_windows(enriched, gold_path, start, end, location_ids)
             report.repaired = True
         return report
@@ -181,21 +197,25 @@ def reprocess(
         raw.unpersist()
 
 
-def build_session(config: StreamingAppConfig) -> SparkSession:
-    from pyspark import SparkConf
+def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingAppConfig) -> None:
+    """Make the compacted revenue topic agree with the repaired gold: windows the repair adds or
+    changes are published again, windows it deletes get a tombstone (key, null value)."""
+    key = list(GOLD_KEY_COLUMNS)
+    changed = recomputed.join(diff.filter(F.col("status") != EXTRA).select(*key), key, "left_semi")
+    deleted = diff.filter(F.col("status") == EXTRA)
+    tombstones = deleted.select(
+        revenue_window_key(deleted).alias("key"), F.lit(None).cast("string").alias("value")
+    )
+    io.write_to_kafka(
+        to_revenue_kafka_records(changed).unionByName(tombstones), config, config.kafka.revenue_topic
+    )
 
-    builder = SparkSession.builder.appName(f"reprocess-revenue-{config.deployment_id}")
-    # spark-submit passed the master; a local one keeps the driver's ports on loopback.
-    master = SparkConf().get("spark.master", "") or ""
-    for key, value in spark_conf(
-        {
-            **loopback_driver_conf(master),
-            **DELTA_CONF,
-            "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-        }
-    ).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+
+def build_session(config: StreamingAppConfig) -> SparkSession:
+    return build_spark_session(
+        f"reprocess-revenue-{config.deployment_id}",
+        extra_conf={**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,7 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = load_config(args.config, args.overrides)
+        # Kafka credentials come from the submitter's environment (see spark_apps/kafka_security.py).
+        config = with_kafka_security(
+            load_config(args.config, args.overrides), KafkaClientSecurity.from_environment()
+        )
         start, end = parse_range(args.range_start, args.range_end, config.window.size)
         # Checked again here (the DAG checks first): the job may be submitted by hand.
         stores = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     DataType,
     DateType,
     DecimalType,
@@ -24,7 +25,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_apps.contract import MONEY_PRECISION, MONEY_SCALE, REVENUE_PRECISION
+from spark_apps.contract import (
+    GOLD_BATCH_COLUMN,
+    GOLD_DELTA_TYPES,
+    GOLD_WINDOW_COLUMNS,
+    LONG,
+    MONEY_PRECISION,
+    MONEY_SCALE,
+    REVENUE_DELTA_TYPE,
+    REVENUE_PRECISION,
+    STORE_ADDRESS_COLUMNS,
+    STRING,
+    TIMESTAMP,
+)
 
 MONEY_TYPE = DecimalType(MONEY_PRECISION, MONEY_SCALE)
 MONEY_DDL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
@@ -35,6 +48,19 @@ REVENUE_DDL = f"DECIMAL({REVENUE_PRECISION},{MONEY_SCALE})"
 
 def _field(name: str, data_type: DataType, nullable: bool = True) -> StructField:
     return StructField(name, data_type, nullable)
+
+
+# Spark's type for each Delta type name the gold contract (spark_apps.contract) uses.
+_SPARK_TYPES: dict[str, DataType] = {
+    STRING: StringType(),
+    TIMESTAMP: TimestampType(),
+    LONG: LongType(),
+    REVENUE_DELTA_TYPE: REVENUE_TYPE,
+}
+
+
+def _gold_field(name: str, nullable: bool = True) -> StructField:
+    return _field(name, _SPARK_TYPES[GOLD_DELTA_TYPES[name]], nullable)
 
 
 def to_ddl(schema: StructType) -> str:
@@ -110,7 +136,11 @@ SOURCE_COLUMNS_SCHEMA = StructType(
         _field("source_timestamp", TimestampType()),
     ]
 )
-VALID_ORDER_SCHEMA = StructType([*ORDER_SCHEMA.fields, *SOURCE_COLUMNS_SCHEMA.fields])
+# The ingest batch that archived the record (null when read from Kafka before the app ingested it):
+# the first key of the dedupe rule, spark_apps.contract.ARRIVAL_ORDER.
+VALID_ORDER_SCHEMA = StructType(
+    [*ORDER_SCHEMA.fields, *SOURCE_COLUMNS_SCHEMA.fields, _field("source_ingest_batch", LongType())]
+)
 
 # --- bronze: every consumed record, raw, with its validation outcome ---------------------------------
 # The raw Kafka record (replay source beyond retention), the reason it was rejected (null when
@@ -128,6 +158,10 @@ BRONZE_SCHEMA = StructType(
         *KAFKA_RAW_SCHEMA.fields,
         _field("dlq_reason", StringType()),
         *(f for f in ORDER_SCHEMA.fields if f.name in BRONZE_ORDER_COLUMNS),
+        # True for a valid order that is not the first-arrived copy of its order id (see
+        # spark_apps.contract.ARRIVAL_ORDER) among its ingest batch and the bronze commits the revenue
+        # query had not read yet; the revenue query skips it. Null in rows written before it existed.
+        _field("superseded", BooleanType()),
         _field("ingest_batch_id", LongType()),
         _field("ingest_date", DateType()),
     ]
@@ -163,35 +197,21 @@ STORE_VALUE_SCHEMA = StructType(
         _field("contactNum", StringType()),
     ]
 )
-STORE_ADDRESS_COLUMNS: tuple[str, ...] = (
-    "address_line1",
-    "address_line2",
-    "city",
-    "state",
-    "zip",
-    "contact_num",
-)
 STORE_SCHEMA = StructType(
     [_field("location_id", StringType()), *(_field(c, StringType()) for c in STORE_ADDRESS_COLUMNS)]
 )
 
 # --- gold: revenue per location, order type and event-time window -----------------------------
+# order_count is count(), which Spark types as never null.
 REVENUE_WINDOW_SCHEMA = StructType(
-    [
-        _field("location_id", StringType()),
-        _field("order_type", StringType()),
-        _field("window_start", TimestampType()),
-        _field("window_end", TimestampType()),
-        _field("order_count", LongType(), nullable=False),
-        _field("revenue", REVENUE_TYPE),
-    ]
+    [_gold_field(name, nullable=name != "order_count") for name in GOLD_WINDOW_COLUMNS]
 )
 ENRICHED_REVENUE_SCHEMA = StructType(
     [*REVENUE_WINDOW_SCHEMA.fields, *(f for f in STORE_SCHEMA.fields if f.name != "location_id")]
 )
 
 # The gold table: enriched window totals plus the micro-batch that last wrote the row.
-GOLD_SCHEMA = StructType([*ENRICHED_REVENUE_SCHEMA.fields, _field("batch_id", LongType())])
+GOLD_SCHEMA = StructType([*ENRICHED_REVENUE_SCHEMA.fields, _gold_field(GOLD_BATCH_COLUMN)])
 
 KAFKA_RAW_DDL = to_ddl(KAFKA_RAW_SCHEMA)
 ORDER_DDL = to_ddl(ORDER_SCHEMA)

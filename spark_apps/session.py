@@ -1,4 +1,4 @@
-"""SparkSession construction shared by the streaming app, batch jobs and tests.
+"""SparkSession construction shared by the streaming app, the batch job and tests (`build_spark_session`).
 
 One place decides the settings every session of the platform needs: UTC session
 time zone (the transformations assume it), few shuffle partitions (the local stack
@@ -93,16 +93,23 @@ def spark_conf(
 
 def build_spark_session(
     app_name: str,
-    master: str = "local[2]",
-    extra_conf: dict[str, str] | None = None,
+    master: str | None = None,
+    extra_conf: Mapping[str, str] | None = None,
     jars: list[str] | None = None,
 ) -> SparkSession:
-    """Create (or reuse) the session with the platform's settings.
+    """Create (or reuse) the session with the platform's settings (the apps' and the tests').
 
+    `master` None: the one spark-submit passed (the apps); tests name theirs. A local master's
+    driver listens on loopback only (`loopback_driver_conf`).
     Note: ``spark.jars`` only takes effect when this call starts the JVM; a session
     that already exists in the process keeps its classpath.
     """
-    builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in spark_conf({**loopback_driver_conf(master), **(extra_conf or {})}, jars).items():
+    from pyspark import SparkConf
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    running_on = master if master is not None else SparkConf().get("spark.master", "") or ""
+    for key, value in spark_conf({**loopback_driver_conf(running_on), **(extra_conf or {})}, jars).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

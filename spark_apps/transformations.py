@@ -16,7 +16,6 @@ values, revenue keys) use the session time zone.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, Window
@@ -33,10 +32,6 @@ from spark_apps.schemas import (
     STORE_ADDRESS_COLUMNS,
     STORE_VALUE_SCHEMA,
 )
-
-ORDERS_DLQ_TOPIC: Final = "orders_dlq"
-GENERAL_ORDERS_TOPIC: Final = "general_orders"
-RESTAURANT_ORDERS_TOPIC: Final = "restaurant_orders"
 
 # orderedDateTime is an ISO local date-time without zone, optionally with up to 6
 # fractional digits. We append "Z" and parse with an explicit offset so the instant is
@@ -271,6 +266,9 @@ def valid_orders(validated: DataFrame) -> DataFrame:
         F.col("partition").alias("source_partition"),
         F.col("offset").alias("source_offset"),
         F.col("timestamp").alias("source_timestamp"),
+        (F.col("ingest_batch_id") if "ingest_batch_id" in validated.columns else F.lit(None))
+        .cast("long")
+        .alias("source_ingest_batch"),
     )
 
 
@@ -403,23 +401,31 @@ def side_output_records(
 # Orders: de-duplication, routing
 # --------------------------------------------------------------------------------------------
 def deduplicate_orders(orders: DataFrame, watermark: str) -> DataFrame:
-    """Keep one row per ``order_id``.
+    """Keep one row per ``order_id``: its first-arrived copy (``spark_apps.contract.ARRIVAL_ORDER``).
 
-    Streaming: ``dropDuplicatesWithinWatermark`` on an ``ordered_at`` watermark, so
-    state for an id is dropped once the watermark passes it (the first arrival wins).
-    Batch: Spark rejects dropDuplicatesWithinWatermark on batch DataFrames, so keep
-    the earliest ``ordered_at`` (then lowest source position, when present) per id,
-    which makes back-fills deterministic.
+    Streaming: ``dropDuplicatesWithinWatermark`` on an ``ordered_at`` watermark keeps the first copy
+    it meets and forgets the id once the watermark passes it. It meets copies in arrival order
+    because the ingest query marks later copies that one revenue batch could hold together as
+    superseded (``io.superseded_copies``), and they are filtered out before this.
+    Batch (Spark rejects dropDuplicatesWithinWatermark there): the first copy by ingest batch (not
+    ingested yet: last), Kafka timestamp, partition, offset — the same rule; rows without lineage
+    fall back to the earliest ``ordered_at``.
     """
     if orders.isStreaming:
         return orders.withWatermark("ordered_at", watermark).dropDuplicatesWithinWatermark(["order_id"])
-    tie_breakers = [c for c in ("source_partition", "source_offset") if c in orders.columns]
-    earliest_first = Window.partitionBy("order_id").orderBy("ordered_at", *tie_breakers)
+    lineage = [c for c in _ARRIVAL_LINEAGE if c in orders.columns]
+    first_arrived = Window.partitionBy("order_id").orderBy(
+        *(F.col(c).asc_nulls_last() for c in lineage), "ordered_at"
+    )
     return (
-        orders.withColumn("_dedupe_rank", F.row_number().over(earliest_first))
+        orders.withColumn("_dedupe_rank", F.row_number().over(first_arrived))
         .filter(F.col("_dedupe_rank") == 1)
         .drop("_dedupe_rank")
     )
+
+
+# ARRIVAL_ORDER under valid_orders' lineage names.
+_ARRIVAL_LINEAGE = ("source_ingest_batch", "source_timestamp", "source_partition", "source_offset")
 
 
 def split_by_order_type(orders: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -475,12 +481,6 @@ def windowed_revenue(
         "order_count",
         "revenue",
     )
-
-
-def late_records(orders: DataFrame, threshold: Column | datetime | str) -> DataFrame:
-    """Orders whose ``ordered_at`` is before ``threshold`` (e.g. the current watermark)."""
-    limit = threshold if isinstance(threshold, Column) else F.lit(threshold).cast("timestamp")
-    return orders.filter(F.col("ordered_at") < limit)
 
 
 def revenue_window_key(revenue: DataFrame) -> Column:

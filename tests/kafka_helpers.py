@@ -19,10 +19,16 @@ class ConsumedRecord:
 
 
 def create_topics(
-    bootstrap: str, topics: dict[str, int], configs: dict[str, dict[str, str]] | None = None
+    bootstrap: str,
+    topics: dict[str, int],
+    configs: dict[str, dict[str, str]] | None = None,
+    client_config: dict[str, str] | None = None,
 ) -> None:
-    """Create `topics` (name -> partitions) and wait for it; existing topics are an error."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    """Create `topics` (name -> partitions) and wait for it; existing topics are an error.
+
+    `client_config`: extra librdkafka settings, e.g. the SASL login of a secured test broker.
+    """
+    admin = AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap})
     futures = admin.create_topics(
         [
             NewTopic(name, partitions, 1, config=(configs or {}).get(name, {}))
@@ -93,7 +99,11 @@ def app_topic_overrides(suffix: str) -> dict[str, str]:
 
 
 def create_app_topics(
-    bootstrap: str, suffix: str, orders_partitions: int = 2, other_partitions: int = 1
+    bootstrap: str,
+    suffix: str,
+    orders_partitions: int = 2,
+    other_partitions: int = 1,
+    client_config: dict[str, str] | None = None,
 ) -> None:
     """Create the app topics for `suffix` (stores and revenue compacted like include/topics/)."""
     create_topics(
@@ -103,4 +113,5 @@ def create_app_topics(
             for base in APP_TOPIC_FIELDS.values()
         },
         configs={f"{base}_{suffix}": {"cleanup.policy": "compact"} for base in COMPACTED_APP_TOPICS},
+        client_config=client_config,
     )

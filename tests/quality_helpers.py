@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from spark_apps.contract import MONEY_SCALE, REVENUE_PRECISION
+from revenue_platform.gold_table import gold_arrow_schema
+from spark_apps.contract import GOLD_COLUMNS
 from spark_apps.naming import DeploymentNames
 
 INTERVAL_START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -26,23 +27,7 @@ INTERVAL_END = datetime(2026, 11, 22, 11, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=15)
 
 _TS = pa.timestamp("us", tz="UTC")
-GOLD_ARROW_SCHEMA = pa.schema(
-    [
-        ("location_id", pa.string()),
-        ("order_type", pa.string()),
-        ("window_start", _TS),
-        ("window_end", _TS),
-        ("order_count", pa.int64()),
-        ("revenue", pa.decimal128(REVENUE_PRECISION, MONEY_SCALE)),
-        ("address_line1", pa.string()),
-        ("address_line2", pa.string()),
-        ("city", pa.string()),
-        ("state", pa.string()),
-        ("zip", pa.string()),
-        ("contact_num", pa.string()),
-        ("batch_id", pa.int64()),
-    ]
-)
+GOLD_ARROW_SCHEMA = gold_arrow_schema(GOLD_COLUMNS)
 BRONZE_ARROW_SCHEMA = pa.schema(
     [
         ("key", pa.binary()),

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.registry import DeploymentRegistry
 from tests.kafka_helpers import app_topic_overrides, create_app_topics

@@ -30,10 +30,15 @@ def fail_without_retry(*exceptions: type[BaseException]) -> ExceptionRetryPolicy
 
 
 def platform_default_args(
-    retry_delay: timedelta, non_retryable: tuple[type[BaseException], ...] = ()
+    retry_delay: timedelta | None = None,
+    non_retryable: tuple[type[BaseException], ...] = (),
+    *,
+    retries: int = 1,
 ) -> dict[str, Any]:
-    """default_args for a platform DAG: owner, one retry after `retry_delay`, no retry on `non_retryable`."""
-    args: dict[str, Any] = {"owner": OWNER, "retries": 1, "retry_delay": retry_delay}
+    """default_args for a platform DAG: owner, `retries` after `retry_delay`, no retry on `non_retryable`."""
+    args: dict[str, Any] = {"owner": OWNER, "retries": retries}
+    if retry_delay is not None:
+        args["retry_delay"] = retry_delay
     if non_retryable:
         args["retry_policy"] = fail_without_retry(*non_retryable)
     return args

@@ -19,7 +19,6 @@ import sys
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.local_stack.airflow_api import AirflowApiClient
@@ -109,29 +108,24 @@ def make_live_if_nothing_is() -> None:
 
 
 def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
+    from revenue_platform.gold_table import read_gold
     from spark_apps.naming import DeploymentNames
 
-    try:
-        table = DeltaTable(DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table)
-    except TableNotFoundError:
-        return {}
+    table = read_gold(DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table)
     return {
         (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
             r["order_count"],
             r["revenue"],
         )
-        for r in table.to_pyarrow_table().to_pylist()
+        for r in table.to_pylist()
     }
 
 
 def _revenue_lag(lake_root: str) -> int | None:
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
     names = DeploymentNames(lake_root, DEMO_DEPLOYMENT)
-    path = Path(names.progress_dir) / f"{names.query_name('revenue')}.json"
+    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
         lag = json.loads(path.read_text()).get("max_offsets_behind_latest")
     except (OSError, ValueError):
@@ -165,18 +159,15 @@ def wait_until_caught_up(lake_root: str, records: list[GeneratedRecord], timeout
 
 
 def print_windowed_revenue(lake_root: str, since: datetime) -> None:
-    from deltalake import DeltaTable
-
+    from revenue_platform.gold_table import read_gold
     from spark_apps.naming import DeploymentNames
 
-    table = DeltaTable(DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table)
+    table_path = DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table
     rows = [
-        row
-        for row in table.to_pyarrow_table().to_pylist()
-        if row["window_start"].replace(tzinfo=None) >= since
+        row for row in read_gold(table_path).to_pylist() if row["window_start"].replace(tzinfo=None) >= since
     ]
     rows.sort(key=lambda r: (r["window_start"], r["location_id"], r["order_type"]))
-    _say(f"[demo] 5/5 windowed revenue (gold table {table.table_uri}), windows from this run:\n")
+    _say(f"[demo] 5/5 windowed revenue (gold table {table_path}), windows from this run:\n")
     header = (
         f"{'window_start (UTC)':20} {'window_end':9} {'location':11} {'type':10} "
         f"{'orders':>6} {'revenue':>10}  city"

@@ -3,15 +3,19 @@
 Every Kafka client the platform builds inside Airflow gets its librdkafka settings from an Airflow
 connection (``kafka_default`` unless told otherwise), read the same way the apache-kafka provider
 does: the connection's ``extra`` JSON *is* the client config, including ``bootstrap.servers`` and any
-SASL/SSL settings, so credentials live in the connection or secrets backend and never in code. It
-also builds the platform's ``BrokerUnreachableError`` with a message that says how to fix it.
+SASL/SSL settings, so credentials live in the connection or secrets backend and never in code. The
+Spark apps get the same security settings as a ``KafkaClientSecurity`` (``client_security``), which
+the launcher hands to their drivers without writing it anywhere. It also builds the platform's
+``BrokerUnreachableError`` with a message that says how to fix it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from revenue_platform.connections import KAFKA_CONN_ID as DEFAULT_KAFKA_CONN_ID
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
+from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 
 __all__ = [
     "DEFAULT_KAFKA_CONN_ID",
@@ -21,9 +25,12 @@ __all__ = [
     "broker_unreachable",
     "client_config_from_airflow",
     "client_config_from_extra",
+    "client_security",
+    "client_security_from_airflow",
+    "export_client_security",
+    "optional_bootstrap_servers",
+    "optional_client_config",
 ]
-
-DEFAULT_KAFKA_CONN_ID = "kafka_default"
 
 
 class KafkaConnectionConfigError(ConfigError):
@@ -87,3 +94,56 @@ def client_config_from_extra(extra: Any, *, conn_id: str = DEFAULT_KAFKA_CONN_ID
 def bootstrap_servers(client_config: dict[str, Any]) -> str:
     """The bootstrap servers of a client config, for error messages and logs (never credentials)."""
     return str(client_config.get("bootstrap.servers", "<no bootstrap.servers>"))
+
+
+def client_security(
+    client_config: dict[str, Any], *, conn_id: str = DEFAULT_KAFKA_CONN_ID
+) -> KafkaClientSecurity:
+    """The security settings (protocol, SASL login, CA) of a connection's client config, for the Spark
+    apps' Kafka clients; ``KafkaConnectionConfigError`` naming the key when one cannot be carried over."""
+    try:
+        return KafkaClientSecurity.from_client_config(client_config, f"Airflow connection {conn_id!r}")
+    except KafkaSecurityError as error:
+        raise KafkaConnectionConfigError(str(error)) from None
+
+
+def client_security_from_airflow(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> KafkaClientSecurity | None:
+    """``client_security`` of Airflow connection ``conn_id`` (call inside a task, never at parse time).
+
+    None without a usable connection, as for the bootstrap servers: the app then uses its config's
+    servers in plaintext. Security settings the apps cannot use fail, naming the key.
+    """
+    try:
+        client_config = client_config_from_airflow(conn_id)
+    except KafkaConnectionConfigError:
+        return None
+    return client_security(client_config, conn_id=conn_id)
+
+
+def export_client_security(context: Any = None, conn_id: str = DEFAULT_KAFKA_CONN_ID) -> None:
+    """``pre_execute`` of a ``SparkSubmitOperator`` task: put the connection's security settings into
+    this task process's environment, which the spark-submit child inherits.
+
+    Not ``env_vars``: that is a rendered template field, stored in the metadata DB and shown in the UI.
+    The task process ends with the task, and with it the variable.
+    """
+    import os
+
+    security = client_security_from_airflow(conn_id)
+    if security is not None and security.protocol != "PLAINTEXT":
+        os.environ.update(security.environment())
+
+
+def optional_client_config(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any] | None:
+    """The connection's client config; None without a usable connection (then the app config's
+    `kafka.bootstrap_servers` applies and nothing is checked against the broker up front)."""
+    try:
+        return client_config_from_airflow(conn_id)
+    except KafkaConnectionConfigError:
+        return None
+
+
+def optional_bootstrap_servers(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> str | None:
+    """Bootstrap servers of the connection; None without one (the config file's default applies)."""
+    client_config = optional_client_config(conn_id)
+    return None if client_config is None else bootstrap_servers(client_config)

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from spark_apps.contract import ORDER_TYPES
+from spark_apps.contract import GENERAL, ORDER_TYPES
 
 GENERAL_ITEMS = {
     "Bananas": Decimal("1.00"),
@@ -47,7 +47,13 @@ BAD_RECORD_KINDS = {
     # Well-formed but implausible: they must not move the watermark or dominate a window.
     "future_event_time": "event_time_in_future",
     "amount_too_large": "amount_too_large",
+    "absurd_event_time": "event_time_in_future",
 }
+# Kafka keys: the store id (the producers' convention), none at all, or every other record keyed by
+# another store (so copies of one order can land on different partitions).
+KEY_MODES = ("store", "none", "mismatched")
+# The largest amount the default validation rules accept (validation.max_order_amount).
+LARGEST_ACCEPTED_AMOUNT = Decimal("1000000.00")
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,17 @@ class GeneratorSettings:
     late_every: int = 0
     """Give every Nth order an event time one hour before `start` (0: never)."""
     first_order_id: int = 1
+    conflicting_every: int = 0
+    """Re-send every Nth valid order as a conflicting copy: another amount and an event time 5 s
+    earlier (re-stamped). The first copy is the one that counts (0: never)."""
+    near_limit_every: int = 0
+    """Give every Nth valid order the largest accepted amount (0: never)."""
+    key_mode: str = "store"
+    """One of KEY_MODES."""
+
+    def __post_init__(self) -> None:
+        if self.key_mode not in KEY_MODES:
+            raise ValueError(f"key_mode {self.key_mode!r} must be one of {KEY_MODES}")
 
 
 @dataclass(frozen=True)
@@ -121,7 +138,7 @@ def generate_stores(count: int) -> list[GeneratedRecord]:
 
 def _order(rng: random.Random, order_id: int, location_id: str, ordered_at: datetime) -> dict[str, Any]:
     order_type = rng.choice(ORDER_TYPES)
-    catalog = GENERAL_ITEMS if order_type == "GENERAL" else RESTAURANT_ITEMS
+    catalog = GENERAL_ITEMS if order_type == GENERAL else RESTAURANT_ITEMS
     lines: list[dict[str, Any]] = []
     for item in rng.sample(sorted(catalog), k=rng.randint(1, 3)):
         count = rng.randint(1, 4)
@@ -194,6 +211,9 @@ def _bad_record(
     elif kind == "future_event_time":
         good["orderedDateTime"] = "2099-01-01T00:00:00"
         value = order_json(good)
+    elif kind == "absurd_event_time":
+        good["orderedDateTime"] = "9999-12-31T23:59:59"
+        value = order_json(good)
     elif kind == "amount_too_large":
         good["finalAmount"] = Decimal("10000000.00")  # above the default cap of 1,000,000.00
         value = order_json(good)
@@ -216,26 +236,62 @@ def generate_orders(settings: GeneratorSettings) -> Iterator[GeneratedRecord]:
             ordered_at -= timedelta(hours=1)
         location = rng.choice(locations)
         order = _order(rng, settings.first_order_id + index, location, ordered_at)
-        record = GeneratedRecord(key=location.encode(), value=order_json(order), order=order, is_late=late)
+        if _every(settings.near_limit_every, number):
+            order["finalAmount"] = LARGEST_ACCEPTED_AMOUNT
+        key = _key(settings.key_mode, location, locations, number)
+        record = GeneratedRecord(key=key, value=order_json(order), order=order, is_late=late)
         yield record
-        if settings.duplicate_every > 0 and number % settings.duplicate_every == 0:
+        if _every(settings.duplicate_every, number):
             yield GeneratedRecord(record.key, record.value, order=order, is_duplicate=True, is_late=late)
+        if _every(settings.conflicting_every, number):
+            conflicting = {
+                **order,
+                "finalAmount": order["finalAmount"] + Decimal("1.23"),
+                "orderedDateTime": (ordered_at - timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+            yield GeneratedRecord(
+                _key(settings.key_mode, location, locations, number + 1),
+                order_json(conflicting),
+                order=conflicting,
+                is_duplicate=True,
+                is_late=late,
+            )
         if settings.bad_every > 0 and number % settings.bad_every == 0:
             kind = bad_kinds[(number // settings.bad_every - 1) % len(bad_kinds)]
             yield _bad_record(kind, rng, location, settings.first_order_id + index, settings.start)
 
 
+def _every(n: int, number: int) -> bool:
+    return n > 0 and number % n == 0
+
+
+def _key(mode: str, location: str, locations: list[str], number: int) -> bytes | None:
+    if mode == "none":
+        return None
+    if mode == "mismatched" and number % 2:
+        return locations[(locations.index(location) + 1) % len(locations)].encode()
+    return location.encode()
+
+
 def record_count(settings: GeneratorSettings) -> int:
-    """How many records `generate_orders(settings)` yields: orders plus duplicates plus malformed ones."""
-    duplicates = settings.orders // settings.duplicate_every if settings.duplicate_every > 0 else 0
-    malformed = settings.orders // settings.bad_every if settings.bad_every > 0 else 0
-    return settings.orders + duplicates + malformed
+    """How many records `generate_orders(settings)` yields: orders, copies and malformed ones."""
+
+    def extra(every: int) -> int:
+        return settings.orders // every if every > 0 else 0
+
+    return (
+        settings.orders
+        + extra(settings.duplicate_every)
+        + extra(settings.conflicting_every)
+        + extra(settings.bad_every)
+    )
 
 
 def expected_windows(
     records: Iterable[GeneratedRecord], window_seconds: int, include_late: bool = True
 ) -> dict[tuple[str, str, datetime], ExpectedWindow]:
-    """Tumbling-window totals per (locationId, orderType, window_start), counting each orderId once."""
+    """Tumbling-window totals per (locationId, orderType, window_start), counting each orderId once:
+    its first copy in `records` (the platform's rule when records arrive in this order)."""
     seen: set[int] = set()
     windows: dict[tuple[str, str, datetime], ExpectedWindow] = defaultdict(ExpectedWindow)
     for record in records:

@@ -19,6 +19,11 @@ INCLUDE_DIR = REPO_ROOT / "include"
 DAGS_DIR = REPO_ROOT / "dags"
 PLUGINS_DIR = REPO_ROOT / "plugins"
 SPARK_APPS_DIR = REPO_ROOT / "spark_apps"
+# PYTHONPATH of every process that runs the project's code outside this one (Spark drivers, Airflow):
+# the repository root (spark_apps) and include/ (revenue_platform), as the venv's .pth file has it.
+PROJECT_PYTHONPATH = os.pathsep.join([str(REPO_ROOT), str(INCLUDE_DIR)])
+# The streaming app's configuration: the app, the batch reprocessing job and the quality checks read it.
+APP_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
 JVM_POMS_DIR = INCLUDE_DIR / "jvm"
 JVM_ARTIFACTS_DIR = Path(os.environ.get("JVM_ARTIFACTS_DIR", REPO_ROOT / ".jvm"))
 KAFKA_BROKER_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-broker"

@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
-from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, require_inside_lake
+from revenue_platform.paths import SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.times import parse_utc
 
+if TYPE_CHECKING:
+    from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
+
 log = logging.getLogger(__name__)
 
-APP_CONFIG_PATH = REPO_ROOT / "include" / "config" / "streaming_app.yaml"
 REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
 SOURCES = ("auto", "kafka", "bronze")
-# Config fields the form sets through its own params (or that belong to a running deployment);
-# an override of them would repair another deployment's gold or write outside the checked lake.
-RESERVED_OVERRIDES = ("deployment_id", "lake_root", "registry_root", "lease_token", "history")
+# One run recomputes its whole range in one Spark job; longer spans are backfills of hourly runs.
+MAX_RANGE = timedelta(hours=24)
 
 
 def validate_stores(stores: Any) -> list[str]:
@@ -70,19 +70,28 @@ def plan_reprocessing(
     params: dict[str, Any],
     data_interval_start: Any,
     data_interval_end: Any,
-    kafka_bootstrap_servers: str,
     live_deployment: str | None,
+    registry: DeploymentRegistry | None = None,
 ) -> dict[str, Any]:
     """Everything `submit_reprocess_job` needs, validated before Spark starts.
 
-    Raises NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
+    The deployment's config (topics, tables, window geometry, validation rules) is its registered one:
+    the form narrows the work (range, stores, source, report-only) but cannot redirect it. Raises
+    NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
     """
-    from spark_apps.naming import validate_deployment_id
+    from revenue_platform.registry import DeploymentRegistry
+    from spark_apps.naming import REVENUE_QUERY_ROLE, local_path, validate_deployment_id
 
     source = params.get("source") or "auto"
     if source not in SOURCES:
         raise ConfigError(f"source={source!r} must be one of {SOURCES}")
     start, end = resolve_range(params, data_interval_start, data_interval_end)
+    if end - start > MAX_RANGE:
+        raise ConfigError(
+            f"range_start..range_end spans {end - start}, more than the {MAX_RANGE} one run may reprocess: "
+            "split it, e.g. `airflow backfill create --dag-id reprocess_revenue --from-date ... "
+            "--to-date ...` runs one hour per run"
+        )
     deployment_id = params.get("deployment_id") or live_deployment
     if not deployment_id:
         raise NoLiveDeploymentYet(
@@ -98,35 +107,28 @@ def plan_reprocessing(
     lake_root = require_inside_lake(
         params.get("lake_root") or paths_lake_root(), paths_lake_root(), "lake_root"
     )
-    extra = dict(params.get("config_overrides") or {})
-    for reserved in RESERVED_OVERRIDES:
-        if any(key == reserved or key.startswith(f"{reserved}.") for key in extra):
-            raise ConfigError(
-                f"config_overrides: {reserved!r} is not allowed here; use the form's own field "
-                "(deployment_id, lake_root) or leave it to the deployment"
-            )
-    report = report_path(lake_root, deployment_id, start, end)
-    overrides = {
-        "deployment_id": deployment_id,
-        "lake_root": lake_root,
-        "kafka.bootstrap_servers": kafka_bootstrap_servers,
-        **extra,
-    }
-    from spark_apps.config import AppConfigError, interval_seconds, load_config
+    registry = registry or DeploymentRegistry(lake_root)
+    record = registry.find(str(deployment_id))
+    if record is None:
+        raise ConfigError(
+            f"deployment_id: {deployment_id!r} is not registered in the lake {lake_root}; reprocessing "
+            "repairs a deployment the platform deployed, with its registered config"
+        )
+    from spark_apps.config import AppConfigError, interval_seconds
 
     try:
-        config = load_config(APP_CONFIG_PATH, overrides)
+        config = record.app_config()
     except AppConfigError as error:
-        raise ConfigError(str(error)) from error
+        raise ConfigError(f"the registered config of {deployment_id!r} is invalid: {error}") from error
     size = interval_seconds(config.window.size)
     for name, moment in (("range_start", start), ("range_end", end)):
         if int(moment.timestamp()) % size:
             raise ConfigError(
                 f"{name} {moment.isoformat()} is not aligned to the {config.window.size} windows"
             )
-    args = ["--config", str(APP_CONFIG_PATH)]
-    for key, value in overrides.items():
-        args += ["--set", f"{key}={value}"]
+    report = report_path(lake_root, deployment_id, start, end)
+    config_file = write_job_config(record, report)
+    args = ["--config", config_file]
     args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", source, "--report", report]
     if not params.get("repair", True):
         args.append("--no-repair")
@@ -136,10 +138,49 @@ def plan_reprocessing(
         "deployment_id": deployment_id,
         "range_start": start.isoformat(),
         "range_end": end.isoformat(),
-        "grace_ends": (end + timedelta(seconds=interval_seconds(config.window.watermark))).isoformat(),
         "report_path": report,
+        "progress_file": str(local_path(config.names.progress_file(REVENUE_QUERY_ROLE))),
+        "watermark": config.window.watermark,
         "spark_args": args,
     }
+
+
+def write_job_config(record: DeploymentRecord, report: str) -> str:
+    """The deployment's registered config as the job's config file (next to its report); its path.
+
+    JSON is YAML, so the job loads it like any config file; nothing of it goes on the command line.
+    """
+    path = Path(report).with_suffix(".config.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record.config, indent=2, sort_keys=True))
+    return str(path)
+
+
+def app_watermark(progress_file: str) -> datetime | None:
+    """The event-time watermark the deployment's revenue query last published, or None (not yet)."""
+    try:
+        published = json.loads(Path(progress_file).read_text()).get("watermark")
+    except (OSError, ValueError):
+        return None
+    if not published:
+        return None
+    return parse_utc(published, "watermark")
+
+
+def windows_closed(plan: dict[str, Any]) -> bool:
+    """True once the app's own watermark has passed the range end: it will never write those windows
+    again, so a repair made now sticks. (The wall clock says nothing about an app that is behind.)"""
+    watermark = app_watermark(plan["progress_file"])
+    end = parse_utc(plan["range_end"], "range_end")
+    if watermark is None or watermark < end:
+        log.info(
+            "Waiting for %s's event-time watermark (%s) to pass the range end %s",
+            plan["deployment_id"],
+            watermark.isoformat() if watermark else "not published yet",
+            end.isoformat(),
+        )
+        return False
+    return True
 
 
 def spark_jars_csv() -> str:
@@ -150,14 +191,10 @@ def spark_jars_csv() -> str:
 
 
 def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit process: this Python, the project's code importable."""
-    import os
+    """Environment of the spark-submit process (SparkSubmitOperator adds it to the worker's)."""
+    from revenue_platform.spark_submit import spark_python_env
 
-    return {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
-    }
+    return spark_python_env()
 
 
 def summarize_reconciliation(report_file: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
+from revenue_platform.paths import PROJECT_PYTHONPATH, REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
+from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
 
 def spark_jars() -> list[str]:
@@ -53,19 +54,26 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
         ",".join(spark_jars()),
         "--conf",
         "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
         *loopback,
         str(SPARK_APPS_DIR / app),
         *app_args,
     ]
 
 
-def spark_submit_env() -> dict[str, str]:
-    """Environment for a local spark-submit: the venv's Python, the project's code importable."""
+def spark_python_env() -> dict[str, str]:
+    """What a spark-submit needs on top of its parent's environment: this venv's Python for the
+    driver and the workers, and the project's code importable."""
     return {
-        **os.environ,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        "PYTHONPATH": PROJECT_PYTHONPATH,
     }
+
+
+def spark_submit_env(kafka_security: KafkaClientSecurity | None = None) -> dict[str, str]:
+    """Environment for a local spark-submit: this process's (minus any inherited Kafka login), plus
+    `spark_python_env`, plus the Kafka connection's security settings for the driver (a child's
+    environment is readable only by its owner, unlike its command line)."""
+    security = kafka_security.environment() if kafka_security is not None else {}
+    inherited = {key: value for key, value in os.environ.items() if key != KAFKA_SECURITY_ENV}
+    return {**inherited, **spark_python_env(), **security}

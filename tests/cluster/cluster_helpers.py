@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import StreamingAppConfig

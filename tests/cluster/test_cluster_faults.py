@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.cluster import LocalCluster
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.registry import DeploymentRegistry

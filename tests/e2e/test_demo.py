@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
@@ -303,6 +303,22 @@ def test_the_first_hour_is_green_and_every_page_renders_offline(demo_stack: Demo
         finally:
             browser.close()
     assert outside == [], f"requests that would leave localhost: {outside}"
+
+
+def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoStack) -> None:
+    """`up` plus the demo's live deployment: the broker, every Airflow component (no log servers) and
+    the Spark driver listen on loopback only. Sockets are read from /proc for every process group a
+    pid file of the stack names."""
+    demo_stack.require_demo_output()
+    groups = set()
+    for pid_file in demo_stack.state_dir.rglob("*.pid"):
+        pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
+        if pid is not None:
+            groups.add(os.getpgid(pid))
+    members = [pid for group in groups for pid in processes.group_members(group)]
+    listening = processes.listening_sockets(members)
+    assert {AIRFLOW_PORT, KAFKA_PORT, KAFKA_CONTROLLER_PORT} <= {s.port for s in listening}, listening
+    assert [s for s in listening if not s.loopback_only] == []
 
 
 def test_down_stops_everything(demo_stack: DemoStack) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.registry import DeploymentRegistry, resolve_live_deployment
 from tests.kafka_helpers import unique_suffix

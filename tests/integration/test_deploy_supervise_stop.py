@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from revenue_platform.local_stack import processes
+from revenue_platform import processes
 from revenue_platform.orders_generator import (
     GeneratorSettings,
     generate_orders,

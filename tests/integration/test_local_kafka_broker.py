@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from revenue_platform import processes
 from revenue_platform.errors import PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.kafka_broker import (
     KafkaBrokerSettings,
     LocalKafkaBroker,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -24,15 +25,31 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from revenue_platform.paths import DAGS_DIR
-from revenue_platform.reprocessing import report_path
+from revenue_platform.reprocessing import plan_reprocessing, report_path, windows_closed
 from spark_apps import io
 from spark_apps.config import load_config
 from spark_apps.orders_streaming_app import run
-from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
+from spark_apps.schemas import GOLD_SCHEMA
+from spark_apps.transformations import to_revenue_kafka_records
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
+from tests.registry_helpers import register_deployment
 
 pytestmark = pytest.mark.integration
 
 START = datetime(2026, 11, 22, 9, 0, 0)
+
+
+def orders_at(offset: timedelta, count: int, seed: int, first_order_id: int) -> list:
+    """`count` orders of two stores from START + offset on, within 30 seconds."""
+    settings = GeneratorSettings(
+        orders=count,
+        stores=2,
+        start=START + offset,
+        span_seconds=30,
+        seed=seed,
+        first_order_id=first_order_id,
+    )
+    return list(generate_orders(settings))
 
 
 def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
@@ -61,6 +78,8 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
             **overrides,
         }
     )
+    # The DAG repairs a registered deployment with its registered config (window, topics, rules).
+    register_deployment(lake, config)
     create_app_topics(kafka_bootstrap, suffix)
     on_time = list(
         generate_orders(GeneratorSettings(orders=240, stores=2, start=START, span_seconds=180, seed=21))
@@ -68,6 +87,17 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
     produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(2))
     produce(kafka_bootstrap, config.kafka.orders_topic, on_time)
     run(config, spark)
+
+    # The app is behind: its event-time watermark (newest order - 10 s) has not passed the end of
+    # minute 2, so it may still write those windows; a repair now could be overwritten. Wait.
+    minute_two = {
+        "range_start": f"{START + timedelta(minutes=2):%Y-%m-%dT%H:%M:%S}Z",
+        "range_end": f"{START + timedelta(minutes=3):%Y-%m-%dT%H:%M:%S}Z",
+        "deployment_id": "backfill",
+        "lake_root": lake,
+    }
+    assert not windows_closed(plan_reprocessing(minute_two, None, None, None))
+
     late = list(
         generate_orders(
             GeneratorSettings(
@@ -75,8 +105,24 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
             )
         )
     )
-    produce(kafka_bootstrap, config.kafka.orders_topic, late)
+    # A later order moves the watermark past the three minutes: from now on the app never writes
+    # their windows again, and a repair sticks.
+    later = orders_at(timedelta(minutes=5), count=1, seed=23, first_order_id=80_000)
+    produce(kafka_bootstrap, config.kafka.orders_topic, late + later)
     run(config, spark)
+    assert windows_closed(plan_reprocessing(minute_two, None, None, None))
+
+    # A window no order belongs to, in gold and on the revenue topic (as a faulty writer would leave
+    # it): the repair must delete it from gold and tombstone it on the topic.
+    gold_path = config.names.gold_revenue_table
+    minute_one = [
+        r
+        for r in io.read_gold(spark, gold_path).collect()
+        if START + timedelta(minutes=1) <= r.window_start < START + timedelta(minutes=2)
+    ]
+    phantom = spark.createDataFrame([{**minute_one[0].asDict(), "location_id": "store_9"}], GOLD_SCHEMA)
+    phantom.write.format("delta").mode("append").save(gold_path)
+    io.write_to_kafka(to_revenue_kafka_records(phantom), config, config.kafka.revenue_topic)
 
     from airflow.dag_processing.dagbag import DagBag
 
@@ -93,7 +139,6 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
                 "deployment_id": "backfill",
                 "source": "auto",
                 "repair": True,
-                "config_overrides": overrides,
                 "lake_root": lake,
             }
         )
@@ -105,15 +150,44 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
 
     reports = [reprocess(minute) for minute in range(3)]
     assert reports[0]["different"] >= 1, "the late orders of minute 0 were missing from gold"
+    assert reports[1]["extra"] == 1, "the phantom window of minute 1"
     assert all(r["source"] == "kafka" for r in reports)
 
     gold = {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
         for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
     }
-    expected = {k: (w.order_count, w.revenue) for k, w in expected_windows(on_time + late, 15).items()}
+    expected = {
+        k: (w.order_count, w.revenue) for k, w in expected_windows(on_time + late + later, 15).items()
+    }
     assert gold == expected
+
+    # The compacted revenue topic's latest value per key (tombstones delete) is gold, to the cent.
+    latest_per_key: dict[str, tuple[int, Decimal]] = {}
+    for record in read_topic(kafka_bootstrap, config.kafka.revenue_topic):
+        key = record.key.decode() if record.key else ""
+        if record.value is None:
+            latest_per_key.pop(key, None)
+        else:
+            value = json.loads(record.value)
+            latest_per_key[key] = (value["order_count"], Decimal(str(value["revenue"])))
+    assert latest_per_key == {
+        f"{loc}|{typ}|{start.strftime('%Y-%m-%dT%H:%M:%SZ')}": totals
+        for (loc, typ, start), totals in gold.items()
+    }
 
     rerun = reprocess(0)
     assert rerun["missing"] == rerun["extra"] == rerun["different"] == 0
     assert rerun["repaired"] is False
+
+    # The app goes on streaming newer orders: the repaired minutes stay repaired.
+    newer = orders_at(timedelta(minutes=6), count=20, seed=24, first_order_id=70_000)
+    produce(kafka_bootstrap, config.kafka.orders_topic, newer)
+    run(config, spark)
+    repaired = {key: totals for key, totals in expected.items() if key[2] < START + timedelta(minutes=3)}
+    after = {
+        (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
+        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+        if r.window_start < START + timedelta(minutes=3)
+    }
+    assert after == repaired

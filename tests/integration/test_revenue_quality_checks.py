@@ -40,6 +40,7 @@ from tests.quality_helpers import (
     scenario_orders,
     write_tables,
 )
+from tests.registry_helpers import register_deployment
 
 pytestmark = pytest.mark.integration
 
@@ -343,6 +344,8 @@ def test_the_dag_passes_on_correct_gold_and_fails_loudly_on_a_bad_one(
 
     gold, bronze = copy.deepcopy(base)
     write_tables(tmp_path, DEPLOYMENT, gold, bronze)
+    # The DAG checks a registered deployment with its registered window geometry and tables.
+    register_deployment(tmp_path, deployment_id=DEPLOYMENT)
     good = quality_dag.test(run_conf=dag_conf(tmp_path))
     assert good.state == "success"
     with create_session() as session:

@@ -322,7 +322,7 @@ def _append_gold(table_path: str, rows: list[tuple[Any, ...]]) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from revenue_platform.serving.gold import gold_arrow_schema
+    from revenue_platform.gold_table import gold_arrow_schema
 
     schema = gold_arrow_schema()
     records = []

@@ -125,7 +125,6 @@ def test_a_hostile_store_id_is_refused_at_trigger_time_and_gold_is_untouched(
         "source": "auto",
         "stores": ["store_1", "x\\') OR true --"],
         "repair": True,
-        "config_overrides": {},
         "lake_root": lake,
     }
     from airflow.sdk.exceptions import ParamValidationError

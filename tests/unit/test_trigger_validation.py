@@ -19,6 +19,7 @@ from revenue_platform.streaming.deploy import DeployRequest, resolve_config
 from revenue_platform.trigger_conf import check_conf_keys
 from spark_apps.config import AppConfigError, load_config
 from spark_apps.naming import validate_location_id
+from tests.registry_helpers import register_deployment
 
 DEPLOY_PARAMS = (
     "deployment_id",
@@ -163,6 +164,10 @@ def test_store_ids_of_the_generator_pass() -> None:
         validate_stores("store_1")
 
 
+def _register(lake: Path, deployment_id: str = "blue", **overrides: Any) -> None:
+    register_deployment(lake, deployment_id=deployment_id, **overrides)
+
+
 def _plan(lake: Path, **params: Any) -> dict[str, Any]:
     base = {
         "range_start": "2026-11-22T09:00:00Z",
@@ -171,7 +176,7 @@ def _plan(lake: Path, **params: Any) -> dict[str, Any]:
         "lake_root": str(lake),
     }
     start, end = datetime(2026, 11, 22, 9, tzinfo=UTC), datetime(2026, 11, 22, 10, tzinfo=UTC)
-    return plan_reprocessing({**base, **params}, start, end, "localhost:1", None)
+    return plan_reprocessing({**base, **params}, start, end, None)
 
 
 def test_reprocess_planning_on_a_fresh_stack_names_no_made_up_deployment(
@@ -183,9 +188,10 @@ def test_reprocess_planning_on_a_fresh_stack_names_no_made_up_deployment(
     # The hourly run: no deployment in the form and none live. The DAG turns this into a skip.
     with pytest.raises(NoLiveDeploymentYet, match=r"no deployment is live yet.*deployment_id"):
         _plan(tmp_path / "lake", deployment_id=None)
+    _register(tmp_path / "lake", "green")
     start, end = datetime(2026, 11, 22, 9, tzinfo=UTC), datetime(2026, 11, 22, 10, tzinfo=UTC)
     params = {"deployment_id": None, "lake_root": str(tmp_path / "lake")}
-    assert plan_reprocessing(params, start, end, "localhost:1", "green")["deployment_id"] == "green"
+    assert plan_reprocessing(params, start, end, "green")["deployment_id"] == "green"
 
 
 @pytest.mark.parametrize(
@@ -195,25 +201,66 @@ def test_reprocess_planning_on_a_fresh_stack_names_no_made_up_deployment(
         ({"lake_root": "/"}, "lake_root"),
         ({"lake_root": "../../../tmp/evil"}, "lake_root"),
         ({"deployment_id": "../blue"}, "deployment_id"),
-        ({"config_overrides": {"deployment_id": "green"}}, "config_overrides"),
-        ({"config_overrides": {"lake_root": "/"}}, "config_overrides"),
-        ({"config_overrides": {"window.size": "99999999999 days"}}, "window.size"),
-        ({"config_overrides": {"kafka.orders_topic": "../x"}}, "kafka.orders_topic"),
+        ({"deployment_id": "never-deployed"}, "deployment_id: 'never-deployed' is not registered"),
+        ({"range_end": "2026-11-24T09:00:00Z"}, r"more than the 1 day, 0:00:00 one run"),
+        ({"range_start": "2026-11-22T09:00:15Z"}, r"range_start \S+ is not aligned to the 1 minute windows"),
     ],
 )
 def test_reprocess_planning_refuses_bad_forms_naming_the_field(
     params: dict[str, Any], field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "lake"))
-    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+    # Registered with a window the YAML does not have: the plan must check the registered one.
+    _register(tmp_path / "lake", **{"window.size": "1 minute", "window.slide": None})
+    with pytest.raises(ConfigError, match=field):
         _plan(tmp_path / "lake", **params)
+
+
+def test_reprocess_runs_with_the_registered_config_not_the_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(lake))
+    _register(lake, **{"window.size": "1 minute", "window.slide": None, "kafka.revenue_topic": "rev_blue"})
+    plan = _plan(lake)
+    args = plan["spark_args"]
+    assert "--set" not in args, "nothing of the config goes on the command line"
+    job_config = load_config(args[args.index("--config") + 1])
+    assert job_config.window.size == "1 minute"
+    assert job_config.kafka.revenue_topic == "rev_blue"
+    assert job_config.deployment_id == "blue"
+    stored = json.loads(Path(args[args.index("--config") + 1]).read_text())
+    from revenue_platform.registry import DeploymentRegistry
+
+    assert stored == DeploymentRegistry(str(lake)).get("blue").config
 
 
 def test_reprocess_planning_passes_valid_stores_to_the_job(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "lake"))
+    _register(tmp_path / "lake")
     plan = _plan(tmp_path / "lake", stores=["store_1", "store_2"])
     args = plan["spark_args"]
     assert args[args.index("--stores") + 1] == "store_1,store_2"
     assert plan["report_path"].startswith(str(tmp_path / "lake"))
+
+
+def test_a_deploy_request_survives_the_xcom_round_trip() -> None:
+    form = {
+        "deployment_id": "green",
+        "colour": None,
+        "version": "2.1.0",
+        "config_overrides": {"window.size": "1 minute"},
+        "starting_offsets": 1700000000000,
+        "start_timeout_s": 60,
+    }
+    request = DeployRequest.from_params(form)
+    assert (request.app_version, request.starting_offsets, request.start_timeout_s) == (
+        "2.1.0",
+        "1700000000000",
+        60.0,
+    )
+    assert DeployRequest(**request.to_dict()) == request

@@ -2,7 +2,8 @@
 
 `logic` holds the pure rules (request validation, catch-up, window diff, promotion blockers);
 `replay` the steps the `blue_green_replay` and `rollback_live_deployment` DAGs run against the
-registry, Kafka and the lake; `catch_up` the deferrable catch-up wait (operator + trigger).
+registry, Kafka and the lake; `tasks` one function per task of `blue_green_replay` (gates recorded);
+`catch_up` the deferrable catch-up wait (operator + trigger).
 Importing this package is cheap (no Spark, pandas or Kafka client).
 docs/blue-green.md describes the procedure and the contract for readers of the live output.
 """

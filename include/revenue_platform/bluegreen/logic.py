@@ -145,21 +145,23 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def green_overrides(
-    blue_config: Mapping[str, Any], overrides: Mapping[str, Any], green_revenue_topic: str
+    blue_config: Mapping[str, Any], overrides: Mapping[str, Any], green_topics: Mapping[str, str]
 ) -> dict[str, Any]:
-    """Green's config overrides: blue's registered config, then the requested changes, own revenue topic."""
+    """Green's config overrides: blue's registered config, then the requested changes, then green's own
+    output topics (`green_topics`: dotted field -> topic), which a replay never shares with blue."""
     inherited = {
         k: v
         for k, v in flatten(blue_config).items()
         # Where blue's own history came from is blue's business: green gets its source from the plan.
         if k not in NOT_INHERITED and k != "history" and not k.startswith("history.")
     }
-    if "kafka.revenue_topic" in overrides:
-        raise ConfigError(
-            "config_overrides: kafka.revenue_topic is not allowed: a green replay always writes to its own "
-            f"per-deployment topic ({green_revenue_topic})"
-        )
-    return {**inherited, **overrides, "kafka.revenue_topic": green_revenue_topic}
+    for key, topic in green_topics.items():
+        if key in overrides:
+            raise ConfigError(
+                f"config_overrides: {key} is not allowed: a green replay always writes to its own "
+                f"per-deployment topic ({topic})"
+            )
+    return {**inherited, **overrides, **green_topics}
 
 
 OffsetBounds = dict[int, tuple[int, int]]
@@ -348,6 +350,28 @@ def diff_windows(
     )
 
 
+def diff_blockers(diff_summary: Mapping[str, Any] | None) -> list[str]:
+    """Why a diff summary (`WindowDiff.summary`) does not clear green (empty = it does).
+
+    A diff over zero windows proves nothing: it blocks.
+    """
+    if diff_summary is None or not diff_summary.get("windows_compared"):
+        return ["no closed window covered by both blue and green to compare"]
+    if not diff_summary.get("passed"):
+        return [
+            f"{diff_summary.get('mismatched_windows')} of {diff_summary['windows_compared']} closed "
+            "window(s) differ beyond tolerance"
+        ]
+    return []
+
+
+def approval_given(approval: Mapping[str, Any] | None) -> tuple[bool, str | None]:
+    """(approved?, by whom) from the approval task's result (Airflow's HITL `ApprovalOperator` XCom)."""
+    if not approval:
+        return False, None
+    return approval.get("chosen_options") == ["Approve"], approval.get("responded_by_user")
+
+
 def promotion_blockers(
     caught_up: bool,
     quality_passed: bool,
@@ -355,16 +379,13 @@ def promotion_blockers(
     approval_required: bool,
     approved: bool,
 ) -> list[str]:
-    """Why green may not go live (empty = promote). A diff over zero windows proves nothing: block."""
+    """Why green may not go live (empty = promote)."""
     blockers = []
     if not caught_up:
         blockers.append("green has not caught up")
     if not quality_passed:
         blockers.append("quality checks failed")
-    if diff_summary is None or not diff_summary.get("windows_compared"):
-        blockers.append("no closed window covered by both blue and green to compare")
-    elif not diff_summary.get("passed"):
-        blockers.append(f"{diff_summary.get('mismatched_windows')} window(s) differ beyond tolerance")
+    blockers += diff_blockers(diff_summary)
     if approval_required and not approved:
         blockers.append("approval required and not given")
     return blockers

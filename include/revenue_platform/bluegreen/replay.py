@@ -41,14 +41,19 @@ from revenue_platform.bluegreen.triggers import (
     replays_in_flight,
 )
 from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.gold_table import read_gold
+from revenue_platform.kafka_connection import client_security
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
-from spark_apps.config import interval_seconds
+from spark_apps.config import KafkaConfig, interval_seconds
 from spark_apps.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
+
+# Used where blue's stored config lacks a field (a record written before the field existed).
+_KAFKA_DEFAULTS = KafkaConfig()
 
 
 class ReplayGateFailed(PlatformError):
@@ -176,13 +181,16 @@ def plan_green(
             f"green_deployment_id {request.green_deployment_id!r} is already registered: a replay needs a "
             "fresh namespace, pick a new id (e.g. green-<version>)"
         )
-    blue_config = registry.get(blue).config
-    base_topic = str(blue_config.get("kafka", {}).get("revenue_topic", "revenue_windows"))
+    blue_record = registry.get(blue)
     try:
-        topic = DeploymentNames(registry.lake_root, request.green_deployment_id).revenue_topic(base_topic)
+        green_names = DeploymentNames(registry.lake_root, request.green_deployment_id)
     except ValueError as error:
         raise ConfigError(str(error)) from error
-    overrides = green_overrides(blue_config, request.config_overrides, topic)
+    green_topics = {
+        f"kafka.{name}": green_names.own_topic(topic)
+        for name, topic in blue_record.app_config().output_topics().items()
+    }
+    overrides = green_overrides(blue_record.config, request.config_overrides, green_topics)
     if kafka_client_config is not None or request.replay_source == "bronze":
         history = _plan_history(registry, request, blue, kafka_bootstrap, kafka_client_config)
         if history is not None:
@@ -195,7 +203,7 @@ def plan_green(
         starting_offsets="earliest",
         start_timeout_s=request.start_timeout_s,
     )
-    resolve_config(deploy_request, registry.lake_root, kafka_bootstrap)
+    resolve_config(deploy_request, registry.lake_root, kafka_bootstrap, registry)
     return deploy_request, blue
 
 
@@ -211,7 +219,7 @@ def _plan_history(
 
     blue_config = registry.get(blue).config
     kafka = blue_config.get("kafka", {})
-    orders_topic = str(kafka.get("orders_topic", "orders"))
+    orders_topic = str(kafka.get("orders_topic", _KAFKA_DEFAULTS.orders_topic))
     client = dict(kafka_client_config or {})
     client.setdefault("bootstrap.servers", kafka_bootstrap or str(kafka.get("bootstrap_servers")))
     bronze_table = DeploymentNames(
@@ -226,20 +234,6 @@ def _plan_history(
     return plan_replay_history(
         request.replay_source, bronze_offset_bounds(bronze_table, orders_topic), watermarks, bronze_table
     )
-
-
-def ensure_revenue_topic(client_config: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> None:
-    """Create green's compacted revenue topic unless it exists (partitions/replicas: broker defaults)."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(dict(client_config))
-    future = admin.create_topics([NewTopic(topic, config={"cleanup.policy": "compact"})])[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as error:
-        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
 
 
 def record(
@@ -265,13 +259,23 @@ def deploy_green(
     kafka_client_config: Mapping[str, Any] | None,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """SETUP: create green's revenue topic, register and launch green from earliest offsets."""
+    """SETUP: create green's own output topics, register and launch green from earliest offsets."""
     deploy_request, blue = plan_green(registry, request, kafka_bootstrap, kafka_client_config)
     topic = str(deploy_request.config_overrides["kafka.revenue_topic"])
     history = deploy_request.config_overrides.get("history")
-    if kafka_client_config is not None:
-        ensure_revenue_topic(kafka_client_config, topic)
-    outcome = deploy(deploy_request, target, registry, actor, kafka_bootstrap, progress)
+    # Green's driver authenticates like blue's: with the connection's security settings. The deploy
+    # creates green's own output topics (DLQ, split topics, compacted revenue topic) when Kafka is known.
+    security = client_security(dict(kafka_client_config)) if kafka_client_config is not None else None
+    outcome = deploy(
+        deploy_request,
+        target,
+        registry,
+        actor,
+        kafka_bootstrap,
+        progress,
+        kafka_client_config,
+        kafka_security=security,
+    )
     record(
         registry,
         request.green_deployment_id,
@@ -294,13 +298,7 @@ def deploy_green(
 
 def gold_rows(table_path: str) -> list[dict[str, Any]]:
     """Rows of a gold table (window times as naive UTC), [] if it does not exist yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        rows = DeltaTable(table_path).to_pyarrow_table().to_pylist()
-    except TableNotFoundError:
-        return []
+    rows = read_gold(table_path).to_pylist()
     for row in rows:
         for column in ("window_start", "window_end"):
             row[column] = row[column].replace(tzinfo=None)

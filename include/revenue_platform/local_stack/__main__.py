@@ -10,8 +10,9 @@ import argparse
 import dataclasses
 import sys
 
+from revenue_platform import processes
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import jvm, prerequisites, processes
+from revenue_platform.local_stack import jvm, prerequisites
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
 from revenue_platform.local_stack.cluster import (
     ClusterSettings,

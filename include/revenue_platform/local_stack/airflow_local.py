@@ -8,8 +8,9 @@ unpaused DAGs. `make up`, the tests and the demo all use it.
 The stack is closed by default: the API server listens on loopback only (AIRFLOW_HOST opens
 it, e.g. AIRFLOW_HOST=0.0.0.0), the admin password and the signing secrets are generated once
 with `secrets` into 0600 files under `<state dir>/secrets/`, and `make up` prints the password.
-Airflow 3.3's log servers (scheduler and triggerer "serve-logs") bind every interface with no
-setting to change that; what they serve needs a token signed with the generated secret.
+Airflow 3.3's log servers (scheduler and triggerer "serve-logs") would bind every interface with
+no setting to change that, so standalone runs without them (`airflow_standalone`): on one machine
+the API server reads task logs from the local log folder.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from revenue_platform import processes
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connection_env_var
 from revenue_platform.errors import PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_port
-from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, REPO_ROOT, state_dir
+from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
 
 LOCAL_ADMIN_USER = "admin"
 LOOPBACK = "127.0.0.1"
@@ -116,8 +118,8 @@ def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str,
     }
     spark = {"conn_type": "spark", "host": spark_master, "extra": {"deploy-mode": "client"}}
     return {
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(kafka),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
+        connection_env_var(KAFKA_CONN_ID): json.dumps(kafka),
+        connection_env_var(SPARK_CONN_ID): json.dumps(spark),
     }
 
 
@@ -190,7 +192,7 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "AIRFLOW__CORE__PARALLELISM": parallelism,
         # spark-submit and the project's code come from the same virtualenv as Airflow.
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
+        "PYTHONPATH": PROJECT_PYTHONPATH,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
@@ -225,8 +227,12 @@ def migrate_db(settings: AirflowLocalSettings, progress: Callable[[str], None] =
         )
 
 
+# `airflow standalone` with the scheduler's and triggerer's log servers off (see airflow_standalone).
+STANDALONE_MODULE = "revenue_platform.local_stack.airflow_standalone"
+
+
 class LocalAirflow:
-    """`airflow standalone` as a detached process group with a pid file."""
+    """`airflow standalone` (without log servers) as a detached process group with a pid file."""
 
     def __init__(self, settings: AirflowLocalSettings) -> None:
         self.settings = settings
@@ -261,7 +267,7 @@ class LocalAirflow:
             require_free_port(self.settings.port, "the Airflow API server (UI)", "AIRFLOW_PORT")
             migrate_db(self.settings, progress)
             processes.spawn_detached(
-                [sys.executable, "-m", "airflow", "standalone"],
+                [sys.executable, "-m", STANDALONE_MODULE],
                 self.pid_path,
                 self.log_path,
                 env={**os.environ, **airflow_environment(self.settings)},

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
 from revenue_platform.paths import REPO_ROOT, state_dir

@@ -5,6 +5,11 @@ multi-node cluster whose controllers form a static voter set (`make cluster-up`,
 nodes, see `cluster.py`). Run from the Maven-fetched jars, formatted on first start,
 data and logs under the state dir. Start waits until the broker answers a metadata request; start and stop
 are idempotent, and stop escalates from SIGTERM to SIGKILL only after a grace period.
+
+With `BrokerSasl` the client listener is SASL_PLAINTEXT with SCRAM users created at format time,
+and ACLs are enforced (KRaft's StandardAuthorizer, nothing allowed without an ACL): a secured
+cluster on one machine, which the tests use to prove the platform runs with credentials and
+that a client without them is refused.
 """
 
 from __future__ import annotations
@@ -14,14 +19,41 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import BrokerUnreachableError, ConfigError, PrerequisiteError
-from revenue_platform.local_stack import processes
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
 from revenue_platform.paths import KAFKA_BROKER_JARS_DIR, state_dir
+
+
+@dataclass(frozen=True)
+class ScramUser:
+    """A SCRAM login the broker knows from its first start."""
+
+    name: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class BrokerSasl:
+    """SASL/SCRAM on the client listener, and ACLs. `admin` is the super user (and the broker's own
+    login between its listeners); every other principal needs ACLs."""
+
+    admin: ScramUser
+    users: tuple[ScramUser, ...] = ()
+    mechanism: str = "SCRAM-SHA-512"
+
+    def client_config(self, user: ScramUser) -> dict[str, str]:
+        """librdkafka settings to log in as `user`."""
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": user.name,
+            "sasl.password": user.password,
+        }
 
 
 @dataclass(frozen=True)
@@ -44,6 +76,8 @@ class KafkaBrokerSettings:
     """(node id, controller port) of every voter of a multi-node cluster; empty = a one-node cluster."""
     cluster_id: str | None = None
     """Shared cluster id every node of a multi-node cluster is formatted with (one-node: generated)."""
+    sasl: BrokerSasl | None = None
+    """None: a PLAINTEXT client listener without ACLs (the local stack); set: SASL/SCRAM and ACLs."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> KafkaBrokerSettings:
@@ -59,6 +93,11 @@ class KafkaBrokerSettings:
     @property
     def bootstrap_servers(self) -> str:
         return f"localhost:{self.port}"
+
+    def admin_client_config(self) -> dict[str, str]:
+        """librdkafka settings of a client with every right on this broker (the SASL admin, if any)."""
+        login = self.sasl.client_config(self.sasl.admin) if self.sasl is not None else {}
+        return {"bootstrap.servers": self.bootstrap_servers, **login}
 
 
 def _port(env: dict[str, str], name: str, default: int) -> int:
@@ -106,7 +145,34 @@ def server_properties(settings: KafkaBrokerSettings) -> str:
         "log.retention.check.interval.ms": "10000",
         "log.cleaner.backoff.ms": "5000",
     }
+    if settings.sasl is not None:
+        lines.update(_sasl_properties(settings))
     return "\n".join(f"{key}={value}" for key, value in lines.items()) + "\n"
+
+
+def _sasl_properties(settings: KafkaBrokerSettings) -> dict[str, str]:
+    """The client listener on SASL_PLAINTEXT/SCRAM (the broker logs in to it as the admin), ACLs on."""
+    assert settings.sasl is not None
+    sasl = settings.sasl
+    admin = sasl.admin
+    return {
+        "listeners": f"SASL_PLAINTEXT://localhost:{settings.port},CONTROLLER://localhost:{settings.controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://localhost:{settings.port}",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": sasl.mechanism,
+        "sasl.mechanism.inter.broker.protocol": sasl.mechanism,
+        f"listener.name.sasl_plaintext.{sasl.mechanism.lower()}.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{admin.name}" password="{admin.password}";'
+        ),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        # The broker half of this one JVM reaches its controller over the loopback CONTROLLER listener
+        # (PLAINTEXT, principal ANONYMOUS) and needs cluster rights there; clients only ever reach the
+        # SASL listener, where nobody is anonymous.
+        "super.users": f"User:{admin.name};User:ANONYMOUS",
+    }
 
 
 LOG4J2_PROPERTIES = """\
@@ -145,7 +211,9 @@ class LocalKafkaBroker:
 
     def answers_metadata(self, timeout_s: float = 3.0) -> bool:
         """True when the broker answers a metadata request within `timeout_s`."""
-        return broker_answers_metadata(self.settings.bootstrap_servers, timeout_s)
+        return broker_answers_metadata(
+            self.settings.bootstrap_servers, timeout_s, self.settings.admin_client_config()
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------
     def _classpath(self) -> str:
@@ -179,6 +247,11 @@ class LocalKafkaBroker:
         cluster_id = self.settings.cluster_id or self.random_cluster_id()
         # A static voter set (controller.quorum.voters) needs no --standalone bootstrap of the quorum.
         standalone = [] if self.settings.quorum else ["--standalone"]
+        # SCRAM credentials of a KRaft cluster are bootstrapped into its metadata at format time.
+        scram: list[str] = []
+        if (sasl := self.settings.sasl) is not None:
+            for user in (sasl.admin, *sasl.users):
+                scram += ["--add-scram", f"{sasl.mechanism}=[name={user.name},password={user.password}]"]
         formatted = subprocess.run(
             self._java(
                 "kafka.tools.StorageTool",
@@ -188,6 +261,7 @@ class LocalKafkaBroker:
                 cluster_id,
                 "-c",
                 str(self.config_path),
+                *scram,
             ),
             capture_output=True,
             text=True,
@@ -216,6 +290,9 @@ class LocalKafkaBroker:
             require_free_port(self.settings.controller_port, "the Kafka controller", "KAFKA_CONTROLLER_PORT")
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)
             require_free_disk(self.settings.data_dir)
+            # 0600: with SASL it holds the admin's password.
+            self.config_path.touch(mode=0o600)
+            self.config_path.chmod(0o600)
             self.config_path.write_text(server_properties(self.settings))
             self.log4j_path.write_text(LOG4J2_PROPERTIES)
             self._format_storage_once()
@@ -268,8 +345,11 @@ class LocalKafkaBroker:
         progress("[kafka] stopped")
 
 
-def broker_answers_metadata(bootstrap_servers: str, timeout_s: float = 3.0) -> bool:
-    """True when `bootstrap_servers` answers a metadata request within `timeout_s`."""
+def broker_answers_metadata(
+    bootstrap_servers: str, timeout_s: float = 3.0, client_config: dict[str, str] | None = None
+) -> bool:
+    """True when `bootstrap_servers` answers a metadata request within `timeout_s` (logging in with
+    `client_config`'s settings, if any)."""
     import logging
 
     from confluent_kafka.admin import AdminClient
@@ -277,7 +357,11 @@ def broker_answers_metadata(bootstrap_servers: str, timeout_s: float = 3.0) -> b
     quiet = logging.getLogger("revenue_platform.kafka_probe")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    settings: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": quiet}
+    settings: dict[str, Any] = {
+        **(client_config or {}),
+        "bootstrap.servers": bootstrap_servers,
+        "logger": quiet,
+    }
     admin = AdminClient(settings)
     try:
         admin.list_topics(timeout=timeout_s)

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule, get_current_context, task, task_group
+from airflow.sdk import get_current_context, task, task_group
 
 from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY, RANGE_END_KEY, RANGE_START_KEY
+from revenue_platform.dag_defaults import fail_without_retry
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
-from revenue_platform.quality.config import default_lake_root, load_quality_config
+from revenue_platform.quality.config import QualityConfig, default_lake_root
 from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMissing
 from revenue_platform.times import parse_utc
+
+if TYPE_CHECKING:
+    from spark_apps.config import StreamingAppConfig
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +33,7 @@ DEFAULT_INTERVAL: Final = timedelta(hours=1)
 THRESHOLD_PARAMS: Final = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
 
 # Failed expectations, missing tables and bad arguments do not change on a retry.
-NO_RETRY_ON_VERDICT = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=[QualityCheckFailed, QualityInputMissing, ConfigError],
-            action=RetryAction.FAIL,
-            reason="a quality verdict or a configuration error; see the error message",
-        )
-    ]
-)
+NO_RETRY_ON_VERDICT = fail_without_retry(QualityCheckFailed, QualityInputMissing, ConfigError)
 
 
 def rewritten_range(context: Any) -> tuple[datetime, datetime] | None:
@@ -125,6 +121,19 @@ def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
     return live
 
 
+def registered_app_config(lake_root: str, deployment_id: str) -> StreamingAppConfig:
+    """The deployment's registered app config: its window geometry and tables are what is checked."""
+    from revenue_platform.registry import DeploymentRegistry
+
+    record = DeploymentRegistry(lake_root).find(deployment_id)
+    if record is None:
+        raise ConfigError(
+            f"deployment_id: {deployment_id!r} is not registered in the lake {lake_root}; the checks read "
+            "a deployment's window geometry and tables from its registered config"
+        )
+    return record.app_config()
+
+
 def check_revenue_quality(
     deployment_id: str | None = None,
     interval_start: Any = None,
@@ -148,13 +157,14 @@ def check_revenue_quality(
         raise AirflowSkipException(str(nothing)) from nothing
     start, end = resolve_interval(context, interval_start, interval_end)
     overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
-    config = load_quality_config(overrides=overrides)
     root = lake_root or params.get("lake_root") or default_lake_root()
+    app = registered_app_config(root, deployment)
+    config = QualityConfig.from_app_config(app).with_overrides(overrides)
     dag_run = context["dag_run"]
     run_name = f"{deployment}__{dag_run.dag_id}__{dag_run.run_id}"
     log.info("Quality gate for deployment %r over [%s, %s), lake %s", deployment, start, end, root)
     try:
-        report = run_revenue_checks(deployment, root, start, end, config, run_name=run_name)
+        report = run_revenue_checks(deployment, root, start, end, config, run_name=run_name, tables=app.names)
     except QualityCheckFailed as failed:
         log.error("Data Docs (open in a browser): file://%s", failed.report.data_docs_index)
         raise

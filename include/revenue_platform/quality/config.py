@@ -15,10 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from revenue_platform.errors import ConfigError
-from revenue_platform.paths import INCLUDE_DIR, lake_root
+from revenue_platform.paths import APP_CONFIG_PATH, lake_root
 from spark_apps.config import StreamingAppConfig, interval_seconds, load_config
 
-DEFAULT_APP_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
 
@@ -123,7 +122,7 @@ def build_quality_config(values: dict[str, Any]) -> QualityConfig:
 
 
 def load_quality_config(
-    app_config_path: str | Path | None = DEFAULT_APP_CONFIG_PATH, overrides: dict[str, Any] | None = None
+    app_config_path: str | Path | None = APP_CONFIG_PATH, overrides: dict[str, Any] | None = None
 ) -> QualityConfig:
     """The app's window geometry from its YAML (the one the app runs with) plus threshold overrides."""
     if app_config_path is None:

@@ -26,11 +26,8 @@ from typing import Final
 import pandas as pd
 
 from revenue_platform.quality.config import QualityConfig
-from spark_apps.contract import GOLD_DELTA_TYPES, GOLD_KEY_COLUMNS
+from spark_apps.contract import GOLD_DELTA_TYPES, GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS
 
-KEY_COLUMNS: Final = GOLD_KEY_COLUMNS
-# The gold table's contract, in Delta type names (what `DeltaTable.schema()` reports).
-GOLD_SCHEMA: Final = GOLD_DELTA_TYPES
 _MICROS: Final = 1_000_000
 _CENT: Final = Decimal("0.01")
 
@@ -82,11 +79,11 @@ def window_key(location_id: object, order_type: object, window_start: object) ->
 # ------------------------------------------------------------------------------------------------
 def schema_frame(schema: dict[str, str]) -> pd.DataFrame:
     """One row per column of the contract or the table: column_name, expected_type, actual_type."""
-    names = [*GOLD_SCHEMA, *(name for name in schema if name not in GOLD_SCHEMA)]
+    names = [*GOLD_DELTA_TYPES, *(name for name in schema if name not in GOLD_DELTA_TYPES)]
     return pd.DataFrame(
         {
             "column_name": names,
-            "expected_type": [GOLD_SCHEMA.get(name) for name in names],
+            "expected_type": [GOLD_DELTA_TYPES.get(name) for name in names],
             "actual_type": [schema.get(name) for name in names],
         }
     )
@@ -97,7 +94,7 @@ def gold_windows_frame(
 ) -> pd.DataFrame:
     """Gold rows of windows overlapping the interval (plus rows with null window bounds), with
     derived columns: revenue_cents, window_duration_seconds, window_start_epoch_mod_slide."""
-    frame = _with_columns(gold, list(GOLD_SCHEMA))
+    frame = _with_columns(gold, list(GOLD_DELTA_TYPES))
     starts = pd.to_datetime(frame["window_start"], utc=True)
     ends = pd.to_datetime(frame["window_end"], utc=True)
     overlaps = (starts < _utc(interval_end)) & (ends > _utc(interval_start))
@@ -136,12 +133,12 @@ def assign_windows(orders: pd.DataFrame, config: QualityConfig) -> pd.DataFrame:
 
 def expected_windows(orders: pd.DataFrame, config: QualityConfig) -> pd.DataFrame:
     """Order count and exact Decimal revenue per window from valid, deduplicated bronze orders."""
-    columns = [*KEY_COLUMNS, "window_end", "order_count", "revenue"]
+    columns = list(GOLD_WINDOW_COLUMNS)
     deduplicated = first_occurrences(orders)
     if deduplicated.empty:
         return pd.DataFrame(columns=columns)
     windows = assign_windows(deduplicated, config)
-    grouped = windows.groupby([*KEY_COLUMNS, "window_end"], sort=True)["final_amount"]
+    grouped = windows.groupby([*GOLD_KEY_COLUMNS, "window_end"], sort=True)["final_amount"]
     # sum() of an object column of Decimals stays Decimal; start from 0.00 so the scale is cents.
     totals = grouped.agg(order_count="count", revenue=lambda amounts: sum(amounts, Decimal("0.00")))
     return totals.reset_index()[columns]
@@ -167,18 +164,18 @@ def reconciliation_frame(
         ends = pd.to_datetime(frame["window_end"], utc=True)
         return frame[(ends > low) & (ends <= high)]
 
-    gold_rows = _with_columns(gold, list(GOLD_SCHEMA)).dropna(subset=list(KEY_COLUMNS))
+    gold_rows = _with_columns(gold, list(GOLD_DELTA_TYPES)).dropna(subset=list(GOLD_KEY_COLUMNS))
     gold_rows = gold_rows.assign(window_start=pd.to_datetime(gold_rows["window_start"], utc=True))
     gold_rows = gold_rows.assign(window_end=pd.to_datetime(gold_rows["window_end"], utc=True))
     # Duplicate keys are the uniqueness check's finding; reconcile the latest row per key only.
     gold_rows = gold_rows.sort_values("batch_id", kind="stable").drop_duplicates(
-        list(KEY_COLUMNS), keep="last"
+        list(GOLD_KEY_COLUMNS), keep="last"
     )
-    gold_side = closed(gold_rows)[[*KEY_COLUMNS, "window_end", "order_count", "revenue"]]
+    gold_side = closed(gold_rows)[list(GOLD_WINDOW_COLUMNS)]
     bronze_side = closed(expected_windows(orders, config))
     merged = gold_side.merge(
         bronze_side,
-        on=list(KEY_COLUMNS),
+        on=list(GOLD_KEY_COLUMNS),
         how="outer",
         suffixes=("_gold", "_bronze"),
         indicator="present_in",
@@ -208,7 +205,7 @@ def reconciliation_frame(
             "revenue_diff_cents": (pd.Series(gold_cents) - pd.Series(bronze_cents)).where(both),
         }
     )
-    return result.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    return result.sort_values(list(GOLD_KEY_COLUMNS), kind="stable").reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,10 +16,21 @@ from typing import Any
 
 import pandas as pd
 
+from revenue_platform.gold_table import open_gold
 from revenue_platform.quality.errors import QualityInputMissing
+from spark_apps.contract import ARRIVAL_ORDER
 
 # Bronze columns the checks need; `key` and the raw Spark-parsed order columns are not read.
-BRONZE_COLUMNS = ["value", "topic", "partition", "offset", "timestamp", "dlq_reason", "ingest_date"]
+BRONZE_COLUMNS = [
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "dlq_reason",
+    "ingest_batch_id",
+    "ingest_date",
+]
 # Columns of `parse_bronze_orders`' result.
 PARSED_ORDER_COLUMNS = [
     "order_id",
@@ -46,10 +57,14 @@ def _open(path: str, what: str) -> Any:
     try:
         return DeltaTable(path)
     except TableNotFoundError as error:
-        raise QualityInputMissing(
-            f"{what} table not found at {path}: check deployment_id and lake_root, "
-            "or wait until the streaming app has written its first batch"
-        ) from error
+        raise _missing(what, path) from error
+
+
+def _missing(what: str, path: str) -> QualityInputMissing:
+    return QualityInputMissing(
+        f"{what} table not found at {path}: check deployment_id and lake_root, "
+        "or wait until the streaming app has written its first batch"
+    )
 
 
 def _delta_type_name(data_type: Any) -> str:
@@ -59,7 +74,9 @@ def _delta_type_name(data_type: Any) -> str:
 
 def load_gold(path: str) -> GoldTable:
     """Every row of the gold windowed-revenue table plus its schema."""
-    table = _open(path, "gold revenue")
+    table = open_gold(path)
+    if table is None:
+        raise _missing("gold revenue", path)
     schema = {field.name: _delta_type_name(field.type) for field in table.schema().fields}
     return GoldTable(rows=table.to_pandas(), schema=schema)
 
@@ -69,9 +86,13 @@ def load_bronze(path: str, since: datetime) -> pd.DataFrame:
     table = _open(path, "bronze orders")
     filters = [("ingest_date", ">=", since.astimezone(UTC).date())]
     partition_columns = table.metadata().partition_columns
+    present = {field.name for field in table.schema().fields}
     frame: pd.DataFrame = table.to_pandas(
-        columns=BRONZE_COLUMNS, filters=filters if "ingest_date" in partition_columns else None
+        columns=[c for c in BRONZE_COLUMNS if c in present],
+        filters=filters if "ingest_date" in partition_columns else None,
     )
+    for missing in (c for c in BRONZE_COLUMNS if c not in present):
+        frame[missing] = None  # a table written before the column existed
     if "ingest_date" not in partition_columns:
         frame = frame[pd.to_datetime(frame["ingest_date"]).dt.date >= since.astimezone(UTC).date()]
     return frame.reset_index(drop=True)
@@ -113,11 +134,13 @@ def parse_order_value(value: bytes | None) -> dict[str, Any]:
 def parse_bronze_orders(bronze: pd.DataFrame) -> pd.DataFrame:
     """Valid bronze records (dlq_reason null) with independently parsed order fields, in arrival order.
 
-    Arrival order is (Kafka timestamp, partition, offset), which is also what "first occurrence"
-    of a duplicated order id means. Rows the independent parser rejects keep `parse_error`.
+    Arrival order is the platform's one dedupe rule (`spark_apps.contract.ARRIVAL_ORDER`: ingest
+    batch, then Kafka timestamp, partition, offset), so "first occurrence" of a duplicated order id
+    is the copy the stream and the reprocess count. Rows the independent parser rejects keep
+    `parse_error`.
     """
     valid = bronze[bronze["dlq_reason"].isna()]
-    valid = valid.sort_values(["timestamp", "partition", "offset"], kind="stable").reset_index(drop=True)
+    valid = valid.sort_values(list(ARRIVAL_ORDER), kind="stable", na_position="last").reset_index(drop=True)
     parsed = pd.DataFrame(
         [parse_order_value(value) for value in valid["value"]], columns=PARSED_ORDER_COLUMNS
     )

@@ -25,6 +25,7 @@ from revenue_platform.quality.loaders import bronze_since, load_bronze, load_gol
 from revenue_platform.quality.report import CheckOutcome, QualityReport
 from revenue_platform.quality.results import results_table_path, store_report
 from revenue_platform.quality.suites import SUITES, build_suite
+from spark_apps.contract import GOLD_KEY_COLUMNS
 from spark_apps.naming import DeploymentNames
 
 if TYPE_CHECKING:
@@ -144,11 +145,11 @@ def _outcome(dataset: str, suite: str, result: Any, frame: pd.DataFrame, sample_
         if not labels and dataset in ("freshness", "input_health"):
             labels = [_row_label(dataset, row) for _, row in frame.iterrows()]
         failing_keys = tuple(dict.fromkeys(labels))[:sample_size]
-        if set(F.KEY_COLUMNS) <= set(rows.columns):
+        if set(GOLD_KEY_COLUMNS) <= set(rows.columns):
             failing_windows = tuple(
                 (row["location_id"], row["order_type"], pd.Timestamp(row["window_start"]).to_pydatetime())
                 for _, row in rows.iterrows()
-                if not any(pd.isna(row[column]) for column in F.KEY_COLUMNS)
+                if not any(pd.isna(row[column]) for column in GOLD_KEY_COLUMNS)
             )
     unexpected = details.get("unexpected_count")
     return CheckOutcome(
@@ -218,17 +219,19 @@ def run_revenue_checks(
     run_name: str | None = None,
     raise_on_failure: bool = True,
     store_results: bool = True,
+    tables: DeploymentNames | None = None,
 ) -> QualityReport:
     """Check deployment `deployment_id`'s gold table for `[interval_start, interval_end)`.
 
     Returns the report when every expectation passed (or `raise_on_failure` is False); otherwise
-    raises `QualityCheckFailed` (its `report` attribute has the details). Results are appended to
+    raises `QualityCheckFailed` (its `report` attribute has the details). `tables` (default: the
+    deployment's tables under `lake_root`) are its registered ones when known. Results are appended to
     `<lake_root>/quality/results` and Data Docs rebuilt under `<lake_root>/quality/data_docs/`.
     Raises `QualityInputMissing` when gold or bronze does not exist, `ConfigError` on bad arguments.
     """
     config = config or QualityConfig()
     try:
-        names = DeploymentNames(lake_root, deployment_id)
+        names = tables or DeploymentNames(lake_root, deployment_id)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     start, end = _as_utc(interval_start, "interval_start"), _as_utc(interval_end, "interval_end")

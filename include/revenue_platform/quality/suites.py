@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from revenue_platform.quality.config import QualityConfig
-from revenue_platform.quality.frames import KEY_COLUMNS
-from spark_apps.contract import ORDER_TYPES
+from spark_apps.contract import GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS, ORDER_TYPES
 
 if TYPE_CHECKING:
     import great_expectations as gx
@@ -22,14 +21,6 @@ if TYPE_CHECKING:
 
 SUITE_VERSION: Final = "1"
 DATASETS: Final = ("gold_schema", "gold_windows", "reconciliation", "freshness", "input_health")
-NOT_NULL_COLUMNS: Final = (
-    "location_id",
-    "order_type",
-    "window_start",
-    "window_end",
-    "order_count",
-    "revenue",
-)
 
 
 def suite_name(deployment_id: str, dataset: str) -> str:
@@ -71,7 +62,7 @@ def gold_windows_expectations(config: QualityConfig) -> list[Expectation]:
         gxe.ExpectColumnValuesToNotBeNull(
             column=column, meta=_meta(f"not_null_{column}"), description=f"{column} is never null."
         )
-        for column in NOT_NULL_COLUMNS
+        for column in GOLD_WINDOW_COLUMNS
     ]
     return [
         *not_null,
@@ -109,7 +100,7 @@ def gold_windows_expectations(config: QualityConfig) -> list[Expectation]:
             description=f"window_start is a multiple of the slide ({config.slide_seconds} s) since epoch.",
         ),
         gxe.ExpectCompoundColumnsToBeUnique(
-            column_list=list(KEY_COLUMNS),
+            column_list=list(GOLD_KEY_COLUMNS),
             meta=_meta("window_key_unique"),
             description="(location_id, order_type, window_start) identifies one row.",
         ),

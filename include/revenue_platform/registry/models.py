@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from spark_apps.config import StreamingAppConfig
+
 
 class DesiredState(StrEnum):
     RUNNING = "running"
@@ -177,6 +179,13 @@ class DeploymentRecord:
     def config(self) -> dict[str, Any]:
         loaded: dict[str, Any] = json.loads(self.config_json or "{}")
         return loaded
+
+    def app_config(self) -> StreamingAppConfig:
+        """The config this deployment was registered with, validated: THE source of its topics, tables,
+        window geometry and rules for every reader (reprocess, quality, blue-green, serving)."""
+        from spark_apps.config import load_config
+
+        return load_config(overrides=self.config)
 
     @property
     def last_progress(self) -> dict[str, Any]:

@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spark_apps.naming import DeploymentNames
+from spark_apps.naming import DeploymentNames, local_path
 
 
 def driver_status_path(names: DeploymentNames) -> Path:
-    return Path(names.driver_status_file.removeprefix("file:"))
+    return local_path(names.driver_status_file)
 
 
 def driver_heartbeat(names: DeploymentNames) -> str | None:

@@ -19,54 +19,20 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from revenue_platform.errors import PlatformError
+from revenue_platform.gold_table import gold_arrow_schema, open_gold
 from revenue_platform.paths import lake_root as default_lake_root
-from revenue_platform.registry import RegistryError, resolve_live_deployment
-from spark_apps.contract import MONEY_SCALE, REVENUE_PRECISION
+from revenue_platform.registry import DeploymentRegistry, RegistryError, resolve_live_deployment
+from spark_apps.contract import SERVED_GOLD_COLUMNS
 from spark_apps.naming import DeploymentNames
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# The gold columns (spark_apps.schemas.ENRICHED_REVENUE_SCHEMA), named here so that importing this
-# module does not import pyspark; tests check the two agree.
-GOLD_COLUMNS: tuple[str, ...] = (
-    "location_id",
-    "order_type",
-    "window_start",
-    "window_end",
-    "order_count",
-    "revenue",
-    "address_line1",
-    "address_line2",
-    "city",
-    "state",
-    "zip",
-    "contact_num",
-)
 _CACHE_SIZE = 4  # blue + green around a switch, each at its current and previous version
 
 
 class NoLiveDeploymentError(PlatformError):
     """The registry names no live deployment (or more than one): there is nothing to serve yet."""
-
-
-def gold_arrow_schema() -> pa.Schema:
-    """Arrow schema of a gold snapshot (timestamps normalized to microseconds UTC)."""
-    import pyarrow as pa
-
-    ts = pa.timestamp("us", tz="UTC")
-    text = pa.string()
-    return pa.schema(
-        [
-            ("location_id", text),
-            ("order_type", text),
-            ("window_start", ts),
-            ("window_end", ts),
-            ("order_count", pa.int64()),
-            ("revenue", pa.decimal128(REVENUE_PRECISION, MONEY_SCALE)),
-            *((name, text) for name in GOLD_COLUMNS[6:]),
-        ]
-    )
 
 
 @dataclass(frozen=True)
@@ -90,13 +56,9 @@ class GoldSnapshot:
 def _read_snapshot(
     deployment_id: str, table_path: str, storage_options: dict[str, str] | None
 ) -> GoldSnapshot:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     schema = gold_arrow_schema()
-    try:
-        delta = DeltaTable(table_path, storage_options=storage_options)
-    except TableNotFoundError:
+    delta = open_gold(table_path, storage_options)
+    if delta is None:
         return GoldSnapshot(deployment_id, table_path, None, schema.empty_table())
     version = delta.version()
     key = (table_path, version)
@@ -106,7 +68,7 @@ def _read_snapshot(
             _CACHE.move_to_end(key)
             return cached
     # Read outside the lock: a slow read must not block answers from other cached versions.
-    raw = delta.to_pyarrow_table(columns=list(GOLD_COLUMNS))
+    raw = delta.to_pyarrow_table(columns=list(SERVED_GOLD_COLUMNS))
     snapshot = GoldSnapshot(deployment_id, table_path, version, raw.cast(schema))
     with _CACHE_LOCK:
         _CACHE[key] = snapshot
@@ -130,6 +92,7 @@ def live_gold_table_path(lake_root: str | None = None) -> tuple[str, str]:
     root = lake_root or default_lake_root()
     try:
         deployment_id = resolve_live_deployment(root)
+        record = DeploymentRegistry(root).find(deployment_id) if deployment_id else None
     except RegistryError as error:
         raise NoLiveDeploymentError(f"the live pointer is unusable: {error}") from error
     if deployment_id is None:
@@ -137,6 +100,9 @@ def live_gold_table_path(lake_root: str | None = None) -> tuple[str, str]:
             f"no deployment is live in the registry under {root}: deploy the streaming app and make it "
             "live (trigger deploy_streaming_app, or run `make demo`), then ask again"
         )
+    # The registered row names the table the deployment writes (its own lake root may differ).
+    if record is not None and record.gold_table:
+        return deployment_id, record.gold_table
     return deployment_id, DeploymentNames(root, deployment_id).gold_revenue_table
 
 

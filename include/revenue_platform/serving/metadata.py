@@ -10,7 +10,6 @@ no batch has data; the progress file's own time only moves when a batch ran.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from revenue_platform.paths import lake_root as default_lake_root
@@ -18,15 +17,12 @@ from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, Regi
 from revenue_platform.serving.driver_status import driver_heartbeat, driver_status_path
 from revenue_platform.serving.gold import NoLiveDeploymentError
 from revenue_platform.serving.models import DeploymentMetadata, Lag, Metadata
-from spark_apps.naming import DeploymentNames
-
-# spark_apps.orders_streaming_app.REVENUE_QUERY; not imported, that module imports pyspark.
-REVENUE_QUERY_ROLE = "revenue"
+from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 
 def read_lag(names: DeploymentNames) -> Lag | None:
     """The revenue query's latest progress and the driver's heartbeat; None if the app wrote neither."""
-    path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name(REVENUE_QUERY_ROLE)}.json"
+    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
         progress: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):

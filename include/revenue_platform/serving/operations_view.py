@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from importlib import resources
@@ -36,11 +37,13 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from revenue_platform.gold_table import Filter, read_gold
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.driver_status import driver_heartbeat
-from spark_apps.naming import DeploymentNames
+from spark_apps.contract import GOLD_WINDOW_COLUMNS
+from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 LOG = logging.getLogger(__name__)
 LIVE_SWITCH_EVENT = "live_switched"
@@ -169,7 +172,7 @@ def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
 def _revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
     """The revenue query's latest progress JSON (as `spark_apps.observability` writes it), or {}."""
     names = _names(record, lake_root)
-    path = Path(names.progress_dir.removeprefix("file:")) / f"{names.query_name('revenue')}.json"
+    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
         document: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -287,16 +290,10 @@ def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityRes
 
 
 def _gold_rows(
-    lake_root: str, deployment_id: str, columns: list[str], filters: list[tuple[str, str, Any]] | None
+    lake_root: str, deployment_id: str, columns: Sequence[str], filters: list[Filter] | None
 ) -> list[dict[str, Any]]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
-    except TableNotFoundError:
-        return []
-    rows: list[dict[str, Any]] = table.to_pyarrow_table(columns=columns, filters=filters).to_pylist()
+    table_path = DeploymentNames(lake_root, deployment_id).gold_revenue_table
+    rows: list[dict[str, Any]] = read_gold(table_path, columns, filters).to_pylist()
     return rows
 
 
@@ -321,7 +318,7 @@ def read_revenue_series(
     rows = _gold_rows(
         lake_root,
         deployment_id,
-        ["location_id", "order_type", "window_start", "window_end", "order_count", "revenue"],
+        GOLD_WINDOW_COLUMNS,
         [("location_id", "=", location_id)],
     )
     starts = sorted({row["window_start"] for row in rows})[-limit:]

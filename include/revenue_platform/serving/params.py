@@ -13,12 +13,13 @@ from decimal import Decimal
 
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.times import parse_utc
+from spark_apps.contract import GENERAL, RESTAURANT
 
 # Path names follow the seed's REST API (`/v1/orders/count/general_orders`); gold stores the
 # producers' enum values. This mapping is the only place the two meet.
 ORDER_TYPE_BY_PATH_NAME: dict[str, str] = {
-    "general_orders": "GENERAL",
-    "restaurant_orders": "RESTAURANT",
+    "general_orders": GENERAL,
+    "restaurant_orders": RESTAURANT,
 }
 
 

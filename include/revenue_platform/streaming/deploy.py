@@ -16,14 +16,14 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PlatformError
-from revenue_platform.local_stack import processes
-from revenue_platform.paths import INCLUDE_DIR, require_inside_lake
+from revenue_platform.paths import APP_CONFIG_PATH, require_inside_lake
 from revenue_platform.registry import (
     DeploymentRecord,
     DeploymentRegistry,
@@ -40,11 +40,11 @@ from revenue_platform.streaming.launcher import (
     log_tail,
     observe_driver,
 )
-from spark_apps.config import AppConfigError, StreamingAppConfig, load_config
+from spark_apps.config import OUTPUT_TOPIC_FIELDS, AppConfigError, StreamingAppConfig, load_config
+from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import validate_deployment_id
 
 LOG = logging.getLogger(__name__)
-DEFAULT_CONFIG_PATH = INCLUDE_DIR / "config" / "streaming_app.yaml"
 STARTING_POSITIONS = ("earliest", "latest")
 DEFAULT_HEARTBEAT_STALE_S = 60.0
 
@@ -65,6 +65,25 @@ class DeployRequest:
     """earliest, latest, or an epoch-millisecond timestamp; only used by a NEW checkpoint."""
     start_timeout_s: float = 180.0
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
+        """The deploy_streaming_app trigger form as a request (`resolve_config` validates it)."""
+        return cls(
+            deployment_id=params["deployment_id"],
+            colour=params["colour"],
+            app_version=params["version"],
+            config_overrides=params["config_overrides"],
+            starting_offsets=str(params["starting_offsets"]),
+            start_timeout_s=float(params["start_timeout_s"]),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (XCom); `DeployRequest(**request.to_dict())` is the same request."""
+        return {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "config_overrides": dict(self.config_overrides),
+        }
+
 
 def starting_overrides(starting_offsets: str) -> dict[str, Any]:
     """Config overrides for where a new checkpoint starts reading `orders`."""
@@ -78,10 +97,51 @@ def starting_overrides(starting_offsets: str) -> dict[str, Any]:
     )
 
 
+def own_output_topics(
+    request: DeployRequest, config: StreamingAppConfig, others: Iterable[DeploymentRecord]
+) -> dict[str, str]:
+    """Overrides that give the deployment its own output topics where another one already writes.
+
+    The first deployment keeps the configured topics (the demo's `orders_dlq`, `revenue_windows`, ...);
+    every later one writes `<topic>_<deployment>` instead, so a second deployment or a replay never
+    adds records to the topics the live deployment's consumers read. Asking for a taken topic by
+    name is refused: two deployments writing one topic would double what its consumers count.
+    """
+    taken: dict[str, str] = {}
+    for other in others:
+        if other.deployment_id == config.deployment_id:
+            continue
+        kafka = other.config.get("kafka", {})
+        for field_name in OUTPUT_TOPIC_FIELDS:
+            if kafka.get(field_name):
+                taken.setdefault(str(kafka[field_name]), other.deployment_id)
+    overrides: dict[str, str] = {}
+    for field_name, topic in config.output_topics().items():
+        owner = taken.get(topic)
+        if owner is None:
+            continue
+        key = f"kafka.{field_name}"
+        own = config.names.own_topic(topic)
+        if key in request.config_overrides:
+            raise ConfigError(
+                f"config_overrides.{key}: topic {topic!r} is already written by deployment {owner!r}; "
+                f"two deployments never write one output topic. Leave {key} unset to write {own!r}."
+            )
+        overrides[key] = own
+    return overrides
+
+
 def resolve_config(
-    request: DeployRequest, registry_root: str, kafka_bootstrap: str | None = None
+    request: DeployRequest,
+    registry_root: str,
+    kafka_bootstrap: str | None = None,
+    registry: DeploymentRegistry | None = None,
 ) -> StreamingAppConfig:
-    """The app config the deployment will run with; ConfigError naming the field if it is invalid."""
+    """The app config the deployment will run with; ConfigError naming the field if it is invalid.
+
+    With the registry, output topics another deployment already writes are replaced by the
+    deployment's own (see `own_output_topics`).
+    """
     try:
         validate_deployment_id(request.deployment_id)
         colour_for(request.deployment_id, request.colour)
@@ -105,7 +165,11 @@ def resolve_config(
         "registry_root": registry_root,
     }
     try:
-        config = load_config(DEFAULT_CONFIG_PATH, merged)
+        config = load_config(APP_CONFIG_PATH, merged)
+        if registry is not None:
+            own = own_output_topics(request, config, registry.deployments())
+            if own:
+                config = load_config(APP_CONFIG_PATH, {**merged, **own})
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
     # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.
@@ -119,6 +183,33 @@ def config_document(config: StreamingAppConfig) -> tuple[str, str]:
     """The config as stored in the registry (canonical JSON, no lease token) and its SHA-256."""
     document = json.dumps(config.model_dump(mode="json", exclude={"lease_token"}), sort_keys=True)
     return document, hashlib.sha256(document.encode()).hexdigest()
+
+
+def ensure_output_topics(
+    client_config: Mapping[str, Any], config: StreamingAppConfig, timeout_s: float = 30.0
+) -> list[str]:
+    """Create the deployment's missing output topics (the revenue topic compacted: latest value per
+    window); partitions and replicas are the broker's defaults. Returns the topics created."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(dict(client_config))
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    wanted = {
+        topic: {"cleanup.policy": "compact"} if field_name == "revenue_topic" else {}
+        for field_name, topic in config.output_topics().items()
+        if topic not in existing
+    }
+    if not wanted:
+        return []
+    futures = admin.create_topics([NewTopic(topic, config=conf) for topic, conf in wanted.items()])
+    for future in futures.values():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    return sorted(wanted)
 
 
 def registration_fields(config: StreamingAppConfig, colour: str | None) -> dict[str, Any]:
@@ -237,8 +328,12 @@ def launch_and_wait(
     start_timeout_s: float,
     progress: Callable[[str], None] = print,
     extra_changes: Mapping[str, Any] | None = None,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> DeploymentRecord:
-    """Take a new lease (compare-and-swap on the row we read), launch the driver, wait for its heartbeat."""
+    """Take a new lease (compare-and-swap on the row we read), launch the driver, wait for its heartbeat.
+
+    `kafka_security` (the Kafka connection's credentials) goes to the driver only, never to the registry.
+    """
     leased = registry.acquire_lease(
         record.deployment_id,
         record.row_version,
@@ -256,7 +351,14 @@ def launch_and_wait(
     )
     assert leased.lease_token is not None  # acquire_lease always sets one
     try:
-        handle = launch(target, leased.deployment_id, leased.config, leased.lease_token, registry.lake_root)
+        handle = launch(
+            target,
+            leased.deployment_id,
+            leased.config,
+            leased.lease_token,
+            registry.lake_root,
+            kafka_security,
+        )
     except (LaunchError, OSError) as error:
         mark_failed(registry, leased, str(error), actor, "launch failed")
         raise DeploymentFailedError(
@@ -293,9 +395,16 @@ def deploy(
     actor: str,
     kafka_bootstrap: str | None = None,
     progress: Callable[[str], None] = print,
+    kafka_client_config: Mapping[str, Any] | None = None,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> dict[str, Any]:
-    """Register and launch `request` unless its driver is already alive; return what was done."""
-    config = resolve_config(request, registry.lake_root, kafka_bootstrap)
+    """Register and launch `request` unless its driver is already alive; return what was done.
+
+    `kafka_bootstrap` and `kafka_security` come from the Kafka connection; the servers are part of the
+    registered config, the security settings (credentials) only reach the driver. With a Kafka client
+    config, output topics that do not exist yet (a deployment's own) are created.
+    """
+    config = resolve_config(request, registry.lake_root, kafka_bootstrap, registry)
     fields = registration_fields(config, request.colour)
     deployment_id = request.deployment_id
     existing = registry.find(deployment_id)
@@ -361,7 +470,20 @@ def deploy(
         f"[deploy] {deployment_id}: registered config {record.config_hash[:12]} "
         f"(version {record.app_version})"
     )
-    started = launch_and_wait(registry, record, target, actor, "deploy", request.start_timeout_s, progress)
+    if kafka_client_config is not None:
+        created = ensure_output_topics(kafka_client_config, config)
+        if created:
+            progress(f"[deploy] {deployment_id}: created its output topics {', '.join(created)}")
+    started = launch_and_wait(
+        registry,
+        record,
+        target,
+        actor,
+        "deploy",
+        request.start_timeout_s,
+        progress,
+        kafka_security=kafka_security,
+    )
     return _outcome("launched", started)
 
 

@@ -23,16 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from revenue_platform import processes
+from revenue_platform.connections import SPARK_CONN_ID
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import processes
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.naming import DeploymentNames, local_driver_dir
+from spark_apps.kafka_security import KafkaClientSecurity
+from spark_apps.naming import DeploymentNames, local_driver_dir, local_path
 
 LOG = logging.getLogger(__name__)
 APP = "orders_streaming_app.py"
-SPARK_CONN_ID = "spark_default"
 # Submit and return: the app is meant to run forever, the submitting task must not.
 NO_WAIT_CONF = {
     "spark.yarn.submit.waitAppCompletion": "false",
@@ -154,10 +155,27 @@ def write_config_file(deployment_id: str, config: dict[str, Any], lease_token: s
 
 
 def launch(
-    target: SparkTarget, deployment_id: str, config: dict[str, Any], lease_token: str, registry_root: str
+    target: SparkTarget,
+    deployment_id: str,
+    config: dict[str, Any],
+    lease_token: str,
+    registry_root: str,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> DriverHandle:
-    """Start the driver with `lease_token`; return without waiting for it to start processing."""
+    """Start the driver with `lease_token`; return without waiting for it to start processing.
+
+    `kafka_security` (from the Kafka connection) reaches a local driver through its environment only:
+    never the config file, the registry or the command line.
+    """
     require_supported_deploy_mode(target)
+    secured = kafka_security is not None and kafka_security.protocol != "PLAINTEXT"
+    if secured and target.driver_kind == "cluster":
+        # A cluster driver's environment is set with --conf (spark.*Env.*), i.e. on the command line.
+        raise LaunchError(
+            "the Kafka connection has security settings, and handing credentials to a cluster-mode "
+            "driver is not supported (it would put them on the spark-submit command line); run the "
+            "drivers in client mode (spark_default extra deploy-mode: client)"
+        )
     config_file = write_config_file(deployment_id, config, lease_token)
     run_dir = config_file.parent
     if target.driver_kind == "cluster":
@@ -178,7 +196,7 @@ def launch(
         APP, app_arguments(str(config_file), lease_token, registry_root), master=target.master
     )
     pid = processes.spawn_detached(
-        command, run_dir / "driver.pid", log_path, env=spark_submit_env(), cwd=REPO_ROOT
+        command, run_dir / "driver.pid", log_path, env=spark_submit_env(kafka_security), cwd=REPO_ROOT
     )
     LOG.info("launched driver of %s: pid %s, log %s", deployment_id, pid, log_path)
     return DriverHandle(kind="local", host=socket.gethostname(), pid=pid, log_path=str(log_path))
@@ -198,9 +216,7 @@ def local_process_alive(record: DeploymentRecord) -> bool | None:
 
 def read_driver_status(record: DeploymentRecord) -> dict[str, Any] | None:
     """The driver's heartbeat file, if it belongs to the record's current lease."""
-    path = Path(
-        DeploymentNames(record.lake_root, record.deployment_id).driver_status_file.removeprefix("file:")
-    )
+    path = local_path(DeploymentNames(record.lake_root, record.deployment_id).driver_status_file)
     try:
         status: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -216,7 +232,7 @@ def heartbeat_age_s(status: dict[str, Any] | None, now: datetime) -> float | Non
 
 def read_query_progress(record: DeploymentRecord) -> dict[str, dict[str, Any]]:
     """Latest progress JSON of each query of the deployment, by query name."""
-    folder = Path(record.progress_dir.removeprefix("file:"))
+    folder = local_path(record.progress_dir)
     progress: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         if path.name.startswith("_"):

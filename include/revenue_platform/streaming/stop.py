@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import processes
 from revenue_platform.registry import (
     DeploymentRegistry,
     DesiredState,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from revenue_platform import processes
 from revenue_platform.errors import PlatformError
-from revenue_platform.local_stack import processes
 from revenue_platform.registry import (
     DeploymentRecord,
     DeploymentRegistry,
@@ -38,9 +38,10 @@ from revenue_platform.streaming.launcher import (
     read_query_progress,
     rotate_driver_log,
 )
+from spark_apps.kafka_security import KafkaClientSecurity
+from spark_apps.naming import REVENUE_QUERY_ROLE, query_role
 
 LOG = logging.getLogger(__name__)
-REVENUE_QUERY_SUFFIX = "__revenue"
 
 
 class GaveUpError(PlatformError):
@@ -137,7 +138,7 @@ def progress_summary(record: DeploymentRecord) -> dict[str, Any]:
             )
         }
     revenue: dict[str, Any] = next(
-        (q for n, q in summary["queries"].items() if n.endswith(REVENUE_QUERY_SUFFIX)), {}
+        (q for n, q in summary["queries"].items() if query_role(n) == REVENUE_QUERY_ROLE), {}
     )
     summary["offsets_behind_latest"] = revenue.get("max_offsets_behind_latest")
     summary["input_rows_per_second"] = revenue.get("input_rows_per_second")
@@ -156,6 +157,7 @@ def _restart(
     actor: str,
     now: datetime,
     progress: Callable[[str], None],
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> tuple[DeploymentRecord, str | None]:
     """Clear what is left of the old driver and launch a new one; return the row and any start error."""
     if observation.process_alive and record.driver_pid is not None:
@@ -201,6 +203,7 @@ def _restart(
             policy.start_timeout_s,
             progress,
             extra_changes={"restart_history_json": json.dumps(history)},
+            kafka_security=kafka_security,
         )
     except DeploymentFailedError as error:
         return registry.get(record.deployment_id), str(error)
@@ -214,8 +217,12 @@ def supervise(
     actor: str,
     deployment_ids: Iterable[str] = (),
     progress: Callable[[str], None] = print,
+    kafka_security: KafkaClientSecurity | None = None,
 ) -> dict[str, Any]:
-    """One supervision pass over the running deployments; raises GaveUpError after reporting all of them."""
+    """One supervision pass over the running deployments; raises GaveUpError after reporting all of them.
+
+    Restarted drivers get `kafka_security` (the Kafka connection's credentials) like deployed ones.
+    """
     wanted = set(deployment_ids)
     report: dict[str, Any] = {"deployments": []}
     gave_up: list[str] = []
@@ -233,7 +240,16 @@ def supervise(
         try:
             if verdict.action == "restart":
                 record, start_error = _restart(
-                    registry, record, verdict, observation, target, policy, actor, now, progress
+                    registry,
+                    record,
+                    verdict,
+                    observation,
+                    target,
+                    policy,
+                    actor,
+                    now,
+                    progress,
+                    kafka_security,
                 )
             elif verdict.action == "give_up":
                 error = record.last_error or log_tail(record) or "(no error captured)"

@@ -11,6 +11,7 @@ import pytest
 
 from revenue_platform.bluegreen.logic import (
     ReplayRequest,
+    approval_given,
     closed_horizon,
     diff_windows,
     flatten,
@@ -82,15 +83,18 @@ def test_green_inherits_blue_config_but_not_identity_start_or_topic() -> None:
         },
         "window": {"size": "15 seconds"},
     }
-    overrides = green_overrides(blue, {"window.size": "1 minute"}, "rev_green")
+    own = {"kafka.revenue_topic": "rev_green", "kafka.dlq_topic": "dlq_green"}
+    overrides = green_overrides(blue, {"window.size": "1 minute"}, own)
     assert overrides == {
         "kafka.orders_topic": "o",
         "kafka.options": {"a": "b"},
         "window.size": "1 minute",
         "kafka.revenue_topic": "rev_green",
+        "kafka.dlq_topic": "dlq_green",
     }
-    with pytest.raises(ConfigError, match="revenue_topic"):
-        green_overrides(blue, {"kafka.revenue_topic": "rev"}, "rev_green")
+    for taken in own:
+        with pytest.raises(ConfigError, match=taken.replace(".", r"\.")):
+            green_overrides(blue, {taken: "shared"}, own)
     assert flatten({"a": {"b": {"c": 1}}}) == {"a.b.c": 1}
 
 
@@ -157,7 +161,7 @@ def test_kafka_earliest_is_refused_once_retention_deleted_what_blue_has_seen() -
 
 def test_green_never_inherits_blue_history_source() -> None:
     blue = {"kafka": {"orders_topic": "orders"}, "history": {"bronze_table": "/x", "kafka_offsets": {"0": 5}}}
-    overrides = green_overrides(blue, {}, "revenue_windows_green")
+    overrides = green_overrides(blue, {}, {"kafka.revenue_topic": "revenue_windows_green"})
     assert not any(key == "history" or key.startswith("history.") for key in overrides)
 
 
@@ -217,8 +221,16 @@ def test_promotion_blockers() -> None:
         "no closed window covered by both blue and green to compare"
     ]
     bad = diff_windows(series(["1", "2", "3", "4"]), series(["9", "2", "3", "4"]), WATERMARK).summary()
-    assert promotion_blockers(True, True, bad, False, False) == ["1 window(s) differ beyond tolerance"]
+    assert promotion_blockers(True, True, bad, False, False) == [
+        "1 of 1 closed window(s) differ beyond tolerance"
+    ]
     assert promotion_blockers(True, True, None, False, False)
+
+
+def test_approval_is_the_approve_option_of_the_hitl_result() -> None:
+    assert approval_given(None) == (False, None)
+    assert approval_given({"chosen_options": ["Reject"], "responded_by_user": "ann"}) == (False, "ann")
+    assert approval_given({"chosen_options": ["Approve"], "responded_by_user": "ann"}) == (True, "ann")
 
 
 @dataclass

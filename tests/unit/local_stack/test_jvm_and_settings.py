@@ -67,6 +67,29 @@ def test_server_properties_are_single_node_kraft_on_the_configured_ports(tmp_pat
     assert properties["auto.create.topics.enable"] == "false"
 
 
+def test_a_sasl_broker_authenticates_its_client_listener_and_enforces_acls(tmp_path: Path) -> None:
+    from revenue_platform.local_stack.kafka_broker import BrokerSasl, ScramUser
+
+    sasl = BrokerSasl(admin=ScramUser("admin", "adm1n-pw"), users=(ScramUser("app", "app-pw"),))
+    settings = KafkaBrokerSettings(port=19999, controller_port=19998, data_dir=tmp_path, sasl=sasl)
+    properties = dict(line.split("=", 1) for line in server_properties(settings).splitlines())
+    assert properties["listeners"] == "SASL_PLAINTEXT://localhost:19999,CONTROLLER://localhost:19998"
+    assert properties["inter.broker.listener.name"] == "SASL_PLAINTEXT"
+    assert properties["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert (
+        'username="admin" password="adm1n-pw"'
+        in properties["listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"]
+    )
+    assert properties["authorizer.class.name"].endswith("StandardAuthorizer")
+    assert properties["allow.everyone.if.no.acl.found"] == "false"
+    assert "User:app" not in properties["super.users"]
+    assert "adm1n-pw" not in repr(settings)
+    assert settings.admin_client_config()["sasl.username"] == "admin"
+    assert KafkaBrokerSettings(data_dir=tmp_path).admin_client_config() == {
+        "bootstrap.servers": "localhost:9092"
+    }
+
+
 def test_connections_come_from_env_with_the_configured_broker() -> None:
     env = connection_env("localhost:1234", "local[2]")
     assert '"bootstrap.servers": "localhost:1234"' in env["AIRFLOW_CONN_KAFKA_DEFAULT"]

@@ -105,3 +105,33 @@ def test_local_spark_drivers_bind_loopback_and_cluster_masters_are_left_alone() 
     assert "spark.driver.host=127.0.0.1" in local
     cluster = spark_submit_command("orders_streaming_app.py", [], master="yarn")
     assert not any(part.startswith("spark.driver.bindAddress") for part in cluster)
+
+
+def test_standalone_runs_the_scheduler_and_triggerer_without_log_servers() -> None:
+    from revenue_platform.local_stack.airflow_standalone import component_command
+
+    assert component_command("scheduler", ["scheduler"]) == ["scheduler", "--skip-serve-logs"]
+    assert component_command("triggerer", ["triggerer"]) == ["triggerer", "--skip-serve-logs"]
+    assert component_command("api-server", ["api-server"]) == ["api-server"]
+    assert component_command("dag-processor", ["dag-processor"]) == ["dag-processor"]
+
+
+def test_listening_sockets_are_read_from_proc_and_judged_by_address() -> None:
+    import os
+    import socket
+
+    from revenue_platform.processes import ListeningSocket, listening_sockets, proc_net_address
+
+    assert proc_net_address("0100007F:1F90") == ("127.0.0.1", 8080)
+    assert proc_net_address("00000000000000000000000001000000:0050") == ("::1", 80)
+    assert ListeningSocket(1, "::ffff:127.0.0.1", 1).loopback_only
+    assert not ListeningSocket(1, "0.0.0.0", 1).loopback_only
+    assert not ListeningSocket(1, "::", 1).loopback_only
+    with socket.socket() as loopback, socket.socket(socket.AF_INET6) as everywhere:
+        loopback.bind(("127.0.0.1", 0))
+        everywhere.bind(("::", 0))
+        loopback.listen()
+        everywhere.listen()
+        found = {(s.port, s.loopback_only) for s in listening_sockets([os.getpid()])}
+        assert (loopback.getsockname()[1], True) in found
+        assert (everywhere.getsockname()[1], False) in found

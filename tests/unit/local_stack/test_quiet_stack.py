@@ -17,7 +17,7 @@ from revenue_platform.local_stack.airflow_local import (
     cli_environment,
     local_parallelism,
 )
-from revenue_platform.local_stack.processes import rotate_copytruncate
+from revenue_platform.processes import rotate_copytruncate
 from revenue_platform.spark_submit import DRIVER_LOG4J2_CONFIG, spark_submit_command
 
 

@@ -18,6 +18,7 @@ from revenue_platform.quality.config import QualityConfig, load_quality_config
 from revenue_platform.quality.errors import QualityInputMissing
 from revenue_platform.quality.loaders import load_bronze, load_gold, parse_bronze_orders, parse_order_value
 from revenue_platform.quality.suites import SUITES, all_checks
+from spark_apps.contract import GOLD_DELTA_TYPES
 from tests.quality_helpers import (
     INTERVAL_END,
     INTERVAL_START,
@@ -111,7 +112,7 @@ def test_bronze_orders_are_valid_records_in_arrival_order(tmp_path: Path) -> Non
     assert len(parsed) == len(orders) + 1
     assert parsed["parse_error"].isna().all()
     assert parsed["timestamp"].is_monotonic_increasing
-    assert load_gold(names.gold_revenue_table).schema == F.GOLD_SCHEMA
+    assert load_gold(names.gold_revenue_table).schema == GOLD_DELTA_TYPES
 
 
 def test_a_missing_table_says_where_it_looked(tmp_path: Path) -> None:

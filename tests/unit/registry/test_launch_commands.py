@@ -132,3 +132,67 @@ def test_cluster_deploy_mode_on_a_standalone_master_is_refused_with_the_fix() ->
     require_supported_deploy_mode(SparkTarget("spark://127.0.0.1:7077", "client"))
     require_supported_deploy_mode(SparkTarget("yarn", "cluster"))
     require_supported_deploy_mode(SparkTarget("k8s://https://api:6443", "cluster"))
+
+
+def test_the_connection_s_credentials_reach_a_driver_s_environment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.kafka_connection import KafkaConnectionConfigError, client_security
+    from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+    from revenue_platform.streaming.launcher import LaunchError, launch
+    from spark_apps.kafka_security import KAFKA_SECURITY_ENV
+
+    security = client_security(
+        {
+            "bootstrap.servers": "broker:9093",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "platform",
+            "sasl.password": "s3cret-pw",
+        }
+    )
+    env = spark_submit_env(security)
+    assert "s3cret-pw" in env[KAFKA_SECURITY_ENV]
+    # A variable inherited from the launching process never leaks into a driver without credentials.
+    monkeypatch.setenv(KAFKA_SECURITY_ENV, env[KAFKA_SECURITY_ENV])
+    assert KAFKA_SECURITY_ENV not in spark_submit_env()
+    command = spark_submit_command("orders_streaming_app.py", ["--config", "c.json"])
+    assert not any("s3cret-pw" in part or "sasl" in part for part in command)
+
+    # Cluster drivers would get their environment through --conf, i.e. the command line: refused.
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
+    with pytest.raises(LaunchError, match="cluster-mode"):
+        launch(SparkTarget("yarn", "cluster"), "blue", {}, "token", "/lake", security)
+    assert not list(tmp_path.rglob("config-*")), "refused before the config file was written"
+
+    with pytest.raises(KafkaConnectionConfigError, match=r"'kafka_default'.*sasl\.oauthbearer\.config"):
+        client_security({"bootstrap.servers": "b:1", "sasl.oauthbearer.config": "x"})
+
+
+def test_the_reprocess_job_s_login_goes_into_the_task_environment_not_a_template_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from revenue_platform.kafka_connection import export_client_security
+    from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
+
+    extra = {
+        "bootstrap.servers": "broker:9093",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "platform",
+        "sasl.password": "s3cret-pw",
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps({"conn_type": "kafka", "extra": extra}))
+    monkeypatch.delenv(KAFKA_SECURITY_ENV, raising=False)
+    export_client_security({}, "kafka_secured")
+    exported = KafkaClientSecurity.from_environment()
+    monkeypatch.delenv(KAFKA_SECURITY_ENV)
+    assert exported is not None
+    assert exported.librdkafka_config()["sasl.password"] == "s3cret-pw"
+
+    plaintext = {"conn_type": "kafka", "extra": {"bootstrap.servers": "broker:9092"}}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps(plaintext))
+    export_client_security({}, "kafka_secured")
+    assert KAFKA_SECURITY_ENV not in os.environ

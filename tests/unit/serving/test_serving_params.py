@@ -8,7 +8,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from revenue_platform.serving.gold import GOLD_COLUMNS, GoldSnapshot, gold_arrow_schema
+from revenue_platform.gold_table import gold_arrow_schema
+from revenue_platform.serving.gold import GoldSnapshot
 from revenue_platform.serving.params import (
     BadRequestError,
     ServingLimits,
@@ -19,7 +20,8 @@ from revenue_platform.serving.params import (
     parse_timestamp,
 )
 from revenue_platform.serving.queries import order_counts, revenues
-from spark_apps.schemas import ENRICHED_REVENUE_SCHEMA
+from spark_apps.contract import GOLD_COLUMNS, GOLD_DELTA_TYPES, SERVED_GOLD_COLUMNS
+from spark_apps.schemas import ENRICHED_REVENUE_SCHEMA, GOLD_SCHEMA
 
 LIMITS = ServingLimits(max_range=timedelta(hours=6), default_page_size=10, max_page_size=50)
 
@@ -113,9 +115,14 @@ def test_money_is_a_two_place_decimal_string_and_floats_are_refused() -> None:
         format_money(0.1)  # type: ignore[arg-type]
 
 
-def test_gold_columns_match_the_spark_gold_schema() -> None:
-    assert tuple(ENRICHED_REVENUE_SCHEMA.fieldNames()) == GOLD_COLUMNS
-    assert list(GOLD_COLUMNS) == gold_arrow_schema().names
+def test_spark_and_arrow_schemas_are_the_gold_contract() -> None:
+    # Spark's JSON type names are Delta's (long, timestamp, decimal(38,2)).
+    assert {f.name: f.dataType.jsonValue() for f in GOLD_SCHEMA.fields} == GOLD_DELTA_TYPES
+    assert tuple(GOLD_SCHEMA.fieldNames()) == GOLD_COLUMNS
+    # Readers are served the enriched windows; the app's batch_id bookkeeping is not served.
+    assert tuple(ENRICHED_REVENUE_SCHEMA.fieldNames()) == SERVED_GOLD_COLUMNS
+    assert gold_arrow_schema().names == list(SERVED_GOLD_COLUMNS)
+    assert gold_arrow_schema(GOLD_COLUMNS).field("batch_id").type == pa.int64()
 
 
 def _gold(rows: list[dict[str, object]]) -> GoldSnapshot:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spark_apps.config import AppConfigError, interval_seconds, load_config
-from spark_apps.naming import DeploymentNames
+from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path, query_role
 from spark_apps.observability import kafka_position, summarize_progress
 
 SHIPPED_CONFIG = Path(__file__).resolve().parents[3] / "include" / "config" / "streaming_app.yaml"
@@ -77,6 +77,19 @@ def test_names_keep_deployments_apart() -> None:
     assert blue.checkpoint("revenue") == "s3a://lake/checkpoints/blue/revenue"
     with pytest.raises(ValueError, match="deployment_id"):
         DeploymentNames("/lake", "../etc")
+
+
+def test_progress_files_and_query_roles_round_trip() -> None:
+    names = DeploymentNames("file:/lake", "blue")
+    assert names.progress_file(REVENUE_QUERY_ROLE) == "file:/lake/progress/blue/blue__revenue.json"
+    assert local_path(names.progress_file(REVENUE_QUERY_ROLE)) == Path(
+        "/lake/progress/blue/blue__revenue.json"
+    )
+    assert local_path("/lake/progress") == Path("/lake/progress")
+    # Deployment ids may contain '_' (even '__'): the role is what follows the last separator.
+    assert (
+        query_role(DeploymentNames("/lake", "blue__v2").query_name(REVENUE_QUERY_ROLE)) == REVENUE_QUERY_ROLE
+    )
 
 
 def test_progress_summary_reads_lag_late_rows_and_offsets() -> None:

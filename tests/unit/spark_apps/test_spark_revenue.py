@@ -15,7 +15,6 @@ from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 from spark_apps.schemas import KAFKA_SINK_SCHEMA, ORDER_SCHEMA, REVENUE_TYPE, REVENUE_WINDOW_SCHEMA
 from spark_apps.transformations import (
     deduplicate_orders,
-    late_records,
     revenue_window_key,
     split_by_order_type,
     to_kafka_records,
@@ -55,8 +54,38 @@ def test_deduplicate_keeps_one_row_per_order_id(orders: OrdersFactory) -> None:
         ]
     )
     deduped = deduplicate_orders(df, "10 minutes").orderBy("order_id").collect()
-    # ... so in batch the earliest event of each id is the one kept.
+    # ... without lineage there is no arrival order: the earliest event of each id is kept.
     assert [(r["order_id"], r["ordered_at"]) for r in deduped] == [(1, at("08:55:01")), (2, at("08:55:02"))]
+
+
+def test_batch_dedupe_keeps_the_first_arrived_copy_not_the_earliest_event(orders: OrdersFactory) -> None:
+    from pyspark.sql import functions as F
+
+    df = orders(
+        [
+            (1, "store_1", "10.00", "GENERAL", "08:55:03"),
+            (1, "store_1", "99.00", "GENERAL", "08:55:01"),  # re-stamped earlier, arrived later
+            (1, "store_1", "55.00", "GENERAL", "08:55:00"),  # not ingested yet: last
+            (2, "store_1", "5.00", "GENERAL", "08:55:02"),
+            (2, "store_1", "6.00", "GENERAL", "08:55:02"),  # same batch and time: higher partition
+        ]
+    )
+    # final_amount -> (ingest batch, partition); every copy has the same Kafka timestamp and offset.
+    lineage = {"10.00": (1, 0), "99.00": (2, 0), "55.00": (None, 0), "5.00": (3, 1), "6.00": (3, 0)}
+    batch, partition = F.lit(None).cast("long"), F.lit(None).cast("int")
+    for amount, (ingest_batch, part) in lineage.items():
+        is_it = F.col("final_amount") == F.lit(Decimal(amount))
+        batch = F.when(is_it, F.lit(ingest_batch).cast("long")).otherwise(batch)
+        partition = F.when(is_it, F.lit(part)).otherwise(partition)
+    with_lineage = df.select(
+        "*",
+        batch.alias("source_ingest_batch"),
+        F.lit(at("09:00:00")).alias("source_timestamp"),
+        partition.alias("source_partition"),
+        F.lit(0).alias("source_offset"),
+    )
+    kept = deduplicate_orders(with_lineage, "0 seconds").orderBy("order_id").collect()
+    assert [(r["order_id"], str(r["final_amount"])) for r in kept] == [(1, "10.00"), (2, "6.00")]
 
 
 def test_deduplicate_in_a_stream(spark: SparkSession, orders: OrdersFactory, tmp_path: Path) -> None:
@@ -185,17 +214,6 @@ def test_two_largest_orders_in_one_window_sum_exactly_without_overflow(orders: O
     )
     [row] = windowed_revenue(df, "15 seconds").collect()
     assert (row["order_count"], row["revenue"]) == (2, Decimal("19999999999999999.98"))
-
-
-def test_late_records(orders: OrdersFactory) -> None:
-    df = orders(
-        [
-            (1, "store_1", "1.00", "GENERAL", "08:54:59"),
-            (2, "store_1", "1.00", "GENERAL", "08:55:00"),
-            (3, "store_1", "1.00", "GENERAL", "08:55:01"),
-        ]
-    )
-    assert [r["order_id"] for r in late_records(df, at("08:55:00")).collect()] == [1]
 
 
 def test_order_kafka_records_keep_money_exact(orders: OrdersFactory) -> None:

@@ -7,12 +7,14 @@ contain an expected fragment, so a recycled pid never gets signalled by mistake.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -147,3 +149,66 @@ def tail(path: Path, lines: int) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+# /proc/net/tcp{,6} state of a listening socket.
+_TCP_LISTEN = "0A"
+
+
+@dataclass(frozen=True)
+class ListeningSocket:
+    """A TCP socket in LISTEN state and the process holding it."""
+
+    pid: int
+    address: str
+    port: int
+
+    @property
+    def loopback_only(self) -> bool:
+        """True when only this machine can connect (127.0.0.0/8 or ::1, IPv4-mapped included)."""
+        address = ipaddress.ip_address(self.address)
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return address.is_loopback
+
+
+def proc_net_address(hex_address: str) -> tuple[str, int]:
+    """`0100007F:1F90` (a /proc/net/tcp local address) -> ('127.0.0.1', 8080); IPv6 alike.
+
+    The kernel prints the address as 32-bit words in host (little-endian) byte order.
+    """
+    hex_ip, hex_port = hex_address.split(":")
+    raw = bytes.fromhex(hex_ip)
+    ordered = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(ordered)), int(hex_port, 16)
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes: set[str] = set()
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return inodes
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listening_sockets(pids: Iterable[int]) -> list[ListeningSocket]:
+    """The TCP sockets the processes `pids` listen on (read from /proc; our own processes only)."""
+    owner = {inode: pid for pid in pids for inode in _socket_inodes(pid)}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == _TCP_LISTEN and fields[9] in owner:
+                address, port = proc_net_address(fields[1])
+                found.append(ListeningSocket(owner[fields[9]], address, port))
+    return sorted(found, key=lambda s: (s.port, s.address, s.pid))

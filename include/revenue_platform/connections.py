@@ -1,0 +1,18 @@
+"""The Airflow connections the platform's DAGs use, named once.
+
+The local stack creates them (`local_stack.airflow_local.connection_env`), docker-compose
+declares them, and every task reads them through these ids: Kafka client settings (including
+credentials) live in the Kafka connection's extra, the Spark master in the Spark connection.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+KAFKA_CONN_ID: Final = "kafka_default"
+SPARK_CONN_ID: Final = "spark_default"
+
+
+def connection_env_var(conn_id: str) -> str:
+    """The environment variable Airflow reads a connection from (`AIRFLOW_CONN_<ID>`)."""
+    return f"AIRFLOW_CONN_{conn_id.upper()}"

@@ -1,0 +1,73 @@
+"""Local Airflow as `make up` starts it listens on loopback only: API server yes, log servers not at all.
+
+A real `airflow standalone` (through `LocalAirflow`, the same code `make up` runs) with its own home
+and port; every TCP socket its process group listens on is read from /proc. The log-server ports
+are moved to free ports of their own, so a log server that did start (an Airflow upgrade that
+ignores `--skip-serve-logs`) would show up here instead of colliding with another stack's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from revenue_platform import processes
+from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def running_airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalAirflow, set[int]]]:
+    state = tmp_path_factory.mktemp("airflow-binds")
+    settings = AirflowLocalSettings(
+        home=state / "airflow",
+        port=int(os.environ.get("TEST_AIRFLOW_PORT", "18080")),
+        kafka_bootstrap_servers="localhost:1",
+        secrets_dir=state / "secrets",
+    )
+    worker_port, trigger_port = _free_port(), _free_port()
+    airflow = LocalAirflow(settings)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT", str(worker_port))
+        patch.setenv("AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT", str(trigger_port))
+        try:
+            airflow.start(timeout_s=420)
+            yield airflow, {worker_port, trigger_port}
+        finally:
+            airflow.stop()
+
+
+def _group_of(airflow: LocalAirflow) -> list[int]:
+    pid = airflow.pid()
+    assert pid is not None, "local Airflow is not running"
+    return processes.group_members(os.getpgid(pid))
+
+
+def test_every_socket_of_the_local_airflow_listens_on_loopback(
+    running_airflow: tuple[LocalAirflow, set[int]],
+) -> None:
+    airflow, log_server_ports = running_airflow
+    listening = processes.listening_sockets(_group_of(airflow))
+    # The check has something to look at: the API server is in the group and its socket is found.
+    assert any(s.port == airflow.settings.port for s in listening), listening
+    assert [s for s in listening if not s.loopback_only] == []
+    assert {s.port for s in listening} & log_server_ports == set(), "a log server was started"
+
+
+def test_the_scheduler_and_triggerer_run_without_log_servers(
+    running_airflow: tuple[LocalAirflow, set[int]],
+) -> None:
+    airflow, _ = running_airflow
+    commands = [processes.cmdline(member) for member in _group_of(airflow)]
+    for component in ("scheduler", "triggerer"):
+        assert any(f"airflow {component} --skip-serve-logs" in c for c in commands), commands
+    # The log server renames its process "airflow serve-logs".
+    assert not any(c.strip() == "airflow serve-logs" for c in commands), commands
