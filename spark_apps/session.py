@@ -104,11 +104,16 @@ def build_spark_session(
     Note: ``spark.jars`` only takes effect when this call starts the JVM; a session
     that already exists in the process keeps its classpath.
     """
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
+    else:
+        # Under spark-submit the master is a JVM system property: a SparkConf made before the gateway
+        # is up reads nothing ("" - and the driver would listen on every interface). Connecting to the
+        # gateway first (what getOrCreate does anyway) makes it read spark-submit's settings.
+        SparkContext._ensure_initialized()
     running_on = master if master is not None else SparkConf().get("spark.master", "") or ""
     for key, value in spark_conf({**loopback_driver_conf(running_on), **(extra_conf or {})}, jars).items():
         builder = builder.config(key, value)
