@@ -249,12 +249,16 @@ def freshness_frame(
 
 
 def late_flags(orders: pd.DataFrame, config: QualityConfig) -> pd.Series:
-    """True for valid records (in arrival order) more than the watermark behind the max event time
-    of the records that arrived before them."""
-    event = pd.to_datetime(orders["ordered_at"], utc=True)
+    """True for valid records more than the watermark behind the max event time of the records that
+    reached Kafka before them (Kafka timestamp, partition, offset), aligned with `orders`.
+
+    Kafka order, not the dedupe rule's ingest-batch order: one revenue batch reads several ingest
+    commits together, and a burst split unevenly across two ingest batches is not late for it."""
+    kafka_order = orders.sort_values(["timestamp", "partition", "offset"], kind="stable")
+    event = pd.to_datetime(kafka_order["ordered_at"], utc=True)
     seen_before = event.cummax().shift(1)
     late = event < seen_before - pd.Timedelta(seconds=config.watermark_seconds)
-    return late.fillna(False).astype(bool)
+    return late.fillna(False).astype(bool).reindex(orders.index)
 
 
 def input_health_frame(

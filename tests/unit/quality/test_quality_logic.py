@@ -184,7 +184,11 @@ def test_late_means_more_than_the_watermark_behind_what_arrived_before() -> None
             (3, "s", "GENERAL", "1", T0 + timedelta(minutes=4), 2),  # 60 s behind: late
         ]
     )
+    # They reached Kafka in this order, a second apart.
+    orders["timestamp"] = pd.to_datetime([T0 + timedelta(minutes=6, seconds=i) for i in range(3)], utc=True)
     assert F.late_flags(orders, config).tolist() == [False, False, True]
+    # "Before" is Kafka order, whatever order the frame is in (the dedupe rule's is by ingest batch).
+    assert F.late_flags(orders.iloc[::-1], config).tolist() == [True, False, False]
 
 
 def test_freshness_uses_the_interval_end_not_the_clock() -> None:
