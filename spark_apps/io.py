@@ -246,9 +246,7 @@ def superseded_copies(
         # the unread commits (large after a long bounded ingest) out of the shuffle below.
         .join(F.broadcast(current.select("order_id")), "order_id", "left_semi")
     )
-    first_arrived = Window.partitionBy("order_id").orderBy(
-        *(F.col(c).asc_nulls_last() for c in ARRIVAL_ORDER)
-    )
+    first_arrived = Window.partitionBy("order_id").orderBy(*arrival_order())
     ranked = current.unionByName(pending).withColumn("_arrival", F.row_number().over(first_arrived))
     return ranked.filter(
         (F.col("_arrival") > 1) & (F.col("ingest_batch_id") == F.lit(ingest_batch_id))
