@@ -108,18 +108,13 @@ def plan_reprocessing(
         params.get("lake_root") or paths_lake_root(), paths_lake_root(), "lake_root"
     )
     registry = registry or DeploymentRegistry(lake_root)
-    record = registry.find(str(deployment_id))
-    if record is None:
-        raise ConfigError(
-            f"deployment_id: {deployment_id!r} is not registered in the lake {lake_root}; reprocessing "
-            "repairs a deployment the platform deployed, with its registered config"
-        )
-    from spark_apps.config import AppConfigError, interval_seconds
+    record = registry.registered(
+        str(deployment_id),
+        "reprocessing repairs a deployment the platform deployed, with its registered config",
+    )
+    config = record.app_config()
+    from spark_apps.config import interval_seconds
 
-    try:
-        config = record.app_config()
-    except AppConfigError as error:
-        raise ConfigError(f"the registered config of {deployment_id!r} is invalid: {error}") from error
     size = interval_seconds(config.window.size)
     for name, moment in (("range_start", start), ("range_end", end)):
         if int(moment.timestamp()) % size:

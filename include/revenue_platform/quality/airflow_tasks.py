@@ -125,12 +125,9 @@ def registered_app_config(lake_root: str, deployment_id: str) -> StreamingAppCon
     """The deployment's registered app config: its window geometry and tables are what is checked."""
     from revenue_platform.registry import DeploymentRegistry
 
-    record = DeploymentRegistry(lake_root).find(deployment_id)
-    if record is None:
-        raise ConfigError(
-            f"deployment_id: {deployment_id!r} is not registered in the lake {lake_root}; the checks read "
-            "a deployment's window geometry and tables from its registered config"
-        )
+    record = DeploymentRegistry(lake_root).registered(
+        deployment_id, "the checks read a deployment's window geometry and tables from its registered config"
+    )
     return record.app_config()
 
 

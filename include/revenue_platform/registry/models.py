@@ -183,9 +183,15 @@ class DeploymentRecord:
     def app_config(self) -> StreamingAppConfig:
         """The config this deployment was registered with, validated: THE source of its topics, tables,
         window geometry and rules for every reader (reprocess, quality, blue-green, serving)."""
-        from spark_apps.config import load_config
+        from revenue_platform.errors import ConfigError
+        from spark_apps.config import AppConfigError, load_config
 
-        return load_config(overrides=self.config)
+        try:
+            return load_config(overrides=self.config)
+        except AppConfigError as error:
+            raise ConfigError(
+                f"the registered config of {self.deployment_id!r} is invalid: {error}"
+            ) from error
 
     @property
     def last_progress(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from revenue_platform.errors import PlatformError
+from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.paths import lake_root
 from revenue_platform.registry.models import (
     DeploymentRecord,
@@ -118,6 +118,16 @@ class DeploymentRegistry:
 
     def find(self, deployment_id: str) -> DeploymentRecord | None:
         return next((r for r in self.deployments() if r.deployment_id == deployment_id), None)
+
+    def registered(self, deployment_id: str, purpose: str) -> DeploymentRecord:
+        """The row of `deployment_id` for a trigger that needs its registered config; ConfigError
+        naming the field (and `purpose`, why it must be registered) when it is not."""
+        record = self.find(deployment_id)
+        if record is None:
+            raise ConfigError(
+                f"deployment_id: {deployment_id!r} is not registered in the lake {self.lake_root}; {purpose}"
+            )
+        return record
 
     def get(self, deployment_id: str) -> DeploymentRecord:
         record = self.find(deployment_id)
