@@ -196,6 +196,10 @@ class OrderTally:
     """(location id, order type, window start in epoch microseconds) -> (orders, cents)."""
 
     @property
+    def records(self) -> int:
+        return self.valid + self.invalid
+
+    @property
     def invalid(self) -> int:
         return sum(self.invalid_by_reason.values())
 
@@ -217,7 +221,7 @@ class OrderTally:
     def summary(self) -> dict[str, object]:
         """The counts as a JSON-able dict (the windows themselves are too many to keep)."""
         return {
-            "records": self.valid + self.invalid,
+            "records": self.records,
             "valid": self.valid,
             "invalid": self.invalid,
             "duplicates": self.duplicates,
