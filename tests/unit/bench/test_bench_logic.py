@@ -135,7 +135,7 @@ def test_live_stamper_gives_valid_seed_json_with_fresh_ids_and_time() -> None:
     assert all(o["locationId"].startswith("store_") for o in orders)
 
 
-def _results(p99: float, sustained_20k: bool) -> dict:
+def _results(p99: float, sustained_20k: bool, replay_per_s: float = 100_000.0) -> dict:
     live = {
         f"live_{rate}": {
             "target_per_s": rate,
@@ -143,7 +143,7 @@ def _results(p99: float, sustained_20k: bool) -> dict:
             "latency": {"count": 10, "p50_s": 3.0, "p95_s": 5.0, "p99_s": p99, "max_s": 9.0},
             "producer": {"achieved_per_s": float(rate)},
             "sustained": ok,
-            "verdict": "x",
+            "verdict": "x" if ok else "latency grew by 9.0s",
         }
         for rate, ok in ((5000, True), (20_000, sustained_20k))
     }
@@ -152,35 +152,115 @@ def _results(p99: float, sustained_20k: bool) -> dict:
         "label": "unit",
         "phases": {
             "raw_ceiling": {"best": {"records": 1000, "records_per_s": 400_000.0, "mb_per_s": 100.0}},
-            "replay": {"records_per_s_excl_start": 100_000.0, "records_per_s_incl_start": 50_000.0},
+            "work_ceiling": {
+                "window": {"size": "15 seconds", "slide": None},
+                "best": {
+                    "records": 1000,
+                    "seconds": 0.005,
+                    "records_per_s": 200_000.0,
+                    "valid": 990,
+                    "duplicates": 5,
+                    "invalid": 10,
+                    "windows": 40,
+                    "window_orders": 985,
+                    "total_cents": 1_234_567,
+                },
+            },
+            "replay": {
+                "records_per_s_excl_start": replay_per_s,
+                "records_per_s_incl_start": replay_per_s / 2,
+                "gold": {"rows": 40, "orders_counted": 985, "revenue_cents": 1_234_567, "version": 3},
+            },
             **live,
         },
         "memory_peaks_mib": {"replay": {"broker": 900.0, "spark": 2000.0, "total": 3100.0}},
     }
 
 
-def test_derive_ratios_and_target_verdicts() -> None:
+def test_derive_ratios_to_both_ceilings_and_target_verdicts() -> None:
     derived = derive(_results(p99=7.5, sustained_20k=True))
+    assert derived["raw_ceiling_records_per_s"] == pytest.approx(400_000)
+    assert derived["work_ceiling_records_per_s"] == pytest.approx(200_000)
+    assert derived["work_ceiling_ratio_to_raw_ceiling"] == pytest.approx(0.5)
     assert derived["replay_ratio_excl_start"] == pytest.approx(0.25)
+    assert derived["replay_ratio_incl_start"] == pytest.approx(0.125)
+    assert derived["replay_ratio_to_work_ceiling_excl_start"] == pytest.approx(0.5)
+    assert derived["replay_ratio_to_work_ceiling_incl_start"] == pytest.approx(0.25)
     assert derived["highest_sustained_live_rate"] == 20_000
     assert derived["sustained_live_ratio"] == pytest.approx(0.05)
+    assert derived["sustained_live_ratio_to_work_ceiling"] == pytest.approx(0.1)
     verdicts = {t["target"].split(" ")[0]: t for t in derived["targets"]}
-    assert verdicts["replay"]["met"] is False
-    assert "missed by 0.25" in verdicts["replay"]["by"]
-    assert verdicts["live"]["met"] is True  # 7.5 s <= 5 s trigger + 3 s
+    assert set(verdicts) == {"replay", "live", "peak"}
+    # Absolute targets now: 100,000 records/s replay meets 30,000 whatever the ceilings are.
+    assert verdicts["replay"]["met"] is True
+    assert verdicts["replay"]["by"] == "met with 70,000 records/s (233% of the limit)"
+    assert verdicts["live"]["met"] is True  # sustained, 7.5 s <= 8 s
+    assert verdicts["live"]["limit"] == pytest.approx(8.0)
     assert verdicts["peak"]["met"] is True
 
 
+def test_replay_below_30000_records_per_s_misses_however_close_to_the_ceilings() -> None:
+    derived = derive(_results(p99=7.5, sustained_20k=True, replay_per_s=3_600.0))
+    replay = next(t for t in derived["targets"] if t["target"].startswith("replay"))
+    assert replay["met"] is False
+    assert replay["by"] == "missed by 26,400 records/s (88% of the limit)"
+    text = markdown(_results(p99=7.5, sustained_20k=True, replay_per_s=3_600.0), derived)
+    assert "| replay ≥ 30,000 records/s (excl. start) | 3,600 | 30,000 | **no** |" in text
+    assert "For information, not a target: the replay (excluding start) runs at 0.0090 x the raw" in text
+
+
 def test_derive_when_live_misses_and_markdown_names_it() -> None:
-    results = _results(p99=12.0, sustained_20k=False)
+    results = _results(p99=12.0, sustained_20k=True)
     derived = derive(results)
     live = next(t for t in derived["targets"] if t["target"].startswith("live"))
     assert live["met"] is False
     assert "missed by 4.00 s" in live["by"]
-    assert derived["highest_sustained_live_rate"] == 5000
     text = markdown(results, derived)
     assert "| 20,000 | 20,000 |" in text
     assert "**no**" in text
+
+
+def test_a_low_p99_does_not_meet_the_live_target_when_the_rate_was_not_sustained() -> None:
+    derived = derive(_results(p99=6.0, sustained_20k=False))
+    live = next(t for t in derived["targets"] if t["target"].startswith("live"))
+    assert live["met"] is False
+    assert live["by"].startswith("not sustained (latency grew by 9.0s); p99 met with 2.00 s")
+    assert derived["highest_sustained_live_rate"] == 5000
+
+
+def test_markdown_shows_the_work_ceiling_and_its_agreement_with_gold() -> None:
+    results = _results(p99=7.5, sustained_20k=True)
+    text = markdown(results, derive(results))
+    assert "| ÷ raw read ceiling | ÷ work-equivalent ceiling |" in text
+    assert "| 1,000 | 0.0 | 200,000 | 0.500 | 1.00 |" in text  # the work ceiling's row
+    assert "| raw read ceiling (plain consumer; 100.0 MB/s) | 1,000 | — | 400,000 | 1.00 | 2.000 |" in text
+    assert "| 100,000 | 0.250 | 0.500 |" in text  # replay excl. start, to both ceilings
+    assert "cents equal (1,234,567); orders equal (985); windows equal (40)" in text
+
+
+def test_a_gold_that_disagrees_with_the_work_ceiling_is_reported_with_both_numbers() -> None:
+    results = _results(p99=7.5, sustained_20k=True)
+    results["phases"]["replay"]["gold"]["revenue_cents"] = 1_234_500
+    derived = derive(results)
+    assert derived["work_ceiling_vs_gold"]["cents"] == {
+        "work_ceiling": 1_234_567,
+        "gold": 1_234_500,
+        "match": False,
+    }
+    assert derived["work_ceiling_vs_gold"]["orders"]["match"] is True
+    text = markdown(results, derived)
+    assert "cents **differ**: work ceiling 1,234,567, gold 1,234,500" in text
+
+
+def test_results_from_before_the_work_ceiling_still_derive_and_render() -> None:
+    results = _results(p99=7.5, sustained_20k=True)
+    del results["phases"]["work_ceiling"]
+    del results["phases"]["replay"]["gold"]["revenue_cents"]
+    derived = derive(results)
+    assert derived["work_ceiling_records_per_s"] is None
+    assert derived["replay_ratio_to_work_ceiling_excl_start"] is None
+    assert derived["work_ceiling_vs_gold"] is None
+    assert "| work-equivalent ceiling" in markdown(results, derived)
 
 
 def test_not_sustained_when_the_app_did_not_catch_up() -> None:
