@@ -27,6 +27,23 @@ DEPLOY_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Every supervise_streaming_apps param (restarts without backoff, a heartbeat counts as stale after 60 s).
+SUPERVISE_DEFAULTS: dict[str, Any] = {
+    "deployment_ids": [],
+    "max_restarts": 3,
+    "window_minutes": 10,
+    "backoff_base_s": 0,
+    "heartbeat_stale_s": 60,
+    "start_timeout_s": 150,
+}
+
+
+def supervise(dags: dict[str, Any], deployment_id: str, **params: Any) -> Any:
+    """One supervise_streaming_apps run over `deployment_id` (`dags` from `load_dags`)."""
+    conf = {**SUPERVISE_DEFAULTS, "deployment_ids": [deployment_id], **params}
+    return dags["supervise_streaming_apps"].test(run_conf=conf)
+
+
 def load_dags(*dag_ids: str) -> dict[str, Any]:
     """The DAG objects of `dags/<dag_id>.py`, asserting each file imports cleanly."""
     from airflow.dag_processing.dagbag import DagBag

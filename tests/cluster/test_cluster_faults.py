@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,7 @@ from tests.cluster.cluster_helpers import (
     wait_for,
 )
 from tests.kafka_helpers import unique_suffix
-from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, task_states, xcom
+from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, supervise, task_states, xcom
 
 pytestmark = pytest.mark.cluster
 
@@ -93,66 +95,89 @@ def _assert_exactly_once(config: Any, records: list[Any]) -> None:
     assert len(set(offsets)) == len(records)
 
 
-def test_killing_a_partition_leader_broker_mid_run_keeps_gold_exact(
-    cluster: LocalCluster, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class _RunningApp:
+    """An app launched on the cluster over its own topics, past its first ingest batch."""
+
+    config: Any
+    records: list[Any]
+    app: subprocess.Popen[bytes]
+    log: Path
+
+    def positions(self) -> tuple[int, int]:
+        """(ingest batch, revenue batch) committed so far."""
+        return revenue_batch(self.config, "ingest"), revenue_batch(self.config)
+
+    def recovers(self, after: str, landed: tuple[int, int]) -> None:
+        """Gold reaches the oracle while the app keeps running and reads on past `landed`."""
+        wait_for(
+            lambda: gold(self.config.names.gold_revenue_table) == oracle(self.records),
+            f"gold to match the oracle {after}",
+            GOLD_TIMEOUT_S,
+            self.app,
+            self.log,
+        )
+        ingest, revenue = self.positions()
+        assert ingest > landed[0], f"the app read nothing {after}"
+        assert revenue > landed[1]
+        assert self.app.poll() is None
+
+
+def _launch_past_first_batch(
+    cluster: LocalCluster, tmp_path: Path, deployment_id: str, seed: int
+) -> _RunningApp:
     bootstrap = cluster.settings.bootstrap_servers
     topics = create_replicated_app_topics(bootstrap, unique_suffix())
-    overrides = _app_overrides(bootstrap, tmp_path / "lake", "brokerkill", topics)
+    overrides = _app_overrides(bootstrap, tmp_path / "lake", deployment_id, topics)
     config = load_config(overrides=overrides)
-    records = _orders(seed=21)
+    records = _orders(seed=seed)
     produce(bootstrap, config.kafka.stores_topic, generate_stores(5))
     produce(bootstrap, config.kafka.orders_topic, records, total=len(records))
     log = tmp_path / "app.log"
     app = launch_app(cluster.settings.spark_master_url, overrides, log)
+    running = _RunningApp(config, records, app, log)
     try:
-        # After ingest batch 1: most orders are still to be read from the partitions it leads.
-        wait_for(lambda: revenue_batch(config, "ingest") >= 1, "ingest batch 1", 300, app, log)
+        # After ingest batch 1: most orders are still to be read when the fault strikes.
+        wait_for(lambda: running.positions()[0] >= 1, "ingest batch 1", 300, app, log)
+    except BaseException:
+        stop_app(app, config)
+        raise
+    return running
+
+
+def test_killing_a_partition_leader_broker_mid_run_keeps_gold_exact(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    running = _launch_past_first_batch(cluster, tmp_path, "brokerkill", seed=21)
+    try:
         # The broker that leads orders partition 0: the app's consumer and producers must fail over.
-        leaders = partition_leaders(bootstrap, config.kafka.orders_topic)
+        leaders = partition_leaders(cluster.settings.bootstrap_servers, running.config.kafka.orders_topic)
         victim = leaders[0]
         broker = cluster.broker(victim - 1)
         pid = broker.pid()
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        ingest_landed, landed = revenue_batch(config, "ingest"), revenue_batch(config)
+        landed = running.positions()
         _report(
-            f"SIGKILLed broker {victim} (pid {pid}) after ingest batch {ingest_landed} "
-            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed}; it led orders "
+            f"SIGKILLed broker {victim} (pid {pid}) after ingest batch {landed[0]} "
+            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed[1]}; it led orders "
             f"partitions {sorted(p for p, leader in leaders.items() if leader == victim)}"
         )
         wait_for(lambda: victim not in cluster.live_broker_ids(), f"broker {victim} to leave", 60)
-        wait_for(
-            lambda: gold(config.names.gold_revenue_table) == oracle(records),
-            "gold to match the oracle with one broker down",
-            GOLD_TIMEOUT_S,
-            app,
-            log,
-        )
-        assert revenue_batch(config, "ingest") > ingest_landed, "the app read nothing after the broker died"
-        assert revenue_batch(config) > landed
+        running.recovers("with one broker down", landed)
         cluster.restart_broker(victim - 1)
-        _report(f"broker {victim} restarted; the app kept running throughout (pid {app.pid})")
-        assert app.poll() is None
+        _report(f"broker {victim} restarted; the app kept running throughout (pid {running.app.pid})")
+        assert running.app.poll() is None
     finally:
-        stop_app(app, config)
-    _assert_exactly_once(config, records)
+        stop_app(running.app, running.config)
+    _assert_exactly_once(running.config, running.records)
 
 
 def test_killing_the_worker_that_runs_the_executor_keeps_gold_exact(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    bootstrap = cluster.settings.bootstrap_servers
-    topics = create_replicated_app_topics(bootstrap, unique_suffix())
-    overrides = _app_overrides(bootstrap, tmp_path / "lake", "workerkill", topics)
-    config = load_config(overrides=overrides)
-    records = _orders(seed=22)
-    produce(bootstrap, config.kafka.stores_topic, generate_stores(5))
-    produce(bootstrap, config.kafka.orders_topic, records, total=len(records))
-    log = tmp_path / "app.log"
-    app = launch_app(cluster.settings.spark_master_url, overrides, log)
+    running = _launch_past_first_batch(cluster, tmp_path, "workerkill", seed=22)
     try:
-        wait_for(lambda: revenue_batch(config, "ingest") >= 1, "ingest batch 1", 300, app, log)
         status = cluster.master_status() or {}
         busy = [w for w in status.get("workers", []) if w.get("coresused", 0) > 0]
         assert len(busy) == 1, f"expected the app's executor on one worker: {status.get('workers')}"
@@ -162,25 +187,16 @@ def test_killing_the_worker_that_runs_the_executor_keeps_gold_exact(
             if busy[0]["port"] == cluster.settings.spark_worker_base_port + index
         )
         pid = victim.kill_with_children()
-        ingest_landed, landed = revenue_batch(config, "ingest"), revenue_batch(config)
+        landed = running.positions()
         _report(
-            f"SIGKILLed {victim.name} (pid {pid}) with its executor after ingest batch {ingest_landed} "
-            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed}; "
+            f"SIGKILLed {victim.name} (pid {pid}) with its executor after ingest batch {landed[0]} "
+            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed[1]}; "
             "the master must give the app an executor on the other worker"
         )
-        wait_for(
-            lambda: gold(config.names.gold_revenue_table) == oracle(records),
-            "gold to match the oracle after the worker died",
-            GOLD_TIMEOUT_S,
-            app,
-            log,
-        )
-        assert revenue_batch(config, "ingest") > ingest_landed, "the app read nothing after its worker died"
-        assert revenue_batch(config) > landed
-        assert app.poll() is None
+        running.recovers("after the worker died", landed)
     finally:
-        stop_app(app, config)
-    _assert_exactly_once(config, records)
+        stop_app(running.app, running.config)
+    _assert_exactly_once(running.config, running.records)
 
 
 @pytest.fixture
@@ -266,16 +282,7 @@ def test_a_driver_killed_between_gold_and_checkpoint_commit_is_restarted_by_the_
     assert landed["point"] == "revenue.before_checkpoint_commit"
     assert landed["batch_id"] > committed, "the kill must land before the batch's checkpoint commit"
 
-    run = dags["supervise_streaming_apps"].test(
-        run_conf={
-            "deployment_ids": [deployment_id],
-            "max_restarts": 3,
-            "window_minutes": 10,
-            "backoff_base_s": 0,
-            "heartbeat_stale_s": 60,
-            "start_timeout_s": 240,
-        }
-    )
+    run = supervise(dags, deployment_id, start_timeout_s=240)
     assert run.state == "success", task_states(run)
     [entry] = xcom(run, "supervise")["deployments"]
     assert entry["action"] == "restart", entry

@@ -31,6 +31,7 @@ from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
     load_dags,
     spark_drivers,
+    supervise,
     task_states,
     topic_overrides,
     wait_for_gold,
@@ -41,14 +42,6 @@ pytestmark = pytest.mark.integration
 
 SUCCESS = "success"
 FAILED = "failed"
-SUPERVISE_DEFAULTS: dict[str, Any] = {
-    "deployment_ids": [],
-    "max_restarts": 3,
-    "window_minutes": 10,
-    "backoff_base_s": 0,
-    "heartbeat_stale_s": 60,
-    "start_timeout_s": 150,
-}
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +62,6 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def deploy(dags: dict[str, Any], deployment_id: str, overrides: dict[str, Any]) -> Any:
     conf = {**DEPLOY_DEFAULTS, "deployment_id": deployment_id, "config_overrides": overrides}
     return dags["deploy_streaming_app"].test(run_conf=conf)
-
-
-def supervise(dags: dict[str, Any], deployment_id: str, **params: Any) -> Any:
-    conf = {**SUPERVISE_DEFAULTS, "deployment_ids": [deployment_id], **params}
-    return dags["supervise_streaming_apps"].test(run_conf=conf)
 
 
 def wait_until_gone(pid: int, timeout_s: float = 30) -> None:

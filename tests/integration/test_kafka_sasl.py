@@ -43,6 +43,7 @@ from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
     load_dags,
     spark_drivers,
+    supervise,
     task_states,
     wait_for_gold,
     xcom,
@@ -271,16 +272,7 @@ def test_the_platform_runs_with_the_connection_s_credentials_which_are_never_wri
             )
         )
         produce(sasl_broker.bootstrap_servers, overrides["kafka.orders_topic"], second, extra_config=login)
-        run = dags["supervise_streaming_apps"].test(
-            run_conf={
-                "deployment_ids": [deployment_id],
-                "max_restarts": 3,
-                "window_minutes": 10,
-                "backoff_base_s": 0,
-                "heartbeat_stale_s": 60,
-                "start_timeout_s": 150,
-            }
-        )
+        run = supervise(dags, deployment_id)
         assert run.state == SUCCESS, task_states(run)
         [entry] = xcom(run, "supervise")["deployments"]
         assert entry["action"] == "restart", entry
