@@ -391,6 +391,17 @@ def _gold_key_match(source_alias: str) -> Column:
     return condition
 
 
+def local_table(spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType) -> DataFrame:
+    """`rows` as a local relation: a join broadcasts it from the driver without running a Spark job.
+
+    (`createDataFrame` of a list of rows makes an RDD instead, which every batch's broadcast join
+    would read again with a job of its own; from pandas it makes a local relation.)
+    """
+    import pandas as pd
+
+    return spark.createDataFrame(pd.DataFrame.from_records(rows, columns=schema.fieldNames()), schema)
+
+
 class StoresTable:
     """The latest store per locationId, re-read only when the `stores` topic's end offsets move.
 
@@ -410,7 +421,7 @@ class StoresTable:
         end_offsets = self._stores_end_offsets()
         if self._table is None or end_offsets != self._end_offsets:
             rows = read_stores_table(spark, self._config).collect()
-            self._table = spark.createDataFrame(rows, STORE_SCHEMA)
+            self._table = local_table(spark, [tuple(row) for row in rows], STORE_SCHEMA)
             self._end_offsets = end_offsets
         return self._table
 

@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
+from spark_apps.io import local_table
 from spark_apps.schemas import ENRICHED_REVENUE_SCHEMA, REVENUE_WINDOW_SCHEMA, STORE_SCHEMA
 from spark_apps.transformations import enrich_with_stores, latest_stores
 
@@ -124,3 +125,16 @@ def test_enrich_unknown_store_keeps_row_with_null_address(spark: SparkSession) -
             ENRICHED_REVENUE_SCHEMA,
         ),
     )
+
+
+def test_the_stores_table_is_a_local_relation_broadcast_without_a_job(spark: SparkSession) -> None:
+    rows = [("loc-1", "1 Main St", None, "Springfield", "IL", "62701", "555"), ("loc-2", *[None] * 6)]
+    table = local_table(spark, rows, STORE_SCHEMA)
+
+    # A local relation: joining it broadcasts rows the driver already holds (no Spark job per batch).
+    assert table._jdf.queryExecution().optimizedPlan().getClass().getSimpleName() == "LocalRelation"
+    assertSchemaEqual(table.schema, STORE_SCHEMA)
+    assert sorted(tuple(row) for row in table.collect()) == sorted(rows)
+    empty = local_table(spark, [], STORE_SCHEMA)
+    assert empty.count() == 0
+    assertSchemaEqual(empty.schema, STORE_SCHEMA)
