@@ -42,12 +42,15 @@ $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt
 .PHONY: install
 install: $(INSTALLED) ## Create .venv and install the pinned Python packages
 
-$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml
+# The order validator's JVM fast path: compiled by `make jvm` into .jvm/spark-jars/order-validator.jar.
+ORDER_VALIDATOR_SOURCES := $(shell find include/jvm/order-validator/src -name '*.java')
+
+$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml $(ORDER_VALIDATOR_SOURCES)
 	@$(STACK) jvm
 	@touch $@
 
 .PHONY: jvm
-jvm: $(JVM_STAMP) ## Fetch the Kafka broker and CLI tools, Spark Kafka connector and Delta jars with Maven into .jvm/
+jvm: $(JVM_STAMP) ## Fetch the Kafka broker and CLI tools, Spark Kafka connector and Delta jars with Maven into .jvm/; compile the order validator's fast path
 
 .PHONY: check
 check: $(INSTALLED) ## Check prerequisites (Java 17+, Maven)

@@ -121,6 +121,16 @@ ORDER_SCHEMA = StructType(
 )
 ORDER_COLUMNS: tuple[str, ...] = tuple(ORDER_SCHEMA.fieldNames())
 
+# What the validator's JVM fast path (include/jvm/order-validator, OrderFastPath) returns for a
+# record it certifies: the typed order with the event time still as text (parsed in Spark, as on
+# the exact path). The Java class builds its rows in exactly this field order.
+ORDER_FAST_PATH_SCHEMA = StructType(
+    [
+        *(f for f in ORDER_SCHEMA.fields if f.name != "ordered_at"),
+        _field("ordered_at_text", StringType()),
+    ]
+)
+
 # Output of parse_and_validate_orders: the raw Kafka row, the typed order (all null when
 # invalid) and the reason it was rejected (null when valid).
 VALIDATED_ORDER_SCHEMA = StructType(

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from spark_apps.contract import GENERAL, ORDER_TYPES, RESTAURANT, OrderRules
@@ -27,6 +28,7 @@ from spark_apps.schemas import (
     MONEY_DDL,
     MONEY_SCALE,
     ORDER_COLUMNS,
+    ORDER_FAST_PATH_SCHEMA,
     ORDER_LINE_ITEM_SCHEMA,
     REVENUE_DDL,
     STORE_ADDRESS_COLUMNS,
@@ -96,7 +98,13 @@ _MONEY_TYPE_RE: Final = rf"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\(\d+,[0-{MONEY_
 _NON_FINITE_AMOUNT_RE: Final = r'(?<prefix>"finalAmount"\s*:\s*)[+-]?(NaN|Infinity|INF)'
 _LINE_ITEMS_TYPE: Final = f"array<{ORDER_LINE_ITEM_SCHEMA.simpleString()}>"
 
+# The validator's JVM fast path (include/jvm/order-validator, built into .jvm/spark-jars by
+# `make jvm`), registered on each session under FAST_PATH_FUNCTION.
+FAST_PATH_CLASS: Final = "io.github.revenueplatform.validation.OrderFastPath"
+FAST_PATH_FUNCTION: Final = "revenue_platform_order_fast_path"
+
 # Temporary columns of parse_and_validate_orders (dropped before returning).
+_FAST: Final = "_order_fast"
 _TEXT: Final = "_order_text"
 _STRICT: Final = "_order_json_strict"
 _JSON: Final = "_order_json"
@@ -174,27 +182,57 @@ def _wrong_type_checks(json: Column) -> list[tuple[Column, str]]:
     return [(~F.coalesce(is_ok, F.lit(False)), DlqReason.wrong_type(name)) for name, is_ok in ok.items()]
 
 
+def _ordered_at(text: Column) -> Column:
+    """orderedDateTime text as a UTC instant; null when it does not match ORDERED_AT_PATTERN."""
+    return F.try_to_timestamp(F.concat(text, F.lit("Z")), F.lit(ORDERED_AT_PATTERN))
+
+
 def _typed_order(json: Column) -> Column:
     """Typed order fields as a struct; only meaningful once validation passed."""
-    ordered_at_text = F.try_variant_get(json, "$.orderedDateTime", "string")
     return F.struct(
         F.try_variant_get(json, "$.orderId", "bigint").alias("order_id"),
         F.try_variant_get(json, "$.locationId", "string").alias("location_id"),
         F.try_variant_get(json, "$.finalAmount", MONEY_DDL).alias("final_amount"),
         F.try_variant_get(json, "$.orderType", "string").alias("order_type"),
         F.try_variant_get(json, "$.orderLineItems", _LINE_ITEMS_TYPE).alias("order_line_items"),
-        F.try_to_timestamp(F.concat(ordered_at_text, F.lit("Z")), F.lit(ORDERED_AT_PATTERN)).alias(
-            "ordered_at"
-        ),
+        _ordered_at(F.try_variant_get(json, "$.orderedDateTime", "string")).alias("ordered_at"),
     )
+
+
+def _typed_fast_order(fast: Column) -> Column:
+    """The typed order struct of a record the fast path certified (same fields as _typed_order)."""
+    return F.struct(
+        *(fast[name].alias(name) for name in ORDER_COLUMNS if name != "ordered_at"),
+        _ordered_at(fast["ordered_at_text"]).alias("ordered_at"),
+    )
+
+
+def _value_checks(typed: Column, rules: OrderRules) -> list[tuple[Column, str]]:
+    """(is_refused, reason) of the value rules on a structurally valid order, in the documented order."""
+    # Compared as epoch microseconds: plain long arithmetic, no interval parsing per record.
+    latest_plausible_us = F.unix_micros(F.col("timestamp")) + F.lit(rules.max_future_skew_s * 1_000_000)
+    return [
+        (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
+        (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),
+        (typed["final_amount"] > F.lit(rules.max_order_amount).cast(MONEY_DDL), DlqReason.AMOUNT_TOO_LARGE),
+        (typed["ordered_at"].isNull(), DlqReason.UNPARSEABLE_TIMESTAMP),
+        (F.unix_micros(typed["ordered_at"]) > latest_plausible_us, DlqReason.EVENT_TIME_IN_FUTURE),
+    ]
+
+
+def _first_reason(checks: list[tuple[Column, str]]) -> Column:
+    """CASE WHEN over the checks: the reason of the first that holds (they evaluate in order), else null."""
+    condition, reason = checks[0]
+    case = F.when(condition, F.lit(reason))
+    for condition, reason in checks[1:]:
+        case = case.when(condition, F.lit(reason))
+    return case
 
 
 def _dlq_reason(
     value: Column, text: Column, json: Column, non_finite: Column, typed: Column, rules: OrderRules
 ) -> Column:
     """First applicable DLQ reason (CASE WHEN evaluates in order), null for a valid order."""
-    # Compared as epoch microseconds: plain long arithmetic, no interval parsing per record.
-    latest_plausible_us = F.unix_micros(F.col("timestamp")) + F.lit(rules.max_future_skew_s * 1_000_000)
     checks: list[tuple[Column, str]] = [
         (value.isNull() | (F.length(value) == 0), DlqReason.EMPTY_VALUE),
         (~F.is_valid_utf8(value), DlqReason.NOT_UTF8),
@@ -208,17 +246,27 @@ def _dlq_reason(
         *[(_is_missing(json, f), DlqReason.missing_field(f)) for f in REQUIRED_ORDER_FIELDS],
         *_wrong_type_checks(json),
         (non_finite, DlqReason.NON_FINITE_AMOUNT),
-        (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
-        (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),
-        (typed["final_amount"] > F.lit(rules.max_order_amount).cast(MONEY_DDL), DlqReason.AMOUNT_TOO_LARGE),
-        (typed["ordered_at"].isNull(), DlqReason.UNPARSEABLE_TIMESTAMP),
-        (F.unix_micros(typed["ordered_at"]) > latest_plausible_us, DlqReason.EVENT_TIME_IN_FUTURE),
+        *_value_checks(typed, rules),
     ]
-    condition, reason = checks[0]
-    case = F.when(condition, F.lit(reason))
-    for condition, reason in checks[1:]:
-        case = case.when(condition, F.lit(reason))
-    return case
+    return _first_reason(checks)
+
+
+class OrderFastPathMissingError(RuntimeError):
+    """The validator's JVM fast path (FAST_PATH_CLASS) is not on the session's classpath."""
+
+
+def register_order_fast_path(spark: SparkSession) -> None:
+    """Register the fast path's Java UDF on ``spark`` under FAST_PATH_FUNCTION (once per session)."""
+    if spark.catalog.functionExists(FAST_PATH_FUNCTION):
+        return
+    try:
+        spark.udf.registerJavaFunction(FAST_PATH_FUNCTION, FAST_PATH_CLASS, ORDER_FAST_PATH_SCHEMA)
+    except AnalysisException as error:
+        raise OrderFastPathMissingError(
+            f"The order validator's JVM class {FAST_PATH_CLASS} is not on the Spark classpath: run "
+            "`make jvm` (it compiles include/jvm/order-validator into .jvm/spark-jars/order-validator.jar) "
+            f"and start the session with the jars of that folder. Spark said: {error}"
+        ) from error
 
 
 def parse_and_validate_orders(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_RULES) -> DataFrame:
@@ -238,19 +286,46 @@ def parse_and_validate_orders(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_
     invalid_json; orderedDateTime must be ``yyyy-MM-ddTHH:mm:ss[.ffffff]`` with no zone
     (a zone suffix is unparseable_timestamp) and is read as UTC. ``rules`` bounds the
     amount and how far the event time may be ahead of the record's Kafka timestamp.
+
+    Fast path: a Java UDF (``FAST_PATH_CLASS``, one streaming JSON pass) first types each
+    record it can certify as structurally valid under these rules; only its value rules
+    (order type, amount bounds, event time) then run in Spark. Every other record goes
+    through the exact variant-based checks (``exact_order_validation``), which give the
+    same result for any input: the fast path only ever skips work.
     """
-    text = F.col("value").cast("string")
+    register_order_fast_path(raw.sparkSession)
+    return _validate_orders(raw, rules, F.call_function(FAST_PATH_FUNCTION, F.col("value")))
+
+
+def exact_order_validation(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_RULES) -> DataFrame:
+    """``parse_and_validate_orders`` without the fast path: every record through the exact
+    variant-based checks. The reference the fast path is tested and measured against."""
+    return _validate_orders(raw, rules, F.lit(None).cast(ORDER_FAST_PATH_SCHEMA))
+
+
+def _validate_orders(raw: DataFrame, rules: OrderRules, fast_path: Column) -> DataFrame:
+    # The fast path's result gets its own column, computed once per record and read below.
+    certified = F.col(_FAST).isNotNull()
+    # The exact path sees the text only of records the fast path did not certify: for the
+    # others every expression of it gets null and costs next to nothing.
+    text = F.when(~certified, F.col("value").cast("string"))
     sanitized = F.regexp_replace(F.col(_TEXT), _NON_FINITE_AMOUNT_RE, "${prefix}0")
     staged = (
-        raw.withColumn(_TEXT, text)
+        raw.withColumn(_FAST, fast_path)
+        .withColumn(_TEXT, text)
         .withColumn(_STRICT, F.try_parse_json(F.col(_TEXT)))
         # Retry with a NaN/Infinity finalAmount replaced by 0: if that parses, the only
         # defect is the non-finite amount, which gets its own reason after the type checks.
         .withColumn(_JSON, F.coalesce(F.col(_STRICT), F.try_parse_json(sanitized)))
         .withColumn(_NON_FINITE, F.col(_STRICT).isNull() & F.col(_JSON).isNotNull())
-        .withColumn(_TYPED, _typed_order(F.col(_JSON)))
+        .withColumn(
+            _TYPED,
+            F.when(certified, _typed_fast_order(F.col(_FAST))).otherwise(_typed_order(F.col(_JSON))),
+        )
     )
-    reason = _dlq_reason(F.col("value"), F.col(_TEXT), F.col(_JSON), F.col(_NON_FINITE), F.col(_TYPED), rules)
+    reason = F.when(certified, _first_reason(_value_checks(F.col(_TYPED), rules))).otherwise(
+        _dlq_reason(F.col("value"), F.col(_TEXT), F.col(_JSON), F.col(_NON_FINITE), F.col(_TYPED), rules)
+    )
     with_reason = staged.withColumn("dlq_reason", reason)
     typed_columns = [
         F.when(F.col("dlq_reason").isNull(), F.col(f"{_TYPED}.{name}")).alias(name) for name in ORDER_COLUMNS

@@ -29,6 +29,10 @@ JVM_ARTIFACTS_DIR = Path(os.environ.get("JVM_ARTIFACTS_DIR", REPO_ROOT / ".jvm")
 KAFKA_BROKER_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-broker"
 KAFKA_TOOLS_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-tools"
 SPARK_JARS_DIR = Path(os.environ.get("SPARK_JARS_DIR", JVM_ARTIFACTS_DIR / "spark-jars"))
+# The order validator's JVM fast path: Java source in the repo, compiled by `make jvm` into a jar
+# among the Spark jars, so every session and spark-submit of the project has it.
+ORDER_VALIDATOR_SOURCE_DIR = JVM_POMS_DIR / "order-validator" / "src" / "main" / "java"
+ORDER_VALIDATOR_JAR = SPARK_JARS_DIR / "order-validator.jar"
 
 
 def state_dir() -> Path:

@@ -123,7 +123,7 @@ def _browser() -> None:
 
 COMMANDS = {
     "check": _check,
-    "jvm": jvm.fetch_jvm_artifacts,
+    "jvm": jvm.install_jvm_artifacts,
     "kafka-up": lambda: _broker().start(),
     "kafka-down": lambda: _broker().stop(),
     "airflow-up": lambda: _airflow().start(),

@@ -1,20 +1,33 @@
-"""Fetch the JVM artifacts (Kafka broker, Spark's Kafka connector, Delta) with Maven.
+"""Fetch the JVM artifacts (Kafka broker, Spark's Kafka connector, Delta) with Maven, and build ours.
 
 Only Maven Central is used, through the poms in include/jvm/. Jars that pyspark
 already ships (Scala, Jackson, Hadoop, Parquet, logging) are pruned from the Spark
-folder: left in, they would shadow or clash with Spark's own versions.
+folder: left in, they would shadow or clash with Spark's own versions. The project's own
+JVM code (the order validator's fast path, include/jvm/order-validator) is compiled with
+`javac` against the jars pyspark ships — no Maven, no network — into a jar in the same folder.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_stack.prerequisites import require_maven
-from revenue_platform.paths import JVM_POMS_DIR, KAFKA_BROKER_JARS_DIR, KAFKA_TOOLS_JARS_DIR, SPARK_JARS_DIR
+from revenue_platform.paths import (
+    JVM_POMS_DIR,
+    KAFKA_BROKER_JARS_DIR,
+    KAFKA_TOOLS_JARS_DIR,
+    ORDER_VALIDATOR_JAR,
+    ORDER_VALIDATOR_SOURCE_DIR,
+    SPARK_JARS_DIR,
+)
 
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+(?:\.\d+)+[^/]*)\.jar$")
 # Logging bindings come from pyspark; a second SLF4J binding only produces warnings.
@@ -93,5 +106,63 @@ def fetch_jvm_artifacts(force: bool = False) -> None:
     print(f"[jvm] pruned {len(removed)} jars that pyspark already ships", flush=True)
 
 
+# The Java release the project's JVM code targets (Spark 4 and Kafka 4 need Java 17).
+JAVA_RELEASE = "17"
+
+
+def build_order_validator(
+    source_dir: Path = ORDER_VALIDATOR_SOURCE_DIR,
+    jar: Path = ORDER_VALIDATOR_JAR,
+    classpath_dir: Path | None = None,
+    force: bool = False,
+) -> bool:
+    """Compile the order validator's Java sources into `jar` unless it is newer than all of them.
+
+    Compiled with `javac --release 17` against the jars in `classpath_dir` (default: pyspark's,
+    which is all the code needs: Spark's UDF and Row API and Jackson core); warnings fail the build.
+    The jar is replaced atomically. Returns True when it was (re)built.
+    """
+    sources = sorted(source_dir.rglob("*.java"))
+    if not sources:
+        raise PrerequisiteError(f"No Java sources under {source_dir}: the checkout is incomplete.")
+    newest_source = max(source.stat().st_mtime for source in sources)
+    if not force and jar.is_file() and jar.stat().st_mtime >= newest_source:
+        print(f"[jvm] {jar.name} is up to date", flush=True)
+        return False
+    javac = shutil.which("javac")
+    if javac is None:
+        raise PrerequisiteError(
+            "javac not found on PATH: `make jvm` compiles the order validator's fast path and needs a "
+            "JDK 17 (Debian: `apt-get install openjdk-17-jdk-headless`), not only a JRE."
+        )
+    classpath = f"{classpath_dir if classpath_dir is not None else pyspark_jars_dir()}/*"
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="order-validator-") as work:
+        classes = Path(work) / "classes"
+        command = [javac, "--release", JAVA_RELEASE, "-encoding", "UTF-8", "-Xlint:all,-path", "-Werror"]
+        command += ["-cp", classpath, "-d", str(classes), *map(str, sources)]
+        print(f"[jvm] compiling {len(sources)} Java source(s) into {jar} ...", flush=True)
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            raise PrerequisiteError(
+                f"javac could not compile {source_dir} (exit {completed.returncode}):\n"
+                f"{(completed.stdout + completed.stderr).strip()}"
+            )
+        staged = Path(work) / jar.name
+        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: make jvm\n\n")
+            for class_file in sorted(classes.rglob("*.class")):
+                archive.write(class_file, class_file.relative_to(classes).as_posix())
+        shutil.move(staged, jar.with_suffix(".jar.tmp"))
+        os.replace(jar.with_suffix(".jar.tmp"), jar)
+    return True
+
+
+def install_jvm_artifacts(force: bool = False) -> None:
+    """What `make jvm` does: fetch the Maven artifacts (unless present), then build the project's jar."""
+    fetch_jvm_artifacts(force=force)
+    build_order_validator(force=force)
+
+
 if __name__ == "__main__":
-    fetch_jvm_artifacts(force="--force" in sys.argv)
+    install_jvm_artifacts(force="--force" in sys.argv)

@@ -1,19 +1,26 @@
-"""Jar bookkeeping and local-stack settings: pure logic, no processes."""
+"""Jar bookkeeping, the order validator's javac build and local-stack settings (no long-running processes)."""
 
 from __future__ import annotations
 
+import os
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from revenue_platform.errors import ConfigError
+from revenue_platform.errors import ConfigError, PrerequisiteError
 from revenue_platform.local_stack.airflow_local import (
     AirflowLocalSettings,
     airflow_environment,
     connection_env,
 )
-from revenue_platform.local_stack.jvm import artifact_name, prune_jars_shipped_by_pyspark
+from revenue_platform.local_stack.jvm import (
+    artifact_name,
+    build_order_validator,
+    prune_jars_shipped_by_pyspark,
+)
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, server_properties
+from revenue_platform.paths import ORDER_VALIDATOR_SOURCE_DIR
 
 
 @pytest.mark.parametrize(
@@ -50,6 +57,30 @@ def test_prune_keeps_only_jars_pyspark_lacks(tmp_path: Path) -> None:
         "delta-spark_4.2_2.13-4.4.0.jar",
         "kafka-clients-3.9.2.jar",
     ]
+
+
+def test_the_order_validator_compiles_into_a_jar_and_is_rebuilt_only_when_its_source_changes(
+    tmp_path: Path,
+) -> None:
+    jar = tmp_path / "spark-jars" / "order-validator.jar"
+    assert build_order_validator(jar=jar)
+    with zipfile.ZipFile(jar) as archive:
+        assert "io/github/revenueplatform/validation/OrderFastPath.class" in archive.namelist()
+    assert not build_order_validator(jar=jar), "up to date: not rebuilt"
+    newest = max(source.stat().st_mtime for source in ORDER_VALIDATOR_SOURCE_DIR.rglob("*.java"))
+    os.utime(jar, (newest - 10, newest - 10))
+    assert build_order_validator(jar=jar), "a source newer than the jar rebuilds it"
+
+
+def test_the_order_validator_build_names_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(PrerequisiteError, match="No Java sources"):
+        build_order_validator(source_dir=tmp_path / "nothing", jar=tmp_path / "x.jar")
+    broken = tmp_path / "src" / "Broken.java"
+    broken.parent.mkdir()
+    broken.write_text("public class Broken { int x = ; }\n")
+    with pytest.raises(PrerequisiteError, match="javac could not compile"):
+        build_order_validator(source_dir=broken.parent, jar=tmp_path / "x.jar")
+    assert not (tmp_path / "x.jar").exists()
 
 
 def test_broker_settings_from_env_reject_a_bad_port_naming_the_variable() -> None:
