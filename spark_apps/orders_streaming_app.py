@@ -244,6 +244,10 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # Both queries share the driver; FAIR with a pool per query (see in_pool) keeps a
             # long replay batch of one from starving the other.
             "spark.scheduler.mode": "FAIR",
+            # The ingest batch is cached once and read by the bronze append and the Kafka write:
+            # compressing the cache cost ~2.5 s per 500,000 records (docs/performance.md, stop 15),
+            # more than the memory it saves is worth for a batch that lives a few seconds.
+            "spark.sql.inMemoryColumnarStorage.compressed": "false",
         },
     )
 
