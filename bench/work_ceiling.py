@@ -27,22 +27,7 @@ from decimal import Decimal
 from typing import Final, NamedTuple
 
 from spark_apps.config import WindowConfig, interval_seconds
-from spark_apps.contract import ORDER_TYPES, OrderRules
-
-# Reasons, spelled as the app's DlqReason values (a unit test holds them to it; importing
-# spark_apps.transformations here would import pyspark into the bench process).
-EMPTY_VALUE: Final = "empty_value"
-NOT_UTF8: Final = "not_utf8"
-INVALID_JSON: Final = "invalid_json"
-MISSING_FIELD_PREFIX: Final = "missing_field:"
-WRONG_TYPE_PREFIX: Final = "wrong_type:"
-NON_FINITE_AMOUNT: Final = "non_finite_amount"
-UNKNOWN_ORDER_TYPE: Final = "unknown_order_type"
-NEGATIVE_AMOUNT: Final = "negative_amount"
-AMOUNT_TOO_LARGE: Final = "amount_too_large"
-UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
-EVENT_TIME_IN_FUTURE: Final = "event_time_in_future"
-REQUIRED_FIELDS: Final = ("orderId", "locationId", "finalAmount", "orderType", "orderedDateTime")
+from spark_apps.contract import ORDER_TYPES, REQUIRED_ORDER_FIELDS, DlqReason, OrderRules
 
 # One decoder for all records: json.loads(..., parse_float=...) would build a new one per call.
 _decode_json = json.JSONDecoder(parse_float=Decimal).decode
@@ -134,52 +119,52 @@ def check_order(
     `max_cents` is `rules.max_order_amount` in cents, computed once by the caller.
     """
     if not value:
-        return EMPTY_VALUE
+        return DlqReason.EMPTY_VALUE
     try:
         text = value.decode()
     except UnicodeDecodeError:
-        return NOT_UTF8
+        return DlqReason.NOT_UTF8
     try:
         order = _decode_json(text)
     except (ValueError, RecursionError):
-        return INVALID_JSON
+        return DlqReason.INVALID_JSON
     if type(order) is not dict:
-        return INVALID_JSON
-    fields = [order.get(name) for name in REQUIRED_FIELDS]
+        return DlqReason.INVALID_JSON
+    fields = [order.get(name) for name in REQUIRED_ORDER_FIELDS]
     order_id, location_id, amount, order_type, ordered_at = fields
-    for name, found in zip(REQUIRED_FIELDS, fields, strict=True):
+    for name, found in zip(REQUIRED_ORDER_FIELDS, fields, strict=True):
         if found is None:
-            return MISSING_FIELD_PREFIX + name
+            return DlqReason.missing_field(name)
     # Spark's trim() strips spaces only; a blank location id cannot key a window.
     if type(location_id) is str and not location_id.strip(" "):
-        return MISSING_FIELD_PREFIX + "locationId"
+        return DlqReason.missing_field("locationId")
     if type(order_id) is not int or not _BIGINT_MIN <= order_id <= _BIGINT_MAX:
-        return WRONG_TYPE_PREFIX + "orderId"
+        return DlqReason.wrong_type("orderId")
     if type(location_id) is not str:
-        return WRONG_TYPE_PREFIX + "locationId"
+        return DlqReason.wrong_type("locationId")
     # With parse_float=Decimal only NaN and +-Infinity decode to floats; like the app, their own
     # reason comes after the type checks of the other fields.
     non_finite = type(amount) is float
     cents = 0 if non_finite else exact_cents(amount)
     if cents is None:
-        return WRONG_TYPE_PREFIX + "finalAmount"
+        return DlqReason.wrong_type("finalAmount")
     if type(order_type) is not str:
-        return WRONG_TYPE_PREFIX + "orderType"
+        return DlqReason.wrong_type("orderType")
     if type(ordered_at) is not str:
-        return WRONG_TYPE_PREFIX + "orderedDateTime"
+        return DlqReason.wrong_type("orderedDateTime")
     if non_finite:
-        return NON_FINITE_AMOUNT
+        return DlqReason.NON_FINITE_AMOUNT
     if order_type not in ORDER_TYPES:
-        return UNKNOWN_ORDER_TYPE
+        return DlqReason.UNKNOWN_ORDER_TYPE
     if cents < 0:
-        return NEGATIVE_AMOUNT
+        return DlqReason.NEGATIVE_AMOUNT
     if cents > max_cents:
-        return AMOUNT_TOO_LARGE
+        return DlqReason.AMOUNT_TOO_LARGE
     event_us = event_time_us(ordered_at)
     if event_us is None:
-        return UNPARSEABLE_TIMESTAMP
+        return DlqReason.UNPARSEABLE_TIMESTAMP
     if event_us > (kafka_timestamp_ms + rules.max_future_skew_s * 1000) * 1000:
-        return EVENT_TIME_IN_FUTURE
+        return DlqReason.EVENT_TIME_IN_FUTURE
     return ValidOrder(order_id, location_id, order_type, cents, event_us)
 
 

@@ -79,3 +79,38 @@ class OrderRules:
 
     max_future_skew_s: int = 300
     max_order_amount: Decimal = Decimal("1000000.00")
+
+
+class DlqReason:
+    """Machine-readable reasons an order record goes to the dead-letter topic.
+
+    Checked in this order; the first that applies wins:
+    empty_value, not_utf8, invalid_json, missing_field:<f> (orderId, locationId,
+    finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
+    orderLineItems), non_finite_amount, unknown_order_type, negative_amount,
+    amount_too_large, unparseable_timestamp, event_time_in_future (see ``OrderRules``).
+    The validator (spark_apps.transformations) and the bench's work-equivalent ceiling use these.
+    """
+
+    EMPTY_VALUE: Final = "empty_value"
+    NOT_UTF8: Final = "not_utf8"
+    INVALID_JSON: Final = "invalid_json"
+    MISSING_FIELD_PREFIX: Final = "missing_field:"
+    WRONG_TYPE_PREFIX: Final = "wrong_type:"
+    NON_FINITE_AMOUNT: Final = "non_finite_amount"
+    UNKNOWN_ORDER_TYPE: Final = "unknown_order_type"
+    NEGATIVE_AMOUNT: Final = "negative_amount"
+    AMOUNT_TOO_LARGE: Final = "amount_too_large"
+    UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
+    EVENT_TIME_IN_FUTURE: Final = "event_time_in_future"
+
+    @staticmethod
+    def missing_field(name: str) -> str:
+        return f"{DlqReason.MISSING_FIELD_PREFIX}{name}"
+
+    @staticmethod
+    def wrong_type(name: str) -> str:
+        return f"{DlqReason.WRONG_TYPE_PREFIX}{name}"
+
+
+REQUIRED_ORDER_FIELDS: Final = ("orderId", "locationId", "finalAmount", "orderType", "orderedDateTime")

@@ -22,7 +22,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from spark_apps.contract import GENERAL, ORDER_TYPES, RESTAURANT, OrderRules
+from spark_apps.contract import GENERAL, ORDER_TYPES, REQUIRED_ORDER_FIELDS, RESTAURANT, DlqReason, OrderRules
 from spark_apps.schemas import (
     KAFKA_HEADERS_TYPE,
     MONEY_DDL,
@@ -54,40 +54,6 @@ def required_spark_conf() -> dict[str, str]:
 
 DEFAULT_ORDER_RULES: Final = OrderRules()
 
-
-class DlqReason:
-    """Machine-readable reasons an order record goes to the dead-letter topic.
-
-    Checked in this order; the first that applies wins:
-    empty_value, not_utf8, invalid_json, missing_field:<f> (orderId, locationId,
-    finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
-    orderLineItems), non_finite_amount, unknown_order_type, negative_amount,
-    amount_too_large, unparseable_timestamp, event_time_in_future (see ``OrderRules``).
-    """
-
-    EMPTY_VALUE: Final = "empty_value"
-    NOT_UTF8: Final = "not_utf8"
-    INVALID_JSON: Final = "invalid_json"
-    MISSING_FIELD_PREFIX: Final = "missing_field:"
-    WRONG_TYPE_PREFIX: Final = "wrong_type:"
-    NON_FINITE_AMOUNT: Final = "non_finite_amount"
-    UNKNOWN_ORDER_TYPE: Final = "unknown_order_type"
-    NEGATIVE_AMOUNT: Final = "negative_amount"
-    AMOUNT_TOO_LARGE: Final = "amount_too_large"
-    UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
-    EVENT_TIME_IN_FUTURE: Final = "event_time_in_future"
-
-    @staticmethod
-    def missing_field(name: str) -> str:
-        return f"{DlqReason.MISSING_FIELD_PREFIX}{name}"
-
-    @staticmethod
-    def wrong_type(name: str) -> str:
-        return f"{DlqReason.WRONG_TYPE_PREFIX}{name}"
-
-
-REQUIRED_ORDER_FIELDS: Final = ("orderId", "locationId", "finalAmount", "orderType", "orderedDateTime")
-OPTIONAL_ORDER_FIELDS: Final = ("orderLineItems",)
 
 # Type names as printed by schema_of_variant. JSON integer literals become integral
 # types; decimal literals become DECIMAL(p,s) with trailing zeros stripped (27.00 ->

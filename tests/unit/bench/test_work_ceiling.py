@@ -102,18 +102,6 @@ def test_each_kind_of_invalid_record_has_the_apps_reason(value: bytes | None, re
     assert check(value) == reason
 
 
-def test_reasons_are_the_apps_dlq_reasons() -> None:
-    from spark_apps.transformations import DlqReason
-
-    assert work.REQUIRED_FIELDS == ("orderId", "locationId", "finalAmount", "orderType", "orderedDateTime")
-    for name in ("EMPTY_VALUE", "NOT_UTF8", "INVALID_JSON", "MISSING_FIELD_PREFIX", "WRONG_TYPE_PREFIX"):
-        assert getattr(work, name) == getattr(DlqReason, name)
-    for name in ("NON_FINITE_AMOUNT", "UNKNOWN_ORDER_TYPE", "NEGATIVE_AMOUNT", "AMOUNT_TOO_LARGE"):
-        assert getattr(work, name) == getattr(DlqReason, name)
-    assert work.UNPARSEABLE_TIMESTAMP == DlqReason.UNPARSEABLE_TIMESTAMP
-    assert work.EVENT_TIME_IN_FUTURE == DlqReason.EVENT_TIME_IN_FUTURE
-
-
 def test_event_time_may_lead_the_kafka_timestamp_by_the_allowed_skew_only() -> None:
     appended_ms = epoch_us("2026-11-22T09:00:01") // 1000
     assert isinstance(check(order(), appended_ms - 300_000), work.ValidOrder)
