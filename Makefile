@@ -124,7 +124,7 @@ soak: jvm ## Not in CI: 1,000,000 orders on the cluster, 20 random driver SIGKIL
 	@$(PYTHON) -m bench.soak $(SOAK_ARGS)
 
 .PHONY: bench bench-quick
-bench: jvm ## Benchmark on its own broker (:23092): 2M-order replay vs raw read ceiling, live latency, memory
+bench: jvm ## Benchmark on its own broker (:23092): 2M-order replay vs raw and work-equivalent ceilings, live latency, memory
 	@$(PYTHON) -m bench
 bench-quick: jvm ## The benchmark's small variant (100k orders, live 1k/5k per s; 5-15 min)
 	@$(PYTHON) -m bench --quick
