@@ -303,16 +303,30 @@ class LocalKafkaBroker:
                 "-XX:+UseG1GC",
                 "-Djava.awt.headless=true",
             ]
-            processes.spawn_detached(command, self.pid_path, self.log_path)
+            spawned = processes.spawn_detached(command, self.pid_path, self.log_path)
             progress(f"[kafka] starting on {self.settings.bootstrap_servers}, log: {self.log_path}")
+            if wait:
+                try:
+                    self.wait_until_ready(timeout_s, progress, spawned)
+                except BaseException:
+                    # A broker that never became ready is stopped, not left holding its ports.
+                    processes.terminate(spawned, 10.0)
+                    self.pid_path.unlink(missing_ok=True)
+                    raise
+            return
         if wait:
             self.wait_until_ready(timeout_s, progress)
 
-    def wait_until_ready(self, timeout_s: float, progress: Callable[[str], None]) -> None:
+    def wait_until_ready(
+        self, timeout_s: float, progress: Callable[[str], None], spawned: int | None = None
+    ) -> None:
+        """Wait until the broker answers metadata requests. `spawned`: the pid this process just
+        started (its child: alive until it exits, whatever its pid file and command line say)."""
         started = time.monotonic()
         last_report = started
         while time.monotonic() - started < timeout_s:
-            if self.pid() is None:
+            alive = processes.is_alive(spawned) if spawned is not None else self.pid() is not None
+            if not alive:
                 raise PrerequisiteError(
                     f"The Kafka broker exited during start-up. Last lines of {self.log_path}:\n"
                     f"{processes.tail(self.log_path, 25)}"
