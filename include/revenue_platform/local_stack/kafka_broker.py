@@ -284,6 +284,7 @@ class LocalKafkaBroker:
         if self.pid() is not None and self.answers_metadata():
             progress(f"[kafka] already running on {self.settings.bootstrap_servers} (pid {self.pid()})")
             return
+        spawned: int | None = None
         if self.pid() is None:
             require_java()
             require_free_port(self.settings.port, "the Kafka broker", "KAFKA_PORT")
@@ -305,17 +306,16 @@ class LocalKafkaBroker:
             ]
             spawned = processes.spawn_detached(command, self.pid_path, self.log_path)
             progress(f"[kafka] starting on {self.settings.bootstrap_servers}, log: {self.log_path}")
-            if wait:
-                try:
-                    self.wait_until_ready(timeout_s, progress, spawned)
-                except BaseException:
-                    # A broker that never became ready is stopped, not left holding its ports.
-                    processes.terminate(spawned, 10.0)
-                    self.pid_path.unlink(missing_ok=True)
-                    raise
+        if not wait:
             return
-        if wait:
-            self.wait_until_ready(timeout_s, progress)
+        try:
+            self.wait_until_ready(timeout_s, progress, spawned)
+        except BaseException:
+            if spawned is not None:
+                # A broker this call started that never became ready is stopped, not left holding its ports.
+                processes.terminate(spawned, 10.0)
+                self.pid_path.unlink(missing_ok=True)
+            raise
 
     def wait_until_ready(
         self, timeout_s: float, progress: Callable[[str], None], spawned: int | None = None
