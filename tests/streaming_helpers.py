@@ -128,3 +128,20 @@ def wait_for_gold(
     record = registry.get(deployment_id)
     log = processes.tail(Path(record.driver_log_path), 30) if record.driver_log_path else ""
     assert actual == expected, f"gold differs from the oracle; driver log tail:\n{log}"
+
+
+def wait_for_published_lag(registry: DeploymentRegistry, deployment_id: str, timeout_s: float = 30) -> int:
+    """The deployment's lag, once its revenue query has published it.
+
+    Gold's Delta commit is visible before the listener publishes that batch's progress (events are
+    asynchronous), so a check right after `wait_for_gold` could see the lag still unknown.
+    """
+    from revenue_platform.streaming.supervisor import progress_summary
+
+    deadline = time.monotonic() + timeout_s
+    behind = progress_summary(registry.get(deployment_id))["offsets_behind_latest"]
+    while behind is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        behind = progress_summary(registry.get(deployment_id))["offsets_behind_latest"]
+    assert behind is not None, f"{deployment_id}'s revenue query published no lag within {timeout_s:.0f}s"
+    return int(behind)

@@ -35,6 +35,7 @@ from tests.streaming_helpers import (
     task_states,
     topic_overrides,
     wait_for_gold,
+    wait_for_published_lag,
     xcom,
 )
 
@@ -97,6 +98,7 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
     assert record.lease_token == outcome["lease_token"]
     assert spark_drivers(lake) == [record.driver_pid]
     wait_for_gold(registry, deployment_id, first)
+    assert wait_for_published_lag(registry, deployment_id) == 0
 
     # 2. a healthy pass of the supervisor reports lag and rates and restarts nothing.
     run = supervise(dags, deployment_id)
