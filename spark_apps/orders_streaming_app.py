@@ -234,6 +234,9 @@ def prepare_queries(
     return [start_ingest, start_revenue], publisher, stores
 
 
+CODEGEN_CACHE_ENTRIES = 1000
+
+
 def build_session(config: StreamingAppConfig) -> SparkSession:
     """The app's SparkSession; master and jars come from spark-submit (or the caller's builder)."""
     return build_spark_session(
@@ -248,6 +251,12 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # compressing the cache cost ~2.5 s per 500,000 records (docs/performance.md, stop 15),
             # more than the memory it saves is worth for a batch that lives a few seconds.
             "spark.sql.inMemoryColumnarStorage.compressed": "false",
+            # Spark keeps the last 100 generated classes (default). A batch pair runs ~130 distinct
+            # ones, plus a few per batch whose code holds the batch's literals (batch ids, the
+            # watermark, gold's window range), so the stable ones were evicted and compiled again
+            # every batch, and the JIT compiled them again too: 934 compilations in a 75 s live run
+            # instead of 305 (docs/performance.md, stop 16). A static conf: set before the session.
+            "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         },
     )
 
