@@ -21,6 +21,7 @@ from typing import Final
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
 
 from spark_apps.contract import GENERAL, ORDER_TYPES, REQUIRED_ORDER_FIELDS, RESTAURANT, DlqReason, OrderRules
 from spark_apps.schemas import (
@@ -68,6 +69,9 @@ _LINE_ITEMS_TYPE: Final = f"array<{ORDER_LINE_ITEM_SCHEMA.simpleString()}>"
 # `make jvm`), registered on each session under FAST_PATH_FUNCTION.
 FAST_PATH_CLASS: Final = "io.github.revenueplatform.validation.OrderFastPath"
 FAST_PATH_FUNCTION: Final = "revenue_platform_order_fast_path"
+# Same jar: whether a text is exactly one JSON value (try_parse_json ignores what follows the first).
+SINGLE_VALUE_CLASS: Final = "io.github.revenueplatform.validation.SingleJsonValue"
+SINGLE_VALUE_FUNCTION: Final = "revenue_platform_single_json_value"
 
 # Temporary columns of parse_and_validate_orders (dropped before returning).
 _FAST: Final = "_order_fast"
@@ -196,17 +200,22 @@ def _first_reason(checks: list[tuple[Column, str]]) -> Column:
 
 
 def _dlq_reason(
-    value: Column, text: Column, json: Column, non_finite: Column, typed: Column, rules: OrderRules
+    value: Column, parsed_text: Column, json: Column, non_finite: Column, typed: Column, rules: OrderRules
 ) -> Column:
-    """First applicable DLQ reason (CASE WHEN evaluates in order), null for a valid order."""
+    """First applicable DLQ reason (CASE WHEN evaluates in order), null for a valid order.
+
+    `parsed_text` is the text `json` was parsed from (a non-finite finalAmount already replaced)."""
+    # try_parse_json stops after the first value: `{...} }` and `{...}{"x":1}` would pass as the
+    # order alone. The Java check reads past it; where it cannot tell (the text is not JSON, which
+    # the parse reports anyway), the text must at least end with the object's brace.
+    one_value = F.coalesce(
+        F.call_function(SINGLE_VALUE_FUNCTION, parsed_text), parsed_text.rlike(r"\}[ \t\n\r]*$")
+    )
     checks: list[tuple[Column, str]] = [
         (value.isNull() | (F.length(value) == 0), DlqReason.EMPTY_VALUE),
         (~F.is_valid_utf8(value), DlqReason.NOT_UTF8),
         (
-            json.isNull()
-            | ~F.schema_of_variant(json).startswith("OBJECT")
-            # try_parse_json stops after the first value, so reject trailing garbage here.
-            | ~text.rlike(r"\}\s*$"),
+            json.isNull() | ~F.schema_of_variant(json).startswith("OBJECT") | ~one_value,
             DlqReason.INVALID_JSON,
         ),
         *[(_is_missing(json, f), DlqReason.missing_field(f)) for f in REQUIRED_ORDER_FIELDS],
@@ -222,11 +231,15 @@ class OrderFastPathMissingError(RuntimeError):
 
 
 def register_order_fast_path(spark: SparkSession) -> None:
-    """Register the fast path's Java UDF on ``spark`` under FAST_PATH_FUNCTION (once per session)."""
-    if spark.catalog.functionExists(FAST_PATH_FUNCTION):
+    """Register the validator's Java UDFs on ``spark``: the fast path (FAST_PATH_FUNCTION) and the
+    one-JSON-value check (SINGLE_VALUE_FUNCTION); once per session."""
+    if spark.catalog.functionExists(FAST_PATH_FUNCTION) and spark.catalog.functionExists(
+        SINGLE_VALUE_FUNCTION
+    ):
         return
     try:
         spark.udf.registerJavaFunction(FAST_PATH_FUNCTION, FAST_PATH_CLASS, ORDER_FAST_PATH_SCHEMA)
+        spark.udf.registerJavaFunction(SINGLE_VALUE_FUNCTION, SINGLE_VALUE_CLASS, BooleanType())
     except AnalysisException as error:
         raise OrderFastPathMissingError(
             f"The order validator's JVM class {FAST_PATH_CLASS} is not on the Spark classpath: run "
@@ -266,6 +279,7 @@ def parse_and_validate_orders(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_
 def exact_order_validation(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_RULES) -> DataFrame:
     """``parse_and_validate_orders`` without the fast path: every record through the exact
     variant-based checks. The reference the fast path is tested and measured against."""
+    register_order_fast_path(raw.sparkSession)  # the exact checks use the jar's one-value check
     return _validate_orders(raw, rules, F.lit(None).cast(ORDER_FAST_PATH_SCHEMA))
 
 
@@ -290,7 +304,14 @@ def _validate_orders(raw: DataFrame, rules: OrderRules, fast_path: Column) -> Da
         )
     )
     reason = F.when(certified, _first_reason(_value_checks(F.col(_TYPED), rules))).otherwise(
-        _dlq_reason(F.col("value"), F.col(_TEXT), F.col(_JSON), F.col(_NON_FINITE), F.col(_TYPED), rules)
+        _dlq_reason(
+            F.col("value"),
+            F.when(F.col(_STRICT).isNotNull(), F.col(_TEXT)).otherwise(sanitized),
+            F.col(_JSON),
+            F.col(_NON_FINITE),
+            F.col(_TYPED),
+            rules,
+        )
     )
     with_reason = staged.withColumn("dlq_reason", reason)
     typed_columns = [

@@ -157,6 +157,17 @@ DLQ_CASES = [
     pytest.param(b'"a string"', DlqReason.INVALID_JSON, id="json-string"),
     pytest.param(EXAMPLE_TEXT[:-10].encode(), DlqReason.INVALID_JSON, id="truncated"),
     pytest.param((EXAMPLE_TEXT + " trailing").encode(), DlqReason.INVALID_JSON, id="trailing-garbage"),
+    # try_parse_json stops after the first value; these end with a brace, so only reading past
+    # the first value tells them from an order.
+    pytest.param((EXAMPLE_TEXT + " }").encode(), DlqReason.INVALID_JSON, id="trailing-brace"),
+    pytest.param((EXAMPLE_TEXT + '{"x": 1}').encode(), DlqReason.INVALID_JSON, id="trailing-object"),
+    pytest.param((EXAMPLE_TEXT + ', {"x": 1}').encode(), DlqReason.INVALID_JSON, id="trailing-comma-object"),
+    pytest.param((EXAMPLE_TEXT + "\x0b").encode(), DlqReason.INVALID_JSON, id="trailing-vertical-tab"),
+    pytest.param(
+        order_text(finalAmount=Raw("NaN")).encode() + b" }",
+        DlqReason.INVALID_JSON,
+        id="nan-and-trailing-brace",
+    ),
     pytest.param(order_text(orderId=...).encode(), MISSING("orderId"), id="missing-orderId"),
     pytest.param(order_text(orderId=None).encode(), MISSING("orderId"), id="null-orderId"),
     pytest.param(order_text(locationId=...).encode(), MISSING("locationId"), id="missing-locationId"),
@@ -239,6 +250,12 @@ DLQ_CASES = [
         id="year-2099",
     ),
 ]
+
+
+def test_trailing_json_whitespace_is_still_one_order(kafka_df: Any) -> None:
+    (row,) = parse_and_validate_orders(kafka_df([{"value": (EXAMPLE_TEXT + " \n\t\r ").encode()}])).collect()
+    assert row["dlq_reason"] is None
+    assert row["order_id"] == 12345
 
 
 @pytest.mark.parametrize(("value", "reason"), DLQ_CASES)
