@@ -15,8 +15,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def shares_parent_memory(member: Any) -> bool:
+    """Whether `member` runs in its parent's address space: spawned (vfork / posix_spawn) and not
+    yet exec'd. Its PSS is then the parent's pages again, not a share of them. The Spark driver's
+    JVM spawns such children for each Hadoop shell command on a local file system (`chmod`,
+    `readlink`, `bash`); one caught mid-spawn doubled the driver's PSS in a sample (stop 16)."""
+    import psutil
+
+    try:
+        parent = member.parent()
+        if parent is None:
+            return False
+        mine, theirs = member.memory_info(), parent.memory_info()
+    except psutil.Error:
+        return False
+    return bool(mine.rss == theirs.rss and mine.vms == theirs.vms)
+
+
 def tree_rss_bytes(pid: int, recursive: bool = True) -> int:
-    """PSS (RSS where PSS is unreadable) of `pid` plus (by default) its descendants; 0 when gone."""
+    """PSS (RSS where PSS is unreadable) of `pid` plus (by default) its descendants; 0 when gone.
+    A descendant still in its parent's address space (`shares_parent_memory`) adds nothing."""
     import psutil
 
     try:
@@ -26,6 +44,8 @@ def tree_rss_bytes(pid: int, recursive: bool = True) -> int:
         return 0
     total = 0
     for member in members:
+        if member is not root and shares_parent_memory(member):
+            continue
         try:
             total += member.memory_full_info().pss
         except (psutil.Error, AttributeError):
