@@ -16,15 +16,17 @@ from typing import Any
 
 
 def shares_parent_memory(member: Any) -> bool:
-    """Whether `member` runs in its parent's address space: spawned (vfork / posix_spawn) and not
-    yet exec'd. Its PSS is then the parent's pages again, not a share of them. The Spark driver's
-    JVM spawns such children for each Hadoop shell command on a local file system (`chmod`,
-    `readlink`, `bash`); one caught mid-spawn doubled the driver's PSS in a sample (stop 16)."""
+    """Whether `member` is a JVM's child that still runs in the JVM's address space: spawned
+    (posix_spawn, Java's way to start a process) and not yet exec'd. Its PSS is then the JVM's pages
+    again, not a share of them. The Spark driver's JVM spawns such children for each Hadoop shell
+    command on a local file system (`chmod`, `readlink`, `bash`); one caught mid-spawn doubled the
+    driver's PSS in a sample (stop 16). Only JVM parents: a fork()ed child (Airflow's workers) has
+    its own address space, whose shared pages PSS already splits, even when its sizes match."""
     import psutil
 
     try:
         parent = member.parent()
-        if parent is None:
+        if parent is None or parent.name() != "java":
             return False
         mine, theirs = member.memory_info(), parent.memory_info()
     except psutil.Error:

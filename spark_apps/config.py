@@ -220,10 +220,9 @@ class StreamingAppConfig(_Strict):
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     shuffle_partitions: int = Field(default=2, ge=1)
-    """spark.sql.shuffle.partitions of a new deployment: one partition per core of the local stack
-    (every partition of the two stateful operators commits its own state files each batch; at 4,
-    live batches took longer, docs/performance.md, stop 16). It fixes the state store layout, so a
-    restart keeps the value recorded in its checkpoint whatever is configured (Spark restores it)."""
+    """spark.sql.shuffle.partitions: one partition per core of the local stack (docs/performance.md,
+    stop 16). The stateful operators keep the count recorded in their checkpoint whatever is
+    configured (Spark pins their state store layout); the other shuffles of a batch use this value."""
     lease_token: str | None = None
     """Fencing token issued by the deployment registry; when set, the app refuses to start unless the
     registry's current token for this deployment is the same (never two drivers per deployment)."""

@@ -233,19 +233,21 @@ class OrderFastPathMissingError(RuntimeError):
 def register_order_fast_path(spark: SparkSession) -> None:
     """Register the validator's Java UDFs on ``spark``: the fast path (FAST_PATH_FUNCTION) and the
     one-JSON-value check (SINGLE_VALUE_FUNCTION); once per session."""
-    if spark.catalog.functionExists(FAST_PATH_FUNCTION) and spark.catalog.functionExists(
-        SINGLE_VALUE_FUNCTION
+    for function, java_class, return_type in (
+        (FAST_PATH_FUNCTION, FAST_PATH_CLASS, ORDER_FAST_PATH_SCHEMA),
+        (SINGLE_VALUE_FUNCTION, SINGLE_VALUE_CLASS, BooleanType()),
     ):
-        return
-    try:
-        spark.udf.registerJavaFunction(FAST_PATH_FUNCTION, FAST_PATH_CLASS, ORDER_FAST_PATH_SCHEMA)
-        spark.udf.registerJavaFunction(SINGLE_VALUE_FUNCTION, SINGLE_VALUE_CLASS, BooleanType())
-    except AnalysisException as error:
-        raise OrderFastPathMissingError(
-            f"The order validator's JVM class {FAST_PATH_CLASS} is not on the Spark classpath: run "
-            "`make jvm` (it compiles include/jvm/order-validator into .jvm/spark-jars/order-validator.jar) "
-            f"and start the session with the jars of that folder. Spark said: {error}"
-        ) from error
+        if spark.catalog.functionExists(function):
+            continue
+        try:
+            spark.udf.registerJavaFunction(function, java_class, return_type)
+        except AnalysisException as error:
+            raise OrderFastPathMissingError(
+                f"The order validator's JVM class {java_class} is not on the Spark classpath: run "
+                "`make jvm` (it compiles include/jvm/order-validator into "
+                ".jvm/spark-jars/order-validator.jar) and start the session with the jars of that "
+                f"folder. Spark said: {error}"
+            ) from error
 
 
 def parse_and_validate_orders(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_RULES) -> DataFrame:

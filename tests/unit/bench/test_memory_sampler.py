@@ -17,6 +17,7 @@ class FakeProcess:
     pss: int
     rss: int
     vms: int
+    process_name: str = "python"
     parent_process: FakeProcess | None = None
     kids: list[FakeProcess] = field(default_factory=list)
 
@@ -31,6 +32,9 @@ class FakeProcess:
     def parent(self) -> FakeProcess | None:
         return self.parent_process
 
+    def name(self) -> str:
+        return self.process_name
+
     def memory_info(self) -> Any:
         return SimpleNamespace(rss=self.rss, vms=self.vms)
 
@@ -38,8 +42,8 @@ class FakeProcess:
         return SimpleNamespace(pss=self.pss)
 
 
-def tree(*kids: FakeProcess) -> FakeProcess:
-    root = FakeProcess(pss=2000, rss=2100, vms=9000)
+def tree(*kids: FakeProcess, root_name: str = "java") -> FakeProcess:
+    root = FakeProcess(pss=2000, rss=2100, vms=9000, process_name=root_name)
     for kid in kids:
         kid.parent_process = root
         root.kids.append(kid)
@@ -66,3 +70,14 @@ def test_children_with_their_own_memory_are_counted(monkeypatch: pytest.MonkeyPa
 
     assert memory.tree_rss_bytes(1) == 2000 + 120 + 300
     assert memory.tree_rss_bytes(1, recursive=False) == 2000
+
+
+def test_a_forked_child_of_a_non_jvm_parent_is_counted_even_when_its_sizes_match(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # fork() gives the child its own address space: PSS already splits the pages it shares.
+    fresh_fork = FakeProcess(pss=1000, rss=2100, vms=9000)
+    root = tree(fresh_fork, root_name="airflow")
+    monkeypatch.setattr(psutil, "Process", lambda pid: root)
+
+    assert memory.tree_rss_bytes(1) == 2000 + 1000

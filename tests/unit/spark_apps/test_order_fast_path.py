@@ -468,5 +468,8 @@ def test_registration_is_idempotent_and_names_make_jvm_when_the_class_is_missing
     register_order_fast_path(spark)
     monkeypatch.setattr(transformations, "FAST_PATH_FUNCTION", "test_missing_fast_path")
     monkeypatch.setattr(transformations, "FAST_PATH_CLASS", "io.github.revenueplatform.validation.Missing")
-    with pytest.raises(transformations.OrderFastPathMissingError, match="make jvm"):
+    with pytest.raises(
+        transformations.OrderFastPathMissingError,
+        match=r"validation\.Missing is not on the Spark classpath: run `make jvm`",
+    ):
         transformations.register_order_fast_path(spark)

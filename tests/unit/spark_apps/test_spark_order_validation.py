@@ -24,6 +24,7 @@ from spark_apps.schemas import (
 )
 from spark_apps.transformations import (
     DlqReason,
+    exact_order_validation,
     invalid_orders,
     parse_and_validate_orders,
     to_dlq_kafka_records,
@@ -253,7 +254,8 @@ DLQ_CASES = [
 
 
 def test_trailing_json_whitespace_is_still_one_order(kafka_df: Any) -> None:
-    (row,) = parse_and_validate_orders(kafka_df([{"value": (EXAMPLE_TEXT + " \n\t\r ").encode()}])).collect()
+    # The exact checks (the fast path certifies this record, so it would not reach them).
+    (row,) = exact_order_validation(kafka_df([{"value": (EXAMPLE_TEXT + " \n\t\r ").encode()}])).collect()
     assert row["dlq_reason"] is None
     assert row["order_id"] == 12345
 

@@ -39,8 +39,9 @@ public final class SingleJsonValue implements UDF1<String, Boolean> {
       parser.skipChildren();
       firstValueRead = true;
       return parser.nextToken() == null;
-    } catch (IOException error) {
-      // Before the end of the first value: not JSON. After it: garbage that is not even a token.
+    } catch (IOException | RuntimeException error) {
+      // Before the end of the first value: not JSON (the parse says so). After it: garbage that is
+      // not even a token. Nothing escapes: one record must never fail a batch (and every restart).
       return firstValueRead ? Boolean.FALSE : null;
     }
   }
