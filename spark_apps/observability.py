@@ -97,6 +97,18 @@ def _parse_offsets(raw: Any) -> dict[str, dict[str, int]]:
     return {topic: {str(p): int(o) for p, o in parts.items()} for topic, parts in offsets.items()}
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
 def write_json_atomically(path: Path, document: dict[str, Any]) -> None:
     """Readers never see a half-written file: write a temp file, then rename over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,6 +137,27 @@ def kafka_position(
         for partition, latest in partitions.items():
             behind = max(behind, latest - covered.get(topic, {}).get(partition, 0))
     return covered, behind
+
+
+def caught_up_at(
+    ingest_idle: tuple[datetime, datetime] | None, revenue_idle: tuple[datetime, datetime] | None
+) -> datetime | None:
+    """A moment by which every record Kafka held is reflected in gold, from the two queries' idle streaks
+    (first and latest idle event since their last batch); None while either query has work.
+
+    The ingest query found nothing new in Kafka all through its streak, so bronze has not changed since
+    the streak began. A revenue query idle at some point after that has read all of bronze. Both were
+    idle at the earlier of the two latest events, so every record appended before it is in gold. An idle
+    stream's watermark stands still (it moves only with new records), so this is how the control plane
+    knows that a quiet hour is over.
+    """
+    if ingest_idle is None or revenue_idle is None:
+        return None
+    ingest_since, ingest_latest = ingest_idle
+    _, revenue_latest = revenue_idle
+    if revenue_latest < ingest_since:
+        return None
+    return min(ingest_latest, revenue_latest)
 
 
 def _latest_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -172,6 +205,10 @@ class ProgressPublisher(StreamingQueryListener):
         self._covered_batch: int | None = None
         self._committed_batch: int | None = None
         self._history_done_batch: int | None = None
+        # Query id -> name (idle events carry only the id), and each idle query's streak of idle
+        # events since its last batch: (first, latest).
+        self._query_names: dict[str, str] = {}
+        self._idle: dict[str, tuple[datetime, datetime]] = {}
         self._load_positions()
 
     def _progress_file(self, query_name: str) -> Path:
@@ -179,11 +216,15 @@ class ProgressPublisher(StreamingQueryListener):
 
     def onQueryStarted(self, event: Any) -> None:
         LOG.info("query %s started (id %s, run %s)", event.name, event.id, event.runId)
+        with self._state_lock:
+            self._query_names[str(event.id)] = event.name
 
     def onQueryProgress(self, event: Any) -> None:
         try:
             progress = json.loads(event.progress.json)
             with self._state_lock:
+                self._query_names[str(progress.get("id"))] = progress.get("name")
+                self._idle.pop(progress.get("name"), None)
                 if progress.get("name") == self.ingest_query:
                     self._on_ingest(progress)
                 elif progress.get("name") == self.revenue_query:
@@ -239,6 +280,9 @@ class ProgressPublisher(StreamingQueryListener):
             "max_offsets_behind_latest": behind,
             "history_pending": history_pending,
             "ingest_batch_read": self._covered_batch,
+            "caught_up_at": _iso(
+                caught_up_at(self._idle.get(self.ingest_query), self._idle.get(self.revenue_query))
+            ),
             "counters": self.counters.snapshot(),
         }
         write_json_atomically(self._progress_file(self.revenue_query), summary)
@@ -286,7 +330,23 @@ class ProgressPublisher(StreamingQueryListener):
             return self._seen.wait_for(lambda: self._last_batch.get(query_name, -1) >= batch_id, timeout_s)
 
     def onQueryIdle(self, event: Any) -> None:
-        pass
+        """Spark reports an idle query every `spark.sql.streaming.noDataProgressEventInterval` (10 s)
+        instead of a progress: record the streak and publish whether the app has caught up."""
+        try:
+            at = datetime.fromisoformat(str(event.timestamp).replace("Z", "+00:00"))
+            with self._state_lock:
+                name = self._query_names.get(str(event.id))
+                if name not in (self.ingest_query, self.revenue_query):
+                    return
+                since = self._idle.get(name, (at, at))[0]
+                self._idle[name] = (since, at)
+                if self._revenue_summary is None:
+                    # Restarted with nothing new to read: no batch has run, so publish on what the last
+                    # run wrote (its watermark is the checkpoint's).
+                    self._revenue_summary = _read_json(self._progress_file(self.revenue_query))
+                self._publish_revenue()
+        except Exception:  # a monitoring hiccup must never stop the pipeline
+            LOG.exception("could not publish idleness")
 
     def onQueryTerminated(self, event: Any) -> None:
         LOG.info("query %s terminated (exception: %s)", event.id, event.exception)

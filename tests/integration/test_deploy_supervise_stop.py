@@ -8,11 +8,12 @@ processes are checked in /proc, registry state with the `deltalake` package.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from revenue_platform.orders_generator import (
     generate_stores,
     produce,
 )
-from revenue_platform.registry import DeploymentRegistry
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
+from revenue_platform.reprocessing import app_watermark, windows_closed
+from spark_apps.naming import REVENUE_QUERY_ROLE, local_path
 from tests.kafka_helpers import unique_suffix
 from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
@@ -65,6 +68,36 @@ def deploy(dags: dict[str, Any], deployment_id: str, overrides: dict[str, Any]) 
     return dags["deploy_streaming_app"].test(run_conf=conf)
 
 
+def wait_for_caught_up(record: DeploymentRecord, timeout_s: float = 60) -> datetime:
+    """The `caught_up_at` the deployment's revenue progress publishes once both queries are idle."""
+    progress_file = local_path(record.app_config().names.progress_file(REVENUE_QUERY_ROLE))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            published = json.loads(progress_file.read_text()).get("caught_up_at")
+        except (OSError, ValueError):
+            published = None
+        if published:
+            return datetime.fromisoformat(published)
+        time.sleep(1)
+    raise AssertionError(f"{progress_file} never published caught_up_at in {timeout_s} s")
+
+
+def reprocess_plan(record: DeploymentRecord, caught_up: datetime) -> dict[str, Any]:
+    """The sensor's view of a reprocessing run over the hour ending one watermark delay before `caught_up`."""
+    from spark_apps.config import interval_seconds
+
+    watermark = record.app_config().window.watermark
+    end = caught_up - timedelta(seconds=interval_seconds(watermark))
+    return {
+        "deployment_id": record.deployment_id,
+        "range_start": (end - timedelta(hours=1)).isoformat(),
+        "range_end": end.isoformat(),
+        "progress_file": str(local_path(record.app_config().names.progress_file(REVENUE_QUERY_ROLE))),
+        "watermark": watermark,
+    }
+
+
 def wait_until_gone(pid: int, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while processes.is_alive(pid) and time.monotonic() < deadline:
@@ -99,6 +132,16 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
     assert spark_drivers(lake) == [record.driver_pid]
     wait_for_gold(registry, deployment_id, first)
     assert wait_for_published_lag(registry, deployment_id) == 0
+
+    # 1b. with nothing more to read, both queries go idle and the app says when it had read all of
+    # Kafka; the hour of a quiet stream then counts as closed, though the watermark stands still.
+    caught_up = wait_for_caught_up(record)
+    plan = reprocess_plan(record, caught_up)
+    watermark = app_watermark(plan["progress_file"])
+    assert watermark is not None
+    assert watermark < datetime.fromisoformat(plan["range_end"])
+    assert windows_closed(plan)
+    assert not windows_closed({**plan, "range_end": caught_up.isoformat()})
 
     # 2. a healthy pass of the supervisor reports lag and rates and restarts nothing.
     run = supervise(dags, deployment_id)
