@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.paths import SPARK_APPS_DIR, require_inside_lake
 from revenue_platform.paths import lake_root as paths_lake_root
+from revenue_platform.streaming.finality import windows_final
 from revenue_platform.times import parse_utc
 
 if TYPE_CHECKING:
@@ -151,57 +152,21 @@ def write_job_config(record: DeploymentRecord, report: str) -> str:
     return str(path)
 
 
-def app_watermark(progress_file: str) -> datetime | None:
-    """The event-time watermark the deployment's revenue query last published, or None (not yet)."""
-    return _published_moment(progress_file, "watermark")
-
-
-def _published_moment(progress_file: str, field: str) -> datetime | None:
-    try:
-        published = json.loads(Path(progress_file).read_text()).get(field)
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not published:
-        return None
-    return parse_utc(published, field)
-
-
 def windows_closed(plan: dict[str, Any]) -> bool:
-    """True once the app will never write the range's windows again, so a repair made now sticks:
-    its own event-time watermark has passed the range end (the wall clock says nothing about an app
-    that is behind), or, on a quiet stream whose watermark stands still, it had read everything Kafka
-    held (`caught_up_at`, published when both queries are idle) at least one watermark delay after
-    the range end, the lateness the app itself allows. A record with an event time in the range that
-    arrives even later still reaches the app's open window, which then holds every record it saw."""
-    end = parse_utc(plan["range_end"], "range_end")
-    watermark = app_watermark(plan["progress_file"])
-    if watermark is not None and watermark >= end:
-        return True
-    caught_up = _published_moment(plan["progress_file"], "caught_up_at")
-    if caught_up is not None and plan.get("watermark"):
-        from spark_apps.config import interval_seconds
+    """True once the app will never write the range's windows again, so a repair made now sticks
+    (revenue_platform.streaming.finality: its watermark passed the range end, or on a quiet stream it
+    had read all of Kafka a watermark delay after it). A plan without the deployment's watermark
+    delay waits for the watermark alone."""
+    from spark_apps.config import interval_seconds
 
-        lateness = timedelta(seconds=interval_seconds(plan["watermark"]))
-        if caught_up >= end + lateness:
-            log.info(
-                "%s is idle and had read all of Kafka at %s, at least %s after the range end %s: "
-                "its windows are final",
-                plan["deployment_id"],
-                caught_up.isoformat(),
-                plan["watermark"],
-                end.isoformat(),
-            )
-            return True
-    log.info(
-        "Waiting for %s's event-time watermark (%s) to pass the range end %s, or for the app to be idle "
-        "with all of Kafka read %s after it (last caught up: %s)",
-        plan["deployment_id"],
-        watermark.isoformat() if watermark else "not published yet",
-        end.isoformat(),
-        plan.get("watermark") or "a watermark delay",
-        caught_up.isoformat() if caught_up else "not idle",
-    )
-    return False
+    end = parse_utc(plan["range_end"], "range_end")
+    lateness = timedelta(seconds=interval_seconds(plan["watermark"])) if plan.get("watermark") else None
+    finality = windows_final(plan["progress_file"], end, lateness)
+    if finality.final:
+        log.info("The windows of %s up to %s are final: %s", plan["deployment_id"], end, finality.why)
+    else:
+        log.info("Waiting for %s: %s", plan["deployment_id"], finality.why)
+    return finality.final
 
 
 def spark_jars_csv() -> str:

@@ -27,7 +27,8 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
-from revenue_platform.reprocessing import app_watermark, windows_closed
+from revenue_platform.reprocessing import windows_closed
+from revenue_platform.streaming.finality import app_watermark
 from spark_apps.naming import REVENUE_QUERY_ROLE, local_path
 from tests.kafka_helpers import unique_suffix
 from tests.streaming_helpers import (

@@ -1,11 +1,12 @@
-"""The reprocess repairs a range only once the app's own event-time watermark has passed it."""
+"""The reprocess repairs a range only once the app will not write its windows again."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from revenue_platform.reprocessing import app_watermark, windows_closed
+from revenue_platform.reprocessing import windows_closed
+from revenue_platform.streaming.finality import app_watermark
 
 
 def plan(progress_file: Path) -> dict[str, str]:

@@ -23,6 +23,7 @@ from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMiss
 from revenue_platform.times import parse_utc
 
 if TYPE_CHECKING:
+    from revenue_platform.registry import DeploymentRecord
     from spark_apps.config import StreamingAppConfig
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 # run was created.
 DEFAULT_INTERVAL: Final = timedelta(hours=1)
 THRESHOLD_PARAMS: Final = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
+
+# How long the checks of a running deployment wait for its app to finalize the checked windows.
+APP_WAIT_S: Final = 300.0
 
 # Failed expectations, missing tables and bad arguments do not change on a retry.
 NO_RETRY_ON_VERDICT = fail_without_retry(QualityCheckFailed, QualityInputMissing, ConfigError)
@@ -121,14 +125,35 @@ def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
     return live
 
 
-def registered_app_config(lake_root: str, deployment_id: str) -> StreamingAppConfig:
-    """The deployment's registered app config: its window geometry and tables are what is checked."""
+def registered_deployment(lake_root: str, deployment_id: str) -> DeploymentRecord:
+    """The deployment's registry row: its registered config's window geometry and tables are what is
+    checked, and its desired state says whether an app may still be writing them."""
     from revenue_platform.registry import DeploymentRegistry
 
-    record = DeploymentRegistry(lake_root).registered(
+    return DeploymentRegistry(lake_root).registered(
         deployment_id, "the checks read a deployment's window geometry and tables from its registered config"
     )
-    return record.app_config()
+
+
+def wait_for_the_app(record: DeploymentRecord, app: StreamingAppConfig, interval_end: datetime) -> None:
+    """Give a running app time to write the windows the checks reconcile (ending by interval end minus
+    the watermark delay): at the top of the hour the app may still be a batch or two behind, and
+    comparing then would report a difference that is only latency. Bounded: an app that is down or far
+    behind gets the checks as gold is, and they say what is missing."""
+    from revenue_platform.registry.models import DesiredState
+    from revenue_platform.streaming.finality import wait_for_final_windows
+    from spark_apps.config import interval_seconds
+    from spark_apps.naming import REVENUE_QUERY_ROLE, local_path
+
+    if record.desired_state != DesiredState.RUNNING.value:
+        return
+    progress_file = local_path(app.names.progress_file(REVENUE_QUERY_ROLE))
+    if not progress_file.exists():
+        log.info("%s has published no progress yet: checking gold as it is", record.deployment_id)
+        return
+    lateness = timedelta(seconds=interval_seconds(app.window.watermark))
+    if not wait_for_final_windows(str(progress_file), interval_end - lateness, lateness, APP_WAIT_S):
+        log.warning("%s has not finalized the checked windows: checking gold as it is", record.deployment_id)
 
 
 def check_revenue_quality(
@@ -155,8 +180,10 @@ def check_revenue_quality(
     start, end = resolve_interval(context, interval_start, interval_end)
     overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
     root = lake_root or params.get("lake_root") or default_lake_root()
-    app = registered_app_config(root, deployment)
+    record = registered_deployment(root, deployment)
+    app = record.app_config()
     config = QualityConfig.from_app_config(app).with_overrides(overrides)
+    wait_for_the_app(record, app, end)
     dag_run = context["dag_run"]
     run_name = f"{deployment}__{dag_run.dag_id}__{dag_run.run_id}"
     log.info("Quality gate for deployment %r over [%s, %s), lake %s", deployment, start, end, root)

@@ -185,7 +185,11 @@ def test_the_reprocess_job_s_login_goes_into_the_task_environment_not_a_template
         "sasl.password": "s3cret-pw",
     }
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps({"conn_type": "kafka", "extra": extra}))
-    monkeypatch.delenv(KAFKA_SECURITY_ENV, raising=False)
+    # setenv first, so the teardown restores the variable's state from before the test. A delenv of an
+    # unset variable records nothing, and the delenv below would then restore the exported login:
+    # it leaked into later tests (a stack they started talked SASL to a plaintext broker).
+    monkeypatch.setenv(KAFKA_SECURITY_ENV, "unset by this test")
+    monkeypatch.delenv(KAFKA_SECURITY_ENV)
     export_client_security({}, "kafka_secured")
     exported = KafkaClientSecurity.from_environment()
     monkeypatch.delenv(KAFKA_SECURITY_ENV)

@@ -1,0 +1,102 @@
+"""When a running deployment's windows are final: the app will never write them again.
+
+Readers that compare or rewrite gold windows (the reprocess repair, the hourly quality checks) ask
+this of the progress file the app's revenue query publishes (spark_apps/observability.py). Windows
+ending at or before `through` are final once
+
+* the app's own event-time watermark has reached `through` (the wall clock says nothing about an app
+  that is behind: restart back-off, catch-up), or,
+* on a quiet stream, whose watermark stands still because Spark moves it only with new records, the
+  app had read everything Kafka held (`caught_up_at`, published while both of its queries are idle)
+  at least one watermark delay (`lateness`) after `through`. Its open windows then hold every record
+  it has read, which is every record Kafka held; a straggler arriving later updates its window from
+  that state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from revenue_platform.times import parse_utc
+
+log = logging.getLogger(__name__)
+
+
+def published_moment(progress_file: str, field: str) -> datetime | None:
+    """A timestamp field of the revenue query's progress file, or None (no file, no value yet)."""
+    try:
+        published = json.loads(Path(progress_file).read_text()).get(field)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not published:
+        return None
+    return parse_utc(published, field)
+
+
+def app_watermark(progress_file: str) -> datetime | None:
+    """The event-time watermark the deployment's revenue query last published, or None (not yet)."""
+    return published_moment(progress_file, "watermark")
+
+
+@dataclass(frozen=True)
+class Finality:
+    final: bool
+    why: str
+
+
+def windows_final(progress_file: str, through: datetime, lateness: timedelta | None) -> Finality:
+    """Are the deployment's windows ending at or before `through` final? `lateness` None (unknown
+    watermark delay) leaves only the watermark rule."""
+    watermark = app_watermark(progress_file)
+    if watermark is not None and watermark >= through:
+        return Finality(True, f"its watermark {watermark.isoformat()} has reached {through.isoformat()}")
+    caught_up = published_moment(progress_file, "caught_up_at")
+    if caught_up is not None and lateness is not None and caught_up >= through + lateness:
+        return Finality(
+            True,
+            f"it is idle and had read all of Kafka at {caught_up.isoformat()}, at least "
+            f"{lateness.total_seconds():.0f} s after "
+            f"{through.isoformat()}",
+        )
+    return Finality(
+        False,
+        f"its event-time watermark ({watermark.isoformat() if watermark else 'not published yet'}) has "
+        f"not reached {through.isoformat()}, and it was not idle with all of Kafka read "
+        f"{f'{lateness.total_seconds():.0f} s' if lateness is not None else 'a watermark delay'} after that "
+        f"(last caught up: {caught_up.isoformat() if caught_up else 'not idle'})",
+    )
+
+
+def wait_for_final_windows(
+    progress_file: str,
+    through: datetime,
+    lateness: timedelta,
+    timeout_s: float,
+    poll_s: float = 5.0,
+    progress: Callable[[str], None] = log.info,
+) -> bool:
+    """Poll until the windows ending at or before `through` are final; False at the timeout.
+
+    Logs what it waits for when it starts, every minute and at the end, so the task log explains a wait.
+    """
+    deadline = time.monotonic() + timeout_s
+    said_at = 0.0
+    while True:
+        finality = windows_final(progress_file, through, lateness)
+        if finality.final:
+            progress(f"Windows through {through.isoformat()} are final: {finality.why}")
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            progress(f"Gave up waiting after {timeout_s:.0f} s: {finality.why}")
+            return False
+        if now - said_at >= 60:
+            progress(f"Waiting up to {deadline - now:.0f} s for the app: {finality.why}")
+            said_at = now
+        time.sleep(min(poll_s, max(0.0, deadline - now)))

@@ -1,0 +1,79 @@
+"""When a running deployment's windows are final, and how long the hourly checks wait for that."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from revenue_platform.quality import airflow_tasks
+from revenue_platform.registry import DeploymentRecord
+from revenue_platform.streaming.finality import wait_for_final_windows, windows_final
+from tests.registry_helpers import register_deployment
+
+THROUGH = datetime(2026, 11, 22, 9, 59, 30, tzinfo=UTC)
+LATENESS = timedelta(seconds=30)
+
+
+def publish(progress_file: Path, watermark: str | None, caught_up_at: str | None = None) -> None:
+    progress_file.write_text(json.dumps({"watermark": watermark, "caught_up_at": caught_up_at}))
+
+
+def test_final_by_watermark_or_by_an_idle_app_that_read_all_of_kafka_a_watermark_delay_later(
+    tmp_path: Path,
+) -> None:
+    progress = tmp_path / "blue__revenue.json"
+    assert not windows_final(str(progress), THROUGH, LATENESS).final
+    publish(progress, "2026-11-22T09:59:29.999Z")
+    assert not windows_final(str(progress), THROUGH, LATENESS).final
+    publish(progress, "2026-11-22T09:59:30.000Z")
+    assert windows_final(str(progress), THROUGH, LATENESS).final
+    publish(progress, "2026-11-22T09:41:00.000Z", "2026-11-22T09:59:59+00:00")
+    finality = windows_final(str(progress), THROUGH, LATENESS)
+    assert not finality.final
+    assert "2026-11-22T09:41:00+00:00" in finality.why
+    publish(progress, "2026-11-22T09:41:00.000Z", "2026-11-22T10:00:00+00:00")
+    assert windows_final(str(progress), THROUGH, LATENESS).final
+    # Without the deployment's watermark delay only the watermark counts.
+    assert not windows_final(str(progress), THROUGH, None).final
+
+
+def test_the_wait_returns_when_the_app_catches_up_and_gives_up_at_its_timeout(tmp_path: Path) -> None:
+    progress = tmp_path / "blue__revenue.json"
+    publish(progress, "2026-11-22T09:58:00.000Z")
+    said: list[str] = []
+    assert not wait_for_final_windows(str(progress), THROUGH, LATENESS, 0.3, 0.05, said.append)
+    assert said[0].startswith("Waiting up to")
+    assert said[-1].startswith("Gave up waiting after 0 s: its event-time watermark (2026-11-22T09:58:00")
+
+    later = threading.Timer(0.3, publish, (progress, "2026-11-22T10:00:05.000Z"))
+    later.start()
+    said.clear()
+    assert wait_for_final_windows(str(progress), THROUGH, LATENESS, 30, 0.05, said.append)
+    later.join()
+    assert said[-1].startswith("Windows through 2026-11-22T09:59:30+00:00 are final: its watermark")
+
+
+def test_the_checks_wait_only_for_a_running_app_that_publishes_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = register_deployment(tmp_path, deployment_id="blue")
+    waits: list[datetime] = []
+    monkeypatch.setattr(
+        "revenue_platform.streaming.finality.wait_for_final_windows",
+        lambda progress_file, through, lateness, timeout_s: waits.append(through) or True,
+    )
+    end = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+    stopped = DeploymentRecord(deployment_id="blue", desired_state="stopped")
+    running = DeploymentRecord(deployment_id="blue", desired_state="running")
+    airflow_tasks.wait_for_the_app(stopped, config, end)
+    airflow_tasks.wait_for_the_app(running, config, end)  # nothing published yet
+    assert waits == []
+    progress = Path(config.names.progress_file("revenue"))
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    publish(progress, "2026-11-22T09:58:00.000Z")
+    airflow_tasks.wait_for_the_app(running, config, end)
+    assert waits == [end - timedelta(seconds=30)]
