@@ -126,12 +126,15 @@ def kafka_position(
     """(end offsets, max offsets behind latest) of a query that has read ingest batches ≤ `covered_batch`.
 
     The revenue query reads bronze, not Kafka; bronze commits are admitted whole, so having read
-    ingest batch k means having read every Kafka record up to that batch's end offsets. Unknown
-    (None) until the covered batch's offsets are known.
+    ingest batch k means having read every Kafka record up to that batch's end offsets. The lag is
+    unknown (None) until the covered batch's offsets and Kafka's latest offsets (an ingest progress
+    of this run) are known.
     """
     if covered_batch is None or covered_batch not in ingest_end_offsets:
         return {}, None
     covered = ingest_end_offsets[covered_batch]
+    if not latest_offsets:
+        return covered, None
     behind = 0
     for topic, partitions in latest_offsets.items():
         for partition, latest in partitions.items():
@@ -260,7 +263,7 @@ class ProgressPublisher(StreamingQueryListener):
         self._revenue_summary = summarize_progress(progress, self.counters.snapshot())
         self._save_positions()
 
-    def _publish_revenue(self) -> None:
+    def _publish_revenue(self, commit: bool = True) -> None:
         if self._revenue_summary is None:
             return
         end_offsets, behind = kafka_position(
@@ -269,6 +272,11 @@ class ProgressPublisher(StreamingQueryListener):
         if self._covered_batch is None and not self._ingest_end_offsets:
             # Nothing ingested yet: the revenue query is exactly as far as ingest.
             behind = (self._ingest_summary or {}).get("max_offsets_behind_latest")
+        caught_up = caught_up_at(self._idle.get(self.ingest_query), self._idle.get(self.revenue_query))
+        if caught_up is not None:
+            # Ingest found nothing new in Kafka and revenue has read all of bronze since: no lag, even
+            # right after a restart, before any ingest progress has said where Kafka ends.
+            behind = 0
         history_pending = bool((self._ingest_summary or {}).get("history_pending")) or (
             self._history_done_batch is not None
             and (self._covered_batch is None or self._covered_batch < self._history_done_batch)
@@ -280,13 +288,12 @@ class ProgressPublisher(StreamingQueryListener):
             "max_offsets_behind_latest": behind,
             "history_pending": history_pending,
             "ingest_batch_read": self._covered_batch,
-            "caught_up_at": _iso(
-                caught_up_at(self._idle.get(self.ingest_query), self._idle.get(self.revenue_query))
-            ),
+            "caught_up_at": _iso(caught_up),
             "counters": self.counters.snapshot(),
         }
         write_json_atomically(self._progress_file(self.revenue_query), summary)
-        if end_offsets and self._covered_batch != self._committed_batch:
+        # Offsets are committed on progress only: a failing commit is not retried every idle event.
+        if commit and end_offsets and self._covered_batch != self._committed_batch:
             self._commit(end_offsets)
             self._committed_batch = self._covered_batch
 
@@ -344,7 +351,7 @@ class ProgressPublisher(StreamingQueryListener):
                     # Restarted with nothing new to read: no batch has run, so publish on what the last
                     # run wrote (its watermark is the checkpoint's).
                     self._revenue_summary = _read_json(self._progress_file(self.revenue_query))
-                self._publish_revenue()
+                self._publish_revenue(commit=False)
         except Exception:  # a monitoring hiccup must never stop the pipeline
             LOG.exception("could not publish idleness")
 

@@ -13,7 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,9 @@ def deploy(dags: dict[str, Any], deployment_id: str, overrides: dict[str, Any]) 
     return dags["deploy_streaming_app"].test(run_conf=conf)
 
 
-def wait_for_caught_up(record: DeploymentRecord, timeout_s: float = 60) -> datetime:
-    """The `caught_up_at` the deployment's revenue progress publishes once both queries are idle."""
+def wait_for_caught_up(record: DeploymentRecord, after: datetime, timeout_s: float = 150) -> datetime:
+    """The first `caught_up_at` later than `after` that the deployment's revenue progress publishes
+    (once both queries are idle)."""
     progress_file = local_path(record.app_config().names.progress_file(REVENUE_QUERY_ROLE))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -78,10 +79,10 @@ def wait_for_caught_up(record: DeploymentRecord, timeout_s: float = 60) -> datet
             published = json.loads(progress_file.read_text()).get("caught_up_at")
         except (OSError, ValueError):
             published = None
-        if published:
+        if published and datetime.fromisoformat(published) > after:
             return datetime.fromisoformat(published)
-        time.sleep(1)
-    raise AssertionError(f"{progress_file} never published caught_up_at in {timeout_s} s")
+        time.sleep(0.5)
+    raise AssertionError(f"{progress_file} published no caught_up_at after {after} in {timeout_s} s")
 
 
 def reprocess_plan(record: DeploymentRecord, caught_up: datetime) -> dict[str, Any]:
@@ -120,6 +121,7 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
     )
     produce(kafka_bootstrap, overrides["kafka.stores_topic"], generate_stores(3))
     produce(kafka_bootstrap, overrides["kafka.orders_topic"], first)
+    first_produced_at = datetime.now(UTC)
 
     # 1. deploy: a detached driver that outlives the task, registered with a lease, producing exact gold.
     run = deploy(dags, deployment_id, overrides)
@@ -131,12 +133,13 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
     assert record.lease_token
     assert record.lease_token == outcome["lease_token"]
     assert spark_drivers(lake) == [record.driver_pid]
-    wait_for_gold(registry, deployment_id, first)
+    # With nothing more to read, both queries go idle and the app says when it had read all of Kafka:
+    # by then every order produced before is in gold (checked at once, no waiting).
+    caught_up = wait_for_caught_up(record, after=first_produced_at)
+    wait_for_gold(registry, deployment_id, first, timeout_s=0)
     assert wait_for_published_lag(registry, deployment_id) == 0
 
-    # 1b. with nothing more to read, both queries go idle and the app says when it had read all of
-    # Kafka; the hour of a quiet stream then counts as closed, though the watermark stands still.
-    caught_up = wait_for_caught_up(record)
+    # 1b. The hour of such a quiet stream counts as closed, though the watermark stands still.
     plan = reprocess_plan(record, caught_up)
     watermark = app_watermark(plan["progress_file"])
     assert watermark is not None
@@ -189,6 +192,7 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
         )
     )
     produce(kafka_bootstrap, overrides["kafka.orders_topic"], second)
+    second_produced_at = datetime.now(UTC)
     run = supervise(dags, deployment_id)
     assert run.state == SUCCESS, task_states(run)
     [entry] = xcom(run, "supervise")["deployments"]
@@ -200,7 +204,9 @@ def test_deploy_supervise_redeploy_and_stop_keep_gold_exact_with_one_driver(
     assert restarted.lease_epoch == record.lease_epoch + 1
     assert len(restarted.restart_history) == 1
     assert spark_drivers(lake) == [restarted.driver_pid]
-    wait_for_gold(registry, deployment_id, first + second)
+    # The restarted app's listener starts afresh; its caught_up_at still means everything is in gold.
+    wait_for_caught_up(restarted, after=second_produced_at, timeout_s=150)
+    wait_for_gold(registry, deployment_id, first + second, timeout_s=0)
 
     # 5. stop: graceful, the process group is gone, the registry says stopped and audits it.
     run = dags["stop_streaming_app"].test(run_conf={"deployment_id": deployment_id, "timeout_s": 60})

@@ -88,19 +88,47 @@ def test_idle_events_publish_caught_up_at_and_a_batch_clears_it(tmp_path: Path) 
     listener.onQueryIdle(idle_event(revenue, 42.5))
     assert published(tmp_path)["caught_up_at"] == at(40).isoformat()
 
+    # A batch of the revenue query (here a no-data batch that moves the watermark) ends its streak too.
+    listener.onQueryProgress(progress_event(revenue, "blue__revenue", 4))
+    assert published(tmp_path)["caught_up_at"] is None
+    listener.onQueryIdle(idle_event(ingest, 50))
+    assert published(tmp_path)["caught_up_at"] is None
+    listener.onQueryIdle(idle_event(revenue, 52.5))
+    assert published(tmp_path)["caught_up_at"] == at(50).isoformat()
+
 
 def test_a_restarted_app_with_nothing_to_read_publishes_on_its_last_progress(tmp_path: Path) -> None:
     (tmp_path / "blue__revenue.json").write_text(
-        json.dumps({"query_name": "blue__revenue", "batch_id": 41, "watermark": "2026-11-22T09:41:00.000Z"})
+        json.dumps(
+            {
+                "query_name": "blue__revenue",
+                "batch_id": 41,
+                "watermark": "2026-11-22T09:41:00.000Z",
+                "max_offsets_behind_latest": 0,
+            }
+        )
+    )
+    # What the last run kept: the Kafka end offsets of the ingest batch revenue had read.
+    (tmp_path / ProgressPublisher.POSITIONS_FILE).write_text(
+        json.dumps({"ingest_end_offsets": {"57": {"orders": {"0": 180}}}, "revenue_ingest_batch_read": 57})
     )
     listener = publisher(tmp_path)
     ingest, revenue = uuid.uuid4(), uuid.uuid4()
     listener.onQueryStarted(SimpleNamespace(id=ingest, runId=uuid.uuid4(), name="blue__ingest"))
     listener.onQueryStarted(SimpleNamespace(id=revenue, runId=uuid.uuid4(), name="blue__revenue"))
+    # Revenue is idle while ingest still works on its first batch of this run (a catch-up after
+    # downtime): where Kafka ends is not known yet, so the lag is unknown, never a made-up 0.
+    listener.onQueryIdle(idle_event(revenue, 9))
+    document = published(tmp_path)
+    assert (document["batch_id"], document["watermark"]) == (41, "2026-11-22T09:41:00.000Z")
+    assert document["max_offsets_behind_latest"] is None
+    assert document["caught_up_at"] is None
+    # Both idle, revenue after ingest: nothing was left to read, so no lag.
     listener.onQueryIdle(idle_event(ingest, 10))
     listener.onQueryIdle(idle_event(revenue, 11))
     document = published(tmp_path)
-    assert (document["batch_id"], document["watermark"]) == (41, "2026-11-22T09:41:00.000Z")
+    assert document["max_offsets_behind_latest"] == 0
+    assert document["end_offsets"] == {"orders": {"0": 180}}
     assert document["caught_up_at"] == at(10).isoformat()
     # Idle events of another query of the session change nothing.
     listener.onQueryIdle(idle_event(uuid.uuid4(), 50))

@@ -67,13 +67,17 @@ def test_the_checks_wait_only_for_a_running_app_that_publishes_progress(
         lambda progress_file, through, lateness, timeout_s: waits.append(through) or True,
     )
     end = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
-    stopped = DeploymentRecord(deployment_id="blue", desired_state="stopped")
-    running = DeploymentRecord(deployment_id="blue", desired_state="running")
+    stopped = DeploymentRecord(deployment_id="blue", desired_state="stopped", observed_state="stopped")
+    running = DeploymentRecord(deployment_id="blue", desired_state="running", observed_state="running")
+    dead = DeploymentRecord(deployment_id="blue", desired_state="running", observed_state="failed")
     airflow_tasks.wait_for_the_app(stopped, config, end)
     airflow_tasks.wait_for_the_app(running, config, end)  # nothing published yet
     assert waits == []
     progress = Path(config.names.progress_file("revenue"))
     progress.parent.mkdir(parents=True, exist_ok=True)
     publish(progress, "2026-11-22T09:58:00.000Z")
+    airflow_tasks.wait_for_the_app(stopped, config, end)
+    airflow_tasks.wait_for_the_app(dead, config, end)  # the supervisor gave up: nothing will be written
+    assert waits == []
     airflow_tasks.wait_for_the_app(running, config, end)
     assert waits == [end - timedelta(seconds=30)]

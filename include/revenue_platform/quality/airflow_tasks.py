@@ -140,12 +140,16 @@ def wait_for_the_app(record: DeploymentRecord, app: StreamingAppConfig, interval
     the watermark delay): at the top of the hour the app may still be a batch or two behind, and
     comparing then would report a difference that is only latency. Bounded: an app that is down or far
     behind gets the checks as gold is, and they say what is missing."""
-    from revenue_platform.registry.models import DesiredState
+    from revenue_platform.registry.models import DesiredState, ObservedState
     from revenue_platform.streaming.finality import wait_for_final_windows
     from spark_apps.config import interval_seconds
     from spark_apps.naming import REVENUE_QUERY_ROLE, local_path
 
     if record.desired_state != DesiredState.RUNNING.value:
+        return
+    if record.observed_state not in (ObservedState.RUNNING.value, ObservedState.STARTING.value):
+        # Dead, failed or given up on by the supervisor: no app will write anything meanwhile.
+        log.info("%s is %s: checking gold as it is", record.deployment_id, record.observed_state)
         return
     progress_file = local_path(app.names.progress_file(REVENUE_QUERY_ROLE))
     if not progress_file.exists():

@@ -1,16 +1,19 @@
-"""When a running deployment's windows are final: the app will never write them again.
+"""When a running deployment's windows are final: the app will not change them any more.
 
 Readers that compare or rewrite gold windows (the reprocess repair, the hourly quality checks) ask
 this of the progress file the app's revenue query publishes (spark_apps/observability.py). Windows
 ending at or before `through` are final once
 
-* the app's own event-time watermark has reached `through` (the wall clock says nothing about an app
-  that is behind: restart back-off, catch-up), or,
+* the app's own event-time watermark has reached `through`: Spark has closed them and will never
+  write them again (the wall clock says nothing about an app that is behind: restart back-off,
+  catch-up); or,
 * on a quiet stream, whose watermark stands still because Spark moves it only with new records, the
   app had read everything Kafka held (`caught_up_at`, published while both of its queries are idle)
-  at least one watermark delay (`lateness`) after `through`. Its open windows then hold every record
-  it has read, which is every record Kafka held; a straggler arriving later updates its window from
-  that state.
+  at least one watermark delay (`lateness`) after `through`. Every record that arrived in time is in
+  gold then. The windows are still open in Spark's state, though: an order that arrives later than
+  the watermark delay allows (measured against the append time: the rule assumes event times close
+  to it, as the app's skew check does) still reaches a window at or above the standing watermark, and
+  the app writes its own total for that window, as it would have without a repair.
 """
 
 from __future__ import annotations
@@ -46,8 +49,12 @@ def app_watermark(progress_file: str) -> datetime | None:
 
 @dataclass(frozen=True)
 class Finality:
+    """The verdict on a deployment's windows, with the reason for the task log."""
+
     final: bool
+    """True when the windows ending at or before the asked moment are final."""
     why: str
+    """What the progress file said: the watermark, or when the app was last idle with Kafka read."""
 
 
 def windows_final(progress_file: str, through: datetime, lateness: timedelta | None) -> Finality:
@@ -64,12 +71,13 @@ def windows_final(progress_file: str, through: datetime, lateness: timedelta | N
             f"{lateness.total_seconds():.0f} s after "
             f"{through.isoformat()}",
         )
+    published = watermark.isoformat() if watermark else "not published yet"
+    delay = f"{lateness.total_seconds():.0f} s" if lateness is not None else "a watermark delay"
+    last_idle = caught_up.isoformat() if caught_up else "not idle"
     return Finality(
         False,
-        f"its event-time watermark ({watermark.isoformat() if watermark else 'not published yet'}) has "
-        f"not reached {through.isoformat()}, and it was not idle with all of Kafka read "
-        f"{f'{lateness.total_seconds():.0f} s' if lateness is not None else 'a watermark delay'} after that "
-        f"(last caught up: {caught_up.isoformat() if caught_up else 'not idle'})",
+        f"its event-time watermark ({published}) has not reached {through.isoformat()}, and it was not "
+        f"idle with all of Kafka read {delay} after that (last caught up: {last_idle})",
     )
 
 
@@ -86,7 +94,7 @@ def wait_for_final_windows(
     Logs what it waits for when it starts, every minute and at the end, so the task log explains a wait.
     """
     deadline = time.monotonic() + timeout_s
-    said_at = 0.0
+    said_at = float("-inf")
     while True:
         finality = windows_final(progress_file, through, lateness)
         if finality.final:

@@ -158,6 +158,8 @@ def test_kafka_position_of_the_revenue_query_is_that_of_the_newest_ingest_batch_
     # Unknown until the covered batch's offsets are known: never a made-up "0 behind".
     assert kafka_position(None, ingest, latest) == ({}, None)
     assert kafka_position(2, ingest, latest) == ({}, None)
+    # A restarted app knows its covered offsets but not yet where Kafka ends: lag unknown, not 0.
+    assert kafka_position(4, ingest, {}) == ({"orders": {"0": 180, "1": 90}}, None)
 
 
 def test_history_config_validates_cut_over_offsets() -> None:
