@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=20_000)
+    # Small batches keep the driver working through all 20 kills: with 20,000 it had caught up by kill 8.
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=3_000)
     parser.add_argument("--drain-timeout-s", type=float, default=7200.0)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
