@@ -25,26 +25,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from revenue_platform.times import parse_utc
 
 log = logging.getLogger(__name__)
 
 
-def published_moment(progress_file: str, field: str) -> datetime | None:
-    """A timestamp field of the revenue query's progress file, or None (no file, no value yet)."""
+def read_progress(progress_file: str) -> dict[str, Any]:
+    """The revenue query's latest progress document, or {} (no file yet, or unreadable)."""
     try:
-        published = json.loads(Path(progress_file).read_text()).get(field)
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not published:
-        return None
-    return parse_utc(published, field)
+        document = json.loads(Path(progress_file).read_text())
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _moment(progress: dict[str, Any], field: str) -> datetime | None:
+    published = progress.get(field)
+    return parse_utc(published, field) if published else None
 
 
 def app_watermark(progress_file: str) -> datetime | None:
     """The event-time watermark the deployment's revenue query last published, or None (not yet)."""
-    return published_moment(progress_file, "watermark")
+    return _moment(read_progress(progress_file), "watermark")
 
 
 @dataclass(frozen=True)
@@ -60,16 +64,17 @@ class Finality:
 def windows_final(progress_file: str, through: datetime, lateness: timedelta | None) -> Finality:
     """Are the deployment's windows ending at or before `through` final? `lateness` None (unknown
     watermark delay) leaves only the watermark rule."""
-    watermark = app_watermark(progress_file)
+    # One read: the watermark and caught_up_at of the same published document.
+    progress = read_progress(progress_file)
+    watermark = _moment(progress, "watermark")
     if watermark is not None and watermark >= through:
         return Finality(True, f"its watermark {watermark.isoformat()} has reached {through.isoformat()}")
-    caught_up = published_moment(progress_file, "caught_up_at")
+    caught_up = _moment(progress, "caught_up_at")
     if caught_up is not None and lateness is not None and caught_up >= through + lateness:
         return Finality(
             True,
             f"it is idle and had read all of Kafka at {caught_up.isoformat()}, at least "
-            f"{lateness.total_seconds():.0f} s after "
-            f"{through.isoformat()}",
+            f"{lateness.total_seconds():.0f} s after {through.isoformat()}",
         )
     published = watermark.isoformat() if watermark else "not published yet"
     delay = f"{lateness.total_seconds():.0f} s" if lateness is not None else "a watermark delay"
