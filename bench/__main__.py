@@ -26,6 +26,7 @@ QUICK = BenchSettings(
     chunk_orders=25_000,
     live_rates=(1_000, 5_000),
     live_seconds=20.0,
+    live_warmup_seconds=10.0,
     label="quick",
     with_airflow=False,
 )
@@ -59,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="run Airflow standalone during the bench (default: on for the full run, off for --quick)",
     )
+    parser.add_argument(
+        "--warmup-seconds",
+        type=float,
+        help="seconds each live phase produces before its measured window (default 30; quick 10)",
+    )
+    parser.add_argument(
+        "--engine", choices=("two_queries", "one_query"), help="the app's engine (default: the app's)"
+    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     args = parser.parse_args(argv)
     if args.render:
@@ -83,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, live_rates=tuple(int(r) for r in args.rates.split(",") if r.strip()))
     if args.live_seconds:
         settings = replace(settings, live_seconds=args.live_seconds)
+    if args.warmup_seconds is not None:
+        settings = replace(settings, live_warmup_seconds=args.warmup_seconds)
+    if args.engine:
+        settings = replace(settings, engine=args.engine)
     if args.airflow is not None:
         settings = replace(settings, with_airflow=args.airflow)
     if args.seed is not None:

@@ -134,6 +134,16 @@ def judge_sustained(
     return SustainVerdict(True, f"latency growth {growth:+.1f}s within one trigger interval")
 
 
+def after_warmup(
+    appended_and_latency_ms: Sequence[tuple[int, int]], warmup_s: float
+) -> list[tuple[int, int]]:
+    """The records appended `warmup_s` or more after the first one: the measured window of a live phase."""
+    if not appended_and_latency_ms:
+        return []
+    cut = min(appended for appended, _ in appended_and_latency_ms) + warmup_s * 1000
+    return [(appended, latency) for appended, latency in appended_and_latency_ms if appended >= cut]
+
+
 def quarter_medians_s(appended_and_latency_ms: Sequence[tuple[int, int]]) -> tuple[float, float]:
     """Median latency (s) of the first and of the last quarter of records, by append time."""
     count = len(appended_and_latency_ms)

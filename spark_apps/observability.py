@@ -14,6 +14,7 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,7 @@ class ProgressPublisher(StreamingQueryListener):
         kafka_config: dict[str, Any],
         ingest_query: str,
         revenue_query: str,
+        batch_facts: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
         self.progress_dir = local_path(progress_dir)
         self.counters = counters
@@ -196,6 +198,10 @@ class ProgressPublisher(StreamingQueryListener):
         self.kafka_config = kafka_config
         self.ingest_query = ingest_query
         self.revenue_query = revenue_query
+        # The one-query engine: one query reads Kafka and commits gold, so it plays both roles; it has
+        # no Spark watermark, and its batches tell their own (`batch_facts`).
+        self.one_query = ingest_query == revenue_query
+        self.batch_facts = batch_facts
         self._consumer: Any = None
         self._last_batch: dict[str, int] = {}
         self._seen = threading.Condition()
@@ -230,7 +236,7 @@ class ProgressPublisher(StreamingQueryListener):
                 self._idle.pop(progress.get("name"), None)
                 if progress.get("name") == self.ingest_query:
                     self._on_ingest(progress)
-                elif progress.get("name") == self.revenue_query:
+                if progress.get("name") == self.revenue_query:
                     self._on_revenue(progress)
                 self._publish_revenue()
         except Exception:  # a monitoring hiccup must never stop the pipeline
@@ -258,9 +264,13 @@ class ProgressPublisher(StreamingQueryListener):
     def _on_revenue(self, progress: dict[str, Any]) -> None:
         observed = (progress.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}
         read_batch = observed.get("ingest_batch_id")
+        if self.one_query:
+            read_batch = progress.get("batchId")  # its own Kafka offsets are in gold once it commits
         if read_batch is not None:
             self._covered_batch = max(int(read_batch), self._covered_batch or -1)
         self._revenue_summary = summarize_progress(progress, self.counters.snapshot())
+        if self.batch_facts is not None and progress.get("batchId") is not None:
+            self._revenue_summary.update(self.batch_facts(int(progress["batchId"])))
         self._save_positions()
 
     def _publish_revenue(self, commit: bool = True) -> None:

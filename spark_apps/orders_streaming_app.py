@@ -12,6 +12,9 @@ read once and parsed once:
     revenue topic keyed location|type|window_start.
 Bad data never stops the app: it is routed, counted and kept.
 
+That is the default engine (`engine: two_queries`). `engine: one_query` runs one query whose
+batches do both jobs, with the revenue state in the driver (spark_apps.one_query).
+
 Fencing: every write of a batch (bronze, Kafka side outputs, each gold MERGE attempt, the
 revenue topic) is preceded by a lease check (`fencing.LeaseFence`), so a driver whose
 deployment was handed to a successor fails its batch before committing anything more.
@@ -43,6 +46,7 @@ from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
 from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
+from spark_apps.one_query import OneQueryBatch
 from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.transformations import (
     deduplicate_orders,
@@ -154,10 +158,24 @@ def _path_exists(spark: SparkSession, path: str) -> bool:
     return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
 
 
+# The checkpoint of the one-query engine's query (its name has the revenue role: the control plane
+# reads its progress where it reads the revenue query's).
+ONE_QUERY_CHECKPOINT = "pipeline"
+
+
 def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
     """A deployment started by the two-Kafka-reader design cannot continue from its checkpoints:
-    its archive offsets do not carry over to the ingest query (bronze would get every record again)."""
+    its archive offsets do not carry over to the ingest query (bronze would get every record again).
+    Nor can a deployment change engines: neither engine's checkpoints (offsets, Spark's state or
+    none) mean anything to the other."""
     names = config.names
+    other = names.checkpoint(INGEST_QUERY if config.engine == "one_query" else ONE_QUERY_CHECKPOINT)
+    if _path_exists(spark, other):
+        raise CheckpointMigrationError(
+            f"deployment {config.deployment_id} was started with the other engine ({other} exists) "
+            f"and cannot continue with engine {config.engine}. Roll the engine out as a new deployment "
+            "with the blue_green_replay DAG and retire the old one; see docs/streaming-app.md."
+        )
     if _path_exists(spark, names.checkpoint(RETIRED_ARCHIVE_QUERY)) and not _path_exists(
         spark, names.checkpoint(INGEST_QUERY)
     ):
@@ -178,20 +196,23 @@ def prepare_queries(
     names = config.names
     refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
+    stores = io.StoresTable(config)
+    one_query = OneQueryBatch(config, fence, counters, stores) if config.engine == "one_query" else None
     publisher = ProgressPublisher(
         names.progress_dir,
         counters,
         names.consumer_group,
         io.kafka_admin_config(config),
-        ingest_query=names.query_name(INGEST_QUERY),
+        # The one-query engine's query is both: it reads Kafka and commits gold.
+        ingest_query=names.query_name(REVENUE_QUERY if one_query else INGEST_QUERY),
         revenue_query=names.query_name(REVENUE_QUERY),
+        batch_facts=one_query.batch_facts if one_query else None,
     )
     spark.streams.addListener(publisher)
     # Both tables exist before either query starts: the revenue query streams from bronze, and
     # no batch has to ask whether gold exists.
     io.ensure_bronze_table(spark, names.bronze_orders_table)
     io.ensure_gold_table(spark, names.gold_revenue_table)
-    stores = io.StoresTable(config)
 
     def in_pool(pool: str, start: Callable[[], StreamingQuery]) -> StreamingQuery:
         # The stream's thread inherits the local property set while it starts: its jobs run in `pool`.
@@ -201,13 +222,30 @@ def prepare_queries(
         finally:
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
-    def start_ingest() -> StreamingQuery:
+    def validated_orders() -> DataFrame:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
-        validated = parse_and_validate_orders(
+        return parse_and_validate_orders(
             io.read_orders_stream(spark, config), config.validation.rules()
         ).observe(
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
         )
+
+    if one_query is not None:
+
+        def start_one_query() -> StreamingQuery:
+            writer = (
+                validated_orders()
+                .writeStream.queryName(names.query_name(REVENUE_QUERY))
+                .foreachBatch(one_query)
+                .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
+                .trigger(**_trigger(config))
+            )
+            return writer.start()
+
+        return [start_one_query], publisher, stores
+
+    def start_ingest() -> StreamingQuery:
+        validated = validated_orders()
         writer = (
             validated.writeStream.queryName(names.query_name(INGEST_QUERY))
             .foreachBatch(ingest_batch(config, fence, publisher.revenue_read_batch))
@@ -235,6 +273,14 @@ def prepare_queries(
 
 
 CODEGEN_CACHE_ENTRIES = 1000
+# The one-query engine MERGEs a local relation of a few hundred window totals into gold. Delta
+# copies a MERGE source first unless told otherwise, in case reading it twice gives other rows; a
+# local relation cannot, and the copy and the shuffle before the write were a fifth of the MERGE's
+# time for such a source (0.94 -> 0.82 s median, docs/performance.md, stop 18).
+ONE_QUERY_MERGE_CONF = {
+    "spark.databricks.delta.merge.materializeSource": "none",
+    "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
+}
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
@@ -258,6 +304,7 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # 305 with a 5,000-entry cache (docs/performance.md, stop 16). A static conf: set before
             # the session.
             "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+            **(ONE_QUERY_MERGE_CONF if config.engine == "one_query" else {}),
         },
     )
 

@@ -57,11 +57,17 @@ def gold_as_dict(
     return {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
 
 
+ENGINES = pytest.mark.parametrize("engine", ["two_queries", "one_query"])
+
+
+@ENGINES
 def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
-    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, engine: str
 ) -> None:
     suffix = unique_suffix()
-    config = app_config(kafka_bootstrap, tmp_path / "lake", suffix, **{"kafka.max_offsets_per_trigger": 150})
+    config = app_config(
+        kafka_bootstrap, tmp_path / "lake", suffix, **{"kafka.max_offsets_per_trigger": 150, "engine": engine}
+    )
     create_app_topics(kafka_bootstrap, suffix)
     on_time = list(
         generate_orders(
@@ -143,8 +149,9 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     assert progress["rows_dropped_by_watermark"] >= 1
 
 
+@ENGINES
 def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_revenue(
-    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, engine: str
 ) -> None:
     """Hostile but well-formed orders: an order dated 2099, first on its partition, used to move the
     watermark to 2099 so every later order was dropped as late (60 % of revenue missing); two orders
@@ -152,7 +159,10 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
     suffix = unique_suffix()
     largest = Decimal("9999999999999999.99")
     config = app_config(
-        kafka_bootstrap, tmp_path / "lake", suffix, **{"validation.max_order_amount": str(largest)}
+        kafka_bootstrap,
+        tmp_path / "lake",
+        suffix,
+        **{"validation.max_order_amount": str(largest), "engine": engine},
     )
     create_app_topics(kafka_bootstrap, suffix)
     from_2099 = next(iter(generate_orders(GeneratorSettings(orders=1, stores=1, first_order_id=90_000))))

@@ -91,6 +91,27 @@ def test_quarter_medians_follow_append_time_not_list_order() -> None:
     assert stats.quarter_medians_s(pairs) == (1.0, 9.9)
 
 
+def test_the_measured_window_starts_a_warm_up_after_the_first_append() -> None:
+    pairs = [(10_000, 900), (25_000, 800), (39_999, 700), (40_000, 300), (90_000, 200)]
+    assert stats.after_warmup(pairs, 30) == [(40_000, 300), (90_000, 200)]
+    assert stats.after_warmup(pairs, 0) == pairs
+    assert stats.after_warmup([], 30) == []
+
+
+def test_a_query_that_reads_kafka_itself_is_positioned_by_its_own_offsets() -> None:
+    """The one-query engine's query has a Kafka source: its end offsets are what gold reflects."""
+    from bench.runner import revenue_positions
+
+    event = {
+        "name": "bench-live__revenue",
+        "batchId": 3,
+        "sources": [
+            {"description": "KafkaV2[Subscribe[orders_live]]", "endOffset": {"orders_live": {"0": 7}}}
+        ],
+    }
+    assert revenue_positions([event]) == [(event, {"orders_live": {"0": 7}})]
+
+
 def test_highest_sustained_rate_and_ratio() -> None:
     assert stats.highest_sustained_rate({5000.0: True, 20_000.0: True, 50_000.0: False}) == pytest.approx(
         20_000

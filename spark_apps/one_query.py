@@ -1,0 +1,331 @@
+"""The one-query engine (config `engine: one_query`): each micro-batch reads Kafka once and commits
+bronze, the side outputs and gold before the next one starts.
+
+The two-query engine (ingest, then revenue streaming from bronze) makes a record wait for two
+pipeline stages, each with its own trigger and batch; live latency is about four batch times
+(docs/performance.md, stop 16). Here a record waits for one. Revenue state (dedupe ids, the
+watermark, open window totals) lives in the driver (`spark_apps.revenue_state`), so a batch runs no
+shuffle and no state store: one job validates the batch and collects its valid orders (a cache
+keeps the validated rows for the writes), then bronze, the Kafka side outputs, the gold MERGE and
+the revenue topic.
+
+Exactly once, per batch N, in this order:
+  1. bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
+     marks every valid order the stream did not count (a later copy or late);
+  2. dead letters and split-topic orders (at least once, as in the two-query engine);
+  3. the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op);
+  4. the revenue topic (absolute totals, compacted by window key);
+  5. Spark commits the batch's offsets.
+The state after batch N is a function of bronze's rows up to N. After a crash anywhere, Spark
+runs batch N again and the engine rebuilds the state from bronze's batches before N, so step 1 is
+skipped (already committed) or made with the same verdicts, and steps 3-4 write the same totals.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from pyspark import InheritableThread
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
+
+from spark_apps import fault_points, io
+from spark_apps.config import StreamingAppConfig, interval_seconds
+from spark_apps.contract import MONEY_SCALE
+from spark_apps.fencing import LeaseFence
+from spark_apps.observability import BatchCounters
+from spark_apps.revenue_state import (
+    BATCH_COLUMNS,
+    MICROS_PER_SECOND,
+    RevenueState,
+    WindowSpec,
+    lookback_us,
+)
+from spark_apps.schemas import REVENUE_PRECISION
+from spark_apps.transformations import enrich_with_stores, side_output_records, to_revenue_kafka_records
+
+LOG = logging.getLogger("orders_streaming_app.one_query")
+
+_POSITIONS_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+    ]
+)
+_WINDOW_ROWS_SCHEMA = StructType(
+    [
+        StructField("location_id", StringType()),
+        StructField("order_type", StringType()),
+        StructField("window_start_us", LongType()),
+        StructField("window_end_us", LongType()),
+        StructField("order_count", LongType(), False),
+        StructField("revenue", DecimalType(REVENUE_PRECISION, MONEY_SCALE)),
+    ]
+)
+# How many batches' watermarks the listener may still ask for (it runs behind the batches).
+_KEEP_BATCH_FACTS = 64
+
+
+def window_spec(config: StreamingAppConfig) -> WindowSpec:
+    size = interval_seconds(config.window.size) * MICROS_PER_SECOND
+    slide = interval_seconds(config.window.slide) * MICROS_PER_SECOND if config.window.slide else size
+    return WindowSpec(size, slide)
+
+
+def _order_arrays(orders: DataFrame) -> dict[str, Any]:
+    """``BATCH_COLUMNS`` (and `topic`) of valid orders as NumPy arrays: one Spark job, via Arrow."""
+    table = orders.select(
+        "order_id",
+        "location_id",
+        "order_type",
+        F.unix_micros("ordered_at").alias("ordered_at_us"),
+        # Exact: final_amount is DECIMAL(18,2), so its cents always fit a long.
+        (F.col("final_amount") * F.lit(100)).cast("long").alias("cents"),
+        F.unix_micros("timestamp").alias("timestamp_us"),
+        "partition",
+        "offset",
+        "topic",
+    ).toArrow()
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in (*BATCH_COLUMNS, "topic")}
+
+
+class OneQueryBatch:
+    """foreachBatch of the one-query engine (see the module docstring). Not thread-safe: Spark calls
+    it from the query's thread, one batch at a time; `batch_facts` may be read from the listener's."""
+
+    def __init__(
+        self, config: StreamingAppConfig, fence: LeaseFence, counters: BatchCounters, stores: io.StoresTable
+    ) -> None:
+        self.config = config
+        self.fence = fence
+        self.counters = counters
+        self.stores = stores
+        self.windows = window_spec(config)
+        self.delay_us = interval_seconds(config.window.watermark) * MICROS_PER_SECOND
+        self._state: RevenueState | None = None
+        self._next_batch: int | None = None
+        self._facts: dict[int, dict[str, Any]] = {}
+        self._facts_lock = threading.Lock()
+
+    def batch_facts(self, batch_id: int) -> dict[str, Any]:
+        """What the listener publishes for `batch_id` beyond Spark's progress: the watermark after it
+        (the event time up to which windows are final once it committed) and the late orders."""
+        with self._facts_lock:
+            return dict(self._facts.get(batch_id, {}))
+
+    def __call__(self, validated: DataFrame, batch_id: int) -> None:
+        validated.persist()
+        try:
+            self._run(validated, batch_id)
+            self._next_batch = batch_id + 1
+        except BaseException:
+            self._state = None  # half-applied: rebuild from bronze before the next batch
+            raise
+        finally:
+            validated.unpersist()
+
+    def _state_for(self, spark: SparkSession, batch_id: int) -> RevenueState:
+        if self._state is None or self._next_batch != batch_id:
+            self._state = self.rebuild(spark, batch_id)
+        return self._state
+
+    def rebuild(self, spark: SparkSession, batch_id: int) -> RevenueState:
+        """The state after batch `batch_id` - 1, from bronze: its watermark is the latest event time of
+        the valid orders before `batch_id` minus the delay, and its ids and windows those of the
+        counted orders (valid, not superseded) that can still be open."""
+        bronze = (
+            spark.read.format("delta")
+            .load(self.config.names.bronze_orders_table)
+            .filter(F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id)))
+        )
+        latest = bronze.agg(F.max(F.unix_micros("ordered_at")).alias("latest")).first()
+        if latest is None or latest["latest"] is None:
+            LOG.info("batch %d: no orders in bronze before it; starting with empty revenue state", batch_id)
+            return RevenueState(self.windows, self.delay_us)
+        watermark = int(latest["latest"]) - self.delay_us
+        horizon = watermark - lookback_us(self.windows, self.delay_us)
+        counted = bronze.filter(
+            ~F.coalesce(F.col("superseded"), F.lit(False))
+            & (F.col("ordered_at") > F.timestamp_micros(F.lit(horizon)))
+        )
+        state = RevenueState.rebuilt(self.windows, self.delay_us, watermark, _order_arrays(counted))
+        LOG.info(
+            "batch %d: rebuilt revenue state from bronze: watermark %s, %d order ids, %d open windows",
+            batch_id,
+            _iso_us(watermark),
+            state.ids,
+            state.open_windows,
+        )
+        return state
+
+    def _run(self, validated: DataFrame, batch_id: int) -> None:
+        spark = validated.sparkSession
+        steps = _Steps()
+        with steps.timed("validate_and_collect"):
+            orders = _order_arrays(validated.filter(F.col("dlq_reason").isNull()))
+        # The writes run side by side: each is mostly waiting (Delta's log, Kafka acks, small jobs),
+        # and none needs another's result. Exactly once needs only that all of them end before the
+        # batch does (Spark then commits its offsets); see the module docstring.
+        writes = _Writes(steps)
+        writes.start("side_outputs", lambda: self._write_side_outputs(validated))
+        with steps.timed("state"):
+            state = self._state_for(spark, batch_id)
+            outcome = state.apply(orders)
+            positions = [
+                (str(orders["topic"][row]), int(orders["partition"][row]), int(orders["offset"][row]))
+                for row in outcome.not_counted.tolist()
+            ]
+        writes.start("bronze", lambda: self._append_bronze(validated, batch_id, positions))
+        where = {"windows": len(outcome.windows)}
+        if outcome.windows:
+            writes.start("gold", lambda: self._write_gold(spark, outcome.windows, batch_id, where))
+        writes.wait()
+        self.counters.add("windows_updated", len(outcome.windows))
+        self.counters.add("orders_late", outcome.late)
+        self.counters.add("orders_duplicate", outcome.duplicates)
+        with self._facts_lock:
+            self._facts[batch_id] = {
+                "watermark": _iso_us(outcome.watermark_us),
+                "rows_dropped_by_watermark": outcome.late,
+                "batch_steps_ms": steps.elapsed_ms,
+            }
+            for old in [b for b in self._facts if b <= batch_id - _KEEP_BATCH_FACTS]:
+                del self._facts[old]
+        LOG.info(
+            "batch %d: %d valid orders (%d late, %d duplicates), %d windows; ms per step %s",
+            batch_id,
+            len(orders["order_id"]),
+            outcome.late,
+            outcome.duplicates,
+            len(outcome.windows),
+            steps.elapsed_ms,
+        )
+        fault_points.reached("revenue.before_checkpoint_commit", batch_id, where)
+
+    def _write_side_outputs(self, validated: DataFrame) -> None:
+        kafka = self.config.kafka
+        side_outputs = side_output_records(
+            validated, kafka.dlq_topic, kafka.general_orders_topic, kafka.restaurant_orders_topic
+        )
+        self.fence.check("the dead-letter and split-topic write")
+        io.write_to_kafka(side_outputs, self.config)
+
+    def _append_bronze(
+        self, validated: DataFrame, batch_id: int, not_counted: list[tuple[str, int, int]]
+    ) -> None:
+        spark = validated.sparkSession
+        marks = io.local_table(spark, not_counted, _POSITIONS_SCHEMA) if not_counted else None
+        self.fence.check("the bronze append")
+        io.append_bronze_idempotent(
+            io.bronze_rows(validated, batch_id, marks),
+            self.config.names.bronze_orders_table,
+            f"{self.config.deployment_id}-bronze",
+            batch_id,
+        )
+        fault_points.reached("ingest.after_bronze_commit", batch_id)
+
+    def _write_gold(
+        self,
+        spark: SparkSession,
+        windows: list[tuple[str, str, int, int, int, int]],
+        batch_id: int,
+        where: dict[str, Any],
+    ) -> None:
+        updates = self._gold_rows(spark, windows, batch_id)
+        io.merge_gold(
+            updates,
+            self.config.names.gold_revenue_table,
+            _utc(min(w[2] for w in windows)),
+            _utc(max(w[2] for w in windows)),
+            before_commit=lambda: self.fence.check("the gold MERGE"),
+        )
+        fault_points.reached("revenue.after_gold_commit", batch_id, where)
+        self.fence.check("the revenue topic write")
+        io.write_to_kafka(to_revenue_kafka_records(updates), self.config, self.config.kafka.revenue_topic)
+
+    def _gold_rows(
+        self, spark: SparkSession, windows: list[tuple[str, str, int, int, int, int]], batch_id: int
+    ) -> DataFrame:
+        rows = [
+            (location, kind, start, end, count, Decimal(cents).scaleb(-MONEY_SCALE))
+            for location, kind, start, end, count, cents in windows
+        ]
+        totals = io.local_table(spark, rows, _WINDOW_ROWS_SCHEMA).select(
+            "location_id",
+            "order_type",
+            # Micros, not datetimes, cross from Python: no time zone can shift them.
+            F.timestamp_micros("window_start_us").alias("window_start"),
+            F.timestamp_micros("window_end_us").alias("window_end"),
+            "order_count",
+            "revenue",
+        )
+        enriched = enrich_with_stores(totals, self.stores.current(spark))
+        return enriched.withColumn("batch_id", F.lit(batch_id).cast("long"))
+
+
+class _Steps:
+    """Wall time of each step of a batch, in ms (steps may overlap): published with the batch's
+    progress, so an operator (and the bench) can see where a batch's time went."""
+
+    def __init__(self) -> None:
+        self.elapsed_ms: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def timed(self, step: str) -> Generator[None, None, None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.elapsed_ms[step] = round((time.perf_counter() - started) * 1000)
+
+
+class _Writes:
+    """The batch's writes, each in a thread of its own (InheritableThread: Spark's local properties,
+    such as the scheduler pool, carry over). `wait` joins all of them, then raises the first failure:
+    no write is left running when a batch fails."""
+
+    def __init__(self, steps: _Steps) -> None:
+        self._steps = steps
+        self._threads: list[InheritableThread] = []
+        self._errors: list[BaseException] = []
+
+    def start(self, step: str, write: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                with self._steps.timed(step):
+                    write()
+            except BaseException as error:  # re-raised by wait(), in the batch's own thread
+                self._errors.append(error)
+
+        thread = InheritableThread(target=run, name=f"batch-write-{step}")
+        thread.start()
+        self._threads.append(thread)
+
+    def wait(self) -> None:
+        for thread in self._threads:
+            thread.join()
+        if self._errors:
+            raise self._errors[0]
+
+
+def _iso_us(micros: int | None) -> str | None:
+    if micros is None:
+        return None
+    return datetime.fromtimestamp(micros / MICROS_PER_SECOND, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _utc(micros: int) -> datetime:
+    """A window start as the MERGE's range bound: an aware datetime, which Spark reads as the same
+    instant whatever the driver's local time zone (a naive one would be read in local time)."""
+    return datetime.fromtimestamp(micros / MICROS_PER_SECOND, UTC)

@@ -1,0 +1,240 @@
+"""The one-query engine's revenue state: dedupe, event-time watermark and open window totals,
+held in the driver and applied to one micro-batch at a time. Pure Python and NumPy: no Spark.
+
+Why in the driver: Spark's stateful operators need a second streaming query (or a shuffle and a
+state store commit per operator per batch). A live batch holds ~10^5 orders; the state of a 30 s
+watermark at 20,000 orders/s is ~10^6 order ids and a few thousand windows, which a dict holds in
+~150 MB and updates in milliseconds. The state is never the source of truth: bronze is. A restart
+rebuilds it from bronze's counted orders (`RevenueState.rebuilt`), so it needs no checkpoint.
+
+The rules are Spark's (``withWatermark`` + ``dropDuplicatesWithinWatermark`` + a windowed
+``groupBy`` in update mode), applied per batch in arrival order:
+  * the watermark a batch uses is the maximum event time of every valid order in earlier batches
+    minus the delay (none before the first batch);
+  * a later copy of an order id in the same batch is not counted (``ARRIVAL_ORDER``: Kafka
+    timestamp, partition, offset within one batch);
+  * an order at or before the watermark is late: archived, not counted;
+  * an order whose id was counted and not yet forgotten is a duplicate; an id is forgotten once the
+    watermark reaches its counted copy's event time plus the delay;
+  * each counted order adds 1 and its amount to every window that holds its event time; a window
+    is dropped from state once the watermark reaches its end.
+Amounts are integer cents (exact): an order is at most ~10^18 cents, an int64; sums are Python ints
+(unbounded), built from int64 sums of each amount's high and low 32 bits.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MICROS_PER_SECOND = 1_000_000
+
+# Columns of the batch `RevenueState.apply` takes (NumPy arrays of equal length, valid orders only).
+BATCH_COLUMNS = (
+    "order_id",  # str
+    "location_id",  # str
+    "order_type",  # str
+    "ordered_at_us",  # int64, event time in microseconds since the epoch
+    "cents",  # int64, finalAmount * 100
+    "timestamp_us",  # int64, Kafka timestamp: the arrival order within a batch
+    "partition",  # int32
+    "offset",  # int64
+)
+
+WindowKey = tuple[str, str, int]  # (location_id, order_type, window_start_us)
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Event-time windows of `size_us`, starting every `slide_us` (tumbling when equal), aligned
+    to the epoch as Spark's ``window()`` is."""
+
+    size_us: int
+    slide_us: int
+
+    def __post_init__(self) -> None:
+        if self.size_us <= 0 or not 0 < self.slide_us <= self.size_us:
+            raise ValueError(f"need 0 < slide <= size, got size {self.size_us} us, slide {self.slide_us} us")
+
+    def starts(self, event_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row index, window start) of every window holding each event time."""
+        last_start = event_us - np.mod(event_us, self.slide_us)
+        rows, starts = [], []
+        for hop in range(-(-self.size_us // self.slide_us)):
+            start = last_start - hop * self.slide_us
+            holds = start + self.size_us > event_us
+            rows.append(np.nonzero(holds)[0])
+            starts.append(start[holds])
+        return np.concatenate(rows), np.concatenate(starts)
+
+
+@dataclass
+class BatchOutcome:
+    """What one batch did: which valid orders it did not count (indexes into the batch), the new
+    totals of every window it changed, and the watermark the next batch uses."""
+
+    not_counted: np.ndarray
+    late: int
+    duplicates: int
+    windows: list[tuple[str, str, int, int, int, int]]  # location, type, start_us, end_us, count, cents
+    watermark_us: int | None
+
+
+@dataclass
+class RevenueState:
+    """Dedupe ids, watermark and open window totals after some batch (see the module docstring)."""
+
+    windows: WindowSpec
+    delay_us: int
+    watermark_us: int | None = None
+    # order id -> the second its counted copy expires in (event time + delay), and per such second
+    # the ids expiring in it: eviction pops whole seconds instead of scanning every id.
+    _expiry: dict[str, int] = field(default_factory=dict)
+    _expiring: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+    _totals: dict[WindowKey, list[int]] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> int:
+        return len(self._expiry)
+
+    @property
+    def open_windows(self) -> int:
+        return len(self._totals)
+
+    def total(self, location_id: str, order_type: str, window_start_us: int) -> tuple[int, int] | None:
+        """(count, cents) of an open window, None when not in state."""
+        found = self._totals.get((location_id, order_type, window_start_us))
+        return None if found is None else (found[0], found[1])
+
+    def apply(self, batch: dict[str, np.ndarray]) -> BatchOutcome:
+        """Count one batch of valid orders (``BATCH_COLUMNS``) and move the watermark."""
+        size = len(batch["order_id"])
+        if size == 0:
+            return BatchOutcome(np.zeros(0, dtype=np.int64), 0, 0, [], self.watermark_us)
+        event_us = np.asarray(batch["ordered_at_us"], dtype=np.int64)
+        arrival = np.lexsort(
+            (np.asarray(batch["offset"]), np.asarray(batch["partition"]), np.asarray(batch["timestamp_us"]))
+        )
+        ids = np.asarray(batch["order_id"], dtype=object)
+        counted = np.zeros(size, dtype=bool)
+        seen_in_batch: set[str] = set()
+        late = duplicates = 0
+        watermark = self.watermark_us
+        for row in arrival.tolist():
+            order_id = ids[row]
+            if order_id in seen_in_batch:
+                duplicates += 1
+                continue
+            seen_in_batch.add(order_id)
+            if watermark is not None and event_us[row] <= watermark:
+                late += 1
+            elif order_id in self._expiry:
+                duplicates += 1
+            else:
+                counted[row] = True
+        rows = np.nonzero(counted)[0]
+        self._remember(ids[rows], event_us[rows])
+        changed = self._add(
+            np.asarray(batch["location_id"], dtype=object)[rows],
+            np.asarray(batch["order_type"], dtype=object)[rows],
+            event_us[rows],
+            np.asarray(batch["cents"], dtype=np.int64)[rows],
+        )
+        updated = []
+        for loc, kind, start in sorted(changed):
+            count, cents = self._totals[loc, kind, start]
+            updated.append((loc, kind, start, start + self.windows.size_us, count, cents))
+        candidate = int(event_us.max()) - self.delay_us
+        self.watermark_us = candidate if watermark is None else max(watermark, candidate)
+        self._evict()
+        return BatchOutcome(np.nonzero(~counted)[0], late, duplicates, updated, self.watermark_us)
+
+    def _remember(self, ids: np.ndarray, event_us: np.ndarray) -> None:
+        expiries = event_us + self.delay_us
+        for order_id, expiry in zip(ids.tolist(), expiries.tolist(), strict=True):
+            self._expiry[order_id] = expiry
+            self._expiring[expiry // MICROS_PER_SECOND].append(order_id)
+
+    def _add(
+        self, locations: np.ndarray, types: np.ndarray, event_us: np.ndarray, cents: np.ndarray
+    ) -> set[WindowKey]:
+        if len(event_us) == 0:
+            return set()
+        rows, starts = self.windows.starts(event_us)
+        sums: dict[WindowKey, list[int]] = {}
+        # Group by window with NumPy: sort the (row, start) pairs by key, then reduce each run.
+        unsorted = np.rec.fromarrays([locations[rows].astype(str), types[rows].astype(str), starts])
+        order = np.argsort(unsorted, kind="stable")
+        keys, amounts = unsorted[order], cents[rows][order]
+        boundaries = np.nonzero(np.r_[True, keys[1:] != keys[:-1]])[0]
+        counts = np.diff(np.r_[boundaries, len(keys)])
+        # An order may be up to ~10^18 cents (validation.max_order_amount), so ten of them overflow an
+        # int64 sum: sum the high and low 32 bits apart (each fits for 2^31 orders) and join them
+        # as Python ints.
+        high = np.add.reduceat(amounts >> 32, boundaries).tolist()
+        low = np.add.reduceat(amounts & 0xFFFFFFFF, boundaries).tolist()
+        for at, count, hi, lo in zip(boundaries.tolist(), counts.tolist(), high, low, strict=True):
+            key = (str(keys[at][0]), str(keys[at][1]), int(keys[at][2]))
+            sums[key] = [count, (hi << 32) + lo]
+        for key, (count, total) in sums.items():
+            current = self._totals.setdefault(key, [0, 0])
+            current[0] += count
+            current[1] += total
+        return set(sums)
+
+    def _evict(self) -> None:
+        watermark = self.watermark_us
+        if watermark is None:
+            return
+        for second in [s for s in self._expiring if s * MICROS_PER_SECOND <= watermark]:
+            kept = []
+            for order_id in self._expiring.pop(second):
+                expiry = self._expiry.get(order_id)
+                if expiry is None:
+                    continue
+                if expiry <= watermark:
+                    del self._expiry[order_id]
+                else:
+                    kept.append(order_id)
+            if kept:
+                self._expiring[second] = kept
+        size = self.windows.size_us
+        for key in [k for k in self._totals if k[2] + size <= watermark]:
+            del self._totals[key]
+
+    @classmethod
+    def rebuilt(
+        cls,
+        windows: WindowSpec,
+        delay_us: int,
+        watermark_us: int | None,
+        counted: dict[str, np.ndarray],
+    ) -> RevenueState:
+        """The state after the last batch before a restart: `watermark_us` is that batch's watermark
+        and `counted` every order the stream counted whose id or window may still be open (at least
+        those with event time after watermark - max(delay, size)); older rows are ignored."""
+        state = cls(windows, delay_us, watermark_us)
+        event_us = np.asarray(counted["ordered_at_us"], dtype=np.int64)
+        # Ids and windows the watermark has already passed are dropped by the eviction below.
+        state._remember(np.asarray(counted["order_id"], dtype=object), event_us)
+        state._add(
+            np.asarray(counted["location_id"], dtype=object),
+            np.asarray(counted["order_type"], dtype=object),
+            event_us,
+            np.asarray(counted["cents"], dtype=np.int64),
+        )
+        state._evict()
+        return state
+
+
+def lookback_us(windows: WindowSpec, delay_us: int) -> int:
+    """How far before the watermark a counted order can still hold state (an id or an open window)."""
+    return max(windows.size_us, delay_us)
+
+
+def as_arrays(columns: dict[str, Any]) -> dict[str, np.ndarray]:
+    """`columns` (lists or arrays by name) as NumPy arrays."""
+    return {name: np.asarray(values) for name, values in columns.items()}

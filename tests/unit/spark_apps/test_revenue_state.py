@@ -1,0 +1,200 @@
+"""The one-query engine's driver-side revenue state (spark_apps.revenue_state) against a plain
+row-by-row model of Spark's watermark, dedupe-within-watermark and windowed update semantics, and
+its rebuild from what bronze records (the counted orders) against the state it replaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_apps.revenue_state import BATCH_COLUMNS, RevenueState, WindowSpec, lookback_us
+
+S = 1_000_000
+TUMBLING = WindowSpec(15 * S, 15 * S)
+HOPPING = WindowSpec(10 * S, 5 * S)
+
+
+def _batch(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Rows as the engine's column arrays (strings as objects, numbers as int64)."""
+    strings = {"order_id", "location_id", "order_type"}
+    return {
+        c: np.array([r[c] for r in rows], dtype=object if c in strings else np.int64) for c in BATCH_COLUMNS
+    }
+
+
+class Model:
+    """Row by row, as the rules are written (revenue_state's docstring)."""
+
+    def __init__(self, windows: WindowSpec, delay_us: int) -> None:
+        self.windows, self.delay_us = windows, delay_us
+        self.watermark: int | None = None
+        self.expiry: dict[str, int] = {}
+        self.totals: dict[tuple[str, str, int], list[int]] = {}
+
+    def apply(self, rows: list[dict[str, Any]]) -> tuple[set[int], list[tuple[Any, ...]]]:
+        order = sorted(
+            range(len(rows)), key=lambda i: (rows[i]["timestamp_us"], rows[i]["partition"], rows[i]["offset"])
+        )
+        seen: set[str] = set()
+        not_counted: set[int] = set()
+        changed: set[tuple[str, str, int]] = set()
+        for i in order:
+            row = rows[i]
+            first = row["order_id"] not in seen
+            seen.add(row["order_id"])
+            late = self.watermark is not None and row["ordered_at_us"] <= self.watermark
+            if not first or late or row["order_id"] in self.expiry:
+                not_counted.add(i)
+                continue
+            self.expiry[row["order_id"]] = row["ordered_at_us"] + self.delay_us
+            t = row["ordered_at_us"]
+            start = t - t % self.windows.slide_us
+            while start + self.windows.size_us > t:
+                key = (row["location_id"], row["order_type"], start)
+                total = self.totals.setdefault(key, [0, 0])
+                total[0] += 1
+                total[1] += row["cents"]
+                changed.add(key)
+                start -= self.windows.slide_us
+        # Every window the batch changed is published, even one the new watermark closes at once.
+        updated = [(k[0], k[1], k[2], k[2] + self.windows.size_us, *self.totals[k]) for k in sorted(changed)]
+        if rows:
+            latest = max(r["ordered_at_us"] for r in rows) - self.delay_us
+            self.watermark = latest if self.watermark is None else max(self.watermark, latest)
+            self.expiry = {k: v for k, v in self.expiry.items() if v > self.watermark}
+            self.totals = {
+                k: v for k, v in self.totals.items() if k[2] + self.windows.size_us > self.watermark
+            }
+        return not_counted, updated
+
+
+def _rows(draw: st.DrawFn, batch: int, size: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "order_id": f"o{draw(st.integers(0, 40))}",
+            "location_id": draw(st.sampled_from(["L1", "L2"])),
+            "order_type": draw(st.sampled_from(["GENERAL", "RESTAURANT"])),
+            "ordered_at_us": draw(st.integers(0, 120)) * S // 2 + draw(st.sampled_from([0, 1, S // 4])),
+            "cents": draw(st.integers(0, 10**8)),
+            "timestamp_us": batch * 1000 + draw(st.integers(0, 5)),
+            "partition": draw(st.integers(0, 1)),
+            "offset": i,
+        }
+        for i in range(size)
+    ]
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
+    return [_rows(draw, b, draw(st.integers(0, 25))) for b in range(draw(st.integers(1, 6)))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches(), st.sampled_from([TUMBLING, HOPPING]), st.sampled_from([5 * S, 30 * S]))
+def test_the_state_counts_as_the_row_by_row_rules_say(
+    stream: list[list[dict[str, Any]]], windows: WindowSpec, delay_us: int
+) -> None:
+    state, model = RevenueState(windows, delay_us), Model(windows, delay_us)
+    for rows in stream:
+        outcome = state.apply(_batch(rows))
+        expected_not_counted, expected_updates = model.apply(rows)
+        assert set(outcome.not_counted.tolist()) == expected_not_counted
+        assert outcome.windows == expected_updates
+        assert outcome.watermark_us == model.watermark
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches(), st.sampled_from([TUMBLING, HOPPING]), st.sampled_from([5 * S, 30 * S]))
+def test_a_state_rebuilt_from_counted_orders_continues_exactly_as_the_original(
+    stream: list[list[dict[str, Any]]], windows: WindowSpec, delay_us: int
+) -> None:
+    for cut in range(1, len(stream)):
+        original = RevenueState(windows, delay_us)
+        counted: list[dict[str, Any]] = []
+        for rows in stream[:cut]:
+            outcome = original.apply(_batch(rows))
+            skipped = set(outcome.not_counted.tolist())
+            counted += [r for i, r in enumerate(rows) if i not in skipped]
+        valid = [r for rows in stream[:cut] for r in rows]
+        watermark = max(r["ordered_at_us"] for r in valid) - delay_us if valid else None
+        if watermark is not None:
+            horizon = watermark - lookback_us(windows, delay_us)
+            counted = [r for r in counted if r["ordered_at_us"] > horizon]
+        rebuilt = RevenueState.rebuilt(windows, delay_us, watermark, _batch(counted))
+        assert rebuilt.watermark_us == original.watermark_us
+        for rows in stream[cut:]:
+            a, b = original.apply(_batch(rows)), rebuilt.apply(_batch(rows))
+            assert a.not_counted.tolist() == b.not_counted.tolist()
+            assert a.windows == b.windows
+            assert a.watermark_us == b.watermark_us
+
+
+def test_totals_stay_exact_beyond_a_float() -> None:
+    state = RevenueState(TUMBLING, 30 * S)
+    rows = [
+        {
+            "order_id": f"o{i}",
+            "location_id": "L",
+            "order_type": "GENERAL",
+            "ordered_at_us": 60 * S,
+            "cents": 99_999_999,
+            "timestamp_us": i,
+            "partition": 0,
+            "offset": i,
+        }
+        for i in range(3)
+    ]
+    outcome = state.apply(_batch(rows))
+    assert outcome.windows == [("L", "GENERAL", 60 * S, 75 * S, 3, 299_999_997)]
+    for step in range(1, 40):  # far past 2**53 cents: still exact integers
+        state.apply(_batch([{**rows[0], "order_id": f"x{step}", "cents": 2**52, "timestamp_us": 10 + step}]))
+    assert state.total("L", "GENERAL", 60 * S) == (42, 299_999_997 + 39 * 2**52)
+
+
+def test_a_window_of_the_largest_orders_sums_beyond_int64() -> None:
+    largest = 999_999_999_999_999_999  # 9999999999999999.99, the largest DECIMAL(18,2), in cents
+    state = RevenueState(TUMBLING, 30 * S)
+    rows = [
+        {
+            "order_id": f"o{i}",
+            "location_id": "L",
+            "order_type": "GENERAL",
+            "ordered_at_us": 60 * S,
+            "cents": largest,
+            "timestamp_us": i,
+            "partition": 0,
+            "offset": i,
+        }
+        for i in range(20)
+    ]
+    assert state.apply(_batch(rows)).windows == [("L", "GENERAL", 60 * S, 75 * S, 20, 20 * largest)]
+
+
+def test_a_late_order_is_not_counted_and_an_expired_id_counts_again() -> None:
+    state = RevenueState(TUMBLING, 10 * S)
+    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100, "partition": 0}
+    first = state.apply(
+        _batch([{**base, "order_id": "a", "ordered_at_us": 100 * S, "timestamp_us": 1, "offset": 0}])
+    )
+    assert first.watermark_us == 90 * S
+    assert first.not_counted.tolist() == []
+    late = state.apply(
+        _batch([{**base, "order_id": "b", "ordered_at_us": 90 * S, "timestamp_us": 2, "offset": 1}])
+    )
+    assert late.late == 1
+    assert late.windows == []
+    duplicate = state.apply(
+        _batch([{**base, "order_id": "a", "ordered_at_us": 101 * S, "timestamp_us": 3, "offset": 2}])
+    )
+    assert duplicate.duplicates == 1
+    assert duplicate.windows == []
+    # The watermark passes a's expiry (100 s + 10 s): a copy after that is a new order to the stream.
+    state.apply(_batch([{**base, "order_id": "c", "ordered_at_us": 121 * S, "timestamp_us": 4, "offset": 3}]))
+    again = state.apply(
+        _batch([{**base, "order_id": "a", "ordered_at_us": 125 * S, "timestamp_us": 5, "offset": 4}])
+    )
+    assert again.not_counted.tolist() == []
+    assert again.windows[0][4:] == (2, 200)
