@@ -219,11 +219,13 @@ class StreamingAppConfig(_Strict):
     window: WindowConfig = Field(default_factory=WindowConfig)
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
-    engine: Literal["two_queries", "one_query"] = "two_queries"
-    """two_queries: an ingest query (Kafka -> bronze and side outputs), then a revenue query streaming
-    from bronze through Spark's stateful dedupe and windows into gold. one_query: one micro-batch does
-    both, with the revenue state in the driver (spark_apps.one_query): a record waits for one batch,
-    not two. A deployment keeps the engine it started with; change it with a blue-green replay."""
+    engine: Literal["two_queries", "one_query"] | None = None
+    """one_query: one micro-batch goes from Kafka to gold, with the revenue state in the driver
+    (spark_apps.one_query): a record waits for one batch. two_queries: an ingest query (Kafka ->
+    bronze and side outputs), then a revenue query streaming from bronze through Spark's stateful
+    dedupe and windows into gold: a record waits for two. None: one_query for a new deployment, and
+    the engine of its checkpoints for an existing one. A deployment keeps the engine it started with;
+    change it with a blue-green replay (a new deployment)."""
     shuffle_partitions: int = Field(default=2, ge=1)
     """spark.sql.shuffle.partitions: one partition per core of the local stack (docs/performance.md,
     stop 16). The stateful operators keep the count recorded in their checkpoint whatever is

@@ -12,8 +12,9 @@ read once and parsed once:
     revenue topic keyed location|type|window_start.
 Bad data never stops the app: it is routed, counted and kept.
 
-That is the default engine (`engine: two_queries`). `engine: one_query` runs one query whose
-batches do both jobs, with the revenue state in the driver (spark_apps.one_query).
+That is the two-query engine (`engine: two_queries`). New deployments run the one-query engine
+(`engine: one_query`, spark_apps.one_query): one query whose batches do both jobs, with the
+revenue state in the driver, so a record waits for one batch instead of two.
 
 Fencing: every write of a batch (bronze, Kafka side outputs, each gold MERGE attempt, the
 revenue topic) is preceded by a lease check (`fencing.LeaseFence`), so a driver whose
@@ -163,19 +164,35 @@ def _path_exists(spark: SparkSession, path: str) -> bool:
 ONE_QUERY_CHECKPOINT = "pipeline"
 
 
+def with_engine(spark: SparkSession, config: StreamingAppConfig) -> StreamingAppConfig:
+    """`config` with its engine decided: as configured, else the engine of the deployment's
+    checkpoints, else one_query (a new deployment). A deployment cannot change engines: neither
+    engine's checkpoints (offsets, Spark's state or none) mean anything to the other."""
+    names = config.names
+    checkpoints: list[tuple[str, str]] = [("two_queries", INGEST_QUERY), ("one_query", ONE_QUERY_CHECKPOINT)]
+    started = {
+        engine: names.checkpoint(checkpoint)
+        for engine, checkpoint in checkpoints
+        if _path_exists(spark, names.checkpoint(checkpoint))
+    }
+    engine: str = config.engine or next(iter(started), "one_query")
+    other = {name: path for name, path in started.items() if name != engine}
+    if other:
+        name, path = next(iter(other.items()))
+        raise CheckpointMigrationError(
+            f"deployment {config.deployment_id} was started with engine {name} ({path} exists) and "
+            f"cannot continue with engine {engine}. Roll the engine out as a new deployment with the "
+            "blue_green_replay DAG and retire the old one; see docs/streaming-app.md."
+        )
+    if config.engine is None:
+        LOG.info("deployment %s runs engine %s", config.deployment_id, engine)
+    return config.model_copy(update={"engine": engine})
+
+
 def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
     """A deployment started by the two-Kafka-reader design cannot continue from its checkpoints:
-    its archive offsets do not carry over to the ingest query (bronze would get every record again).
-    Nor can a deployment change engines: neither engine's checkpoints (offsets, Spark's state or
-    none) mean anything to the other."""
+    its archive offsets do not carry over to the ingest query (bronze would get every record again)."""
     names = config.names
-    other = names.checkpoint(INGEST_QUERY if config.engine == "one_query" else ONE_QUERY_CHECKPOINT)
-    if _path_exists(spark, other):
-        raise CheckpointMigrationError(
-            f"deployment {config.deployment_id} was started with the other engine ({other} exists) "
-            f"and cannot continue with engine {config.engine}. Roll the engine out as a new deployment "
-            "with the blue_green_replay DAG and retire the old one; see docs/streaming-app.md."
-        )
     if _path_exists(spark, names.checkpoint(RETIRED_ARCHIVE_QUERY)) and not _path_exists(
         spark, names.checkpoint(INGEST_QUERY)
     ):
@@ -304,7 +321,6 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # 305 with a 5,000-entry cache (docs/performance.md, stop 16). A static conf: set before
             # the session.
             "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            **(ONE_QUERY_MERGE_CONF if config.engine == "one_query" else {}),
         },
     )
 
@@ -351,6 +367,12 @@ def run(
     """
     session = spark or build_session(config)
     session.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    config = with_engine(session, config)
+    # Restored when the run ends: a caller's session (tests share one) may MERGE other sources next.
+    merge_conf_before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
+    if config.engine == "one_query":
+        for key, value in ONE_QUERY_MERGE_CONF.items():
+            session.conf.set(key, value)
     names = config.names
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
@@ -424,6 +446,11 @@ def run(
         session.streams.removeListener(publisher)
         publisher.close()
         stores.close()
+        for key, previous in merge_conf_before.items():
+            if previous is None:
+                session.conf.unset(key)
+            else:
+                session.conf.set(key, previous)
         write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
     failures = [q.exception() for q in queries if q.exception() is not None]
     if fence.rejected is not None:

@@ -15,7 +15,20 @@ from revenue_platform.errors import ConfigError
 def parse_utc(value: Any, name: str) -> datetime:
     """A timezone-aware UTC datetime from a datetime or ISO text (`Z` allowed; no zone means UTC)."""
     if isinstance(value, datetime):
-        moment = value
+        # A plain datetime, never a subclass: Airflow hands out pendulum DateTimes, and one with the
+        # standard library's UTC loses its zone in arithmetic (DateTime - timedelta is naive), so a
+        # later comparison with an aware time would raise.
+        moment = datetime(
+            value.year,
+            value.month,
+            value.day,
+            value.hour,
+            value.minute,
+            value.second,
+            value.microsecond,
+            tzinfo=value.tzinfo,
+            fold=value.fold,
+        )
     else:
         try:
             moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))

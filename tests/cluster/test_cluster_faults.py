@@ -105,8 +105,10 @@ class _RunningApp:
     log: Path
 
     def positions(self) -> tuple[int, int]:
-        """(ingest batch, revenue batch) committed so far."""
-        return revenue_batch(self.config, "ingest"), revenue_batch(self.config)
+        """(ingest batch, revenue batch) committed so far; the one-query engine's query is both."""
+        revenue = revenue_batch(self.config)
+        ingest = revenue_batch(self.config, "ingest")
+        return (ingest if ingest >= 0 else revenue), revenue
 
     def recovers(self, after: str, landed: tuple[int, int]) -> None:
         """Gold reaches the oracle while the app keeps running and reads on past `landed`."""

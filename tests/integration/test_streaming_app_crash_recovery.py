@@ -112,8 +112,13 @@ def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
 
     # Kill 1: during the very first micro-batch (the JVM is up, nothing committed yet).
     app = _launch(overrides, log, "processing_time")
+    checkpoints = tmp_path / "lake" / "checkpoints" / "crash"
+    # The offsets log of the query that reads Kafka: the one-query engine's, or the two-query ingest's.
     _wait_for(
-        lambda: (tmp_path / "lake" / "checkpoints" / "crash" / "revenue" / "offsets").is_dir(), app, log, 180
+        lambda: any((checkpoints / name / "offsets").is_dir() for name in ("pipeline", "ingest")),
+        app,
+        log,
+        180,
     )
     time.sleep(2)
     _kill_group(app)

@@ -81,3 +81,22 @@ def test_the_checks_wait_only_for_a_running_app_that_publishes_progress(
     assert waits == []
     airflow_tasks.wait_for_the_app(running, config, end)
     assert waits == [end - timedelta(seconds=30)]
+
+
+def test_an_airflow_data_interval_end_is_compared_as_an_aware_time(tmp_path: Path) -> None:
+    """The hourly run's data_interval_end is a pendulum DateTime with the standard library's UTC: in
+    arithmetic it lost its zone (DateTime - timedelta was naive) and the first hourly check of a
+    running deployment failed with "can't compare offset-naive and offset-aware datetimes"."""
+    import pendulum
+
+    from revenue_platform.quality.airflow_tasks import resolve_interval
+
+    end = pendulum.instance(datetime(2026, 11, 22, 10, 0, tzinfo=UTC))
+    start, parsed_end = resolve_interval(
+        {"data_interval_start": end.subtract(hours=1), "data_interval_end": end}
+    )
+    assert (parsed_end - LATENESS).tzinfo is not None
+    assert start == datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+    progress = tmp_path / "blue__revenue.json"
+    publish(progress, "2026-11-22T09:59:30Z")
+    assert windows_final(str(progress), parsed_end - LATENESS, LATENESS).final
