@@ -418,8 +418,20 @@ class StoresTable:
         self._consumer: Any = None
 
     def current(self, spark: SparkSession) -> DataFrame:
-        end_offsets = self._stores_end_offsets()
-        if self._table is None or end_offsets != self._end_offsets:
+        from confluent_kafka import KafkaException
+
+        try:
+            end_offsets: dict[int, int] | None = self._stores_end_offsets()
+        except KafkaException as error:
+            # A broker going away (a leader killed, a rolling restart) must not fail the batch: keep
+            # the table already read, or read it with Spark's client (which waits for a new leader),
+            # and ask again next batch with a new client.
+            LOG.warning("could not check the stores topic's end offsets (%s); asking again next batch", error)
+            self.close()
+            end_offsets = None
+            if self._table is not None:
+                return self._table
+        if self._table is None or end_offsets is None or end_offsets != self._end_offsets:
             rows = read_stores_table(spark, self._config).collect()
             self._table = local_table(spark, [tuple(row) for row in rows], STORE_SCHEMA)
             self._end_offsets = end_offsets

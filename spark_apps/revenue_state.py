@@ -1,5 +1,5 @@
 """The one-query engine's revenue state: dedupe, event-time watermark and open window totals,
-held in the driver and applied to one micro-batch at a time. Pure Python and NumPy: no Spark.
+held in the driver and applied to one micro-batch at a time. Pure Python, NumPy and pandas: no Spark.
 
 Why in the driver: Spark's stateful operators need a second streaming query (or a shuffle and a
 state store commit per operator per batch). A live batch holds ~10^5 orders; the state of a 30 s
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 MICROS_PER_SECOND = 1_000_000
 
@@ -119,22 +120,19 @@ class RevenueState:
             (np.asarray(batch["offset"]), np.asarray(batch["partition"]), np.asarray(batch["timestamp_us"]))
         )
         ids = np.asarray(batch["order_id"], dtype=object)
-        counted = np.zeros(size, dtype=bool)
-        seen_in_batch: set[str] = set()
-        late = duplicates = 0
         watermark = self.watermark_us
-        for row in arrival.tolist():
-            order_id = ids[row]
-            if order_id in seen_in_batch:
-                duplicates += 1
-                continue
-            seen_in_batch.add(order_id)
-            if watermark is not None and event_us[row] <= watermark:
-                late += 1
-            elif order_id in self._expiry:
-                duplicates += 1
-            else:
-                counted[row] = True
+        # In arrival order: the first copy of each id in the batch, then late or known to the state.
+        in_arrival = ids[arrival]
+        first = np.empty(size, dtype=bool)
+        first[arrival] = ~pd.Series(in_arrival).duplicated(keep="first").to_numpy()
+        is_late = first & (event_us <= watermark) if watermark is not None else np.zeros(size, dtype=bool)
+        candidates = first & ~is_late
+        known = np.zeros(size, dtype=bool)
+        expiry = self._expiry
+        known[candidates] = np.fromiter((i in expiry for i in ids[candidates]), dtype=bool)
+        counted = candidates & ~known
+        late = int(is_late.sum())
+        duplicates = int(size - first.sum() + known.sum())
         rows = np.nonzero(counted)[0]
         self._remember(ids[rows], event_us[rows])
         changed = self._add(
@@ -153,10 +151,17 @@ class RevenueState:
         return BatchOutcome(np.nonzero(~counted)[0], late, duplicates, updated, self.watermark_us)
 
     def _remember(self, ids: np.ndarray, event_us: np.ndarray) -> None:
+        if len(ids) == 0:
+            return
         expiries = event_us + self.delay_us
-        for order_id, expiry in zip(ids.tolist(), expiries.tolist(), strict=True):
-            self._expiry[order_id] = expiry
-            self._expiring[expiry // MICROS_PER_SECOND].append(order_id)
+        self._expiry.update(zip(ids.tolist(), expiries.tolist(), strict=True))
+        seconds = expiries // MICROS_PER_SECOND
+        by_second = np.argsort(seconds, kind="stable")
+        ordered = seconds[by_second]
+        cuts = np.flatnonzero(np.diff(ordered)) + 1
+        firsts = ordered[np.r_[0, cuts]].tolist()
+        for second, same in zip(firsts, np.split(ids[by_second], cuts), strict=True):
+            self._expiring[second].extend(same.tolist())
 
     def _add(
         self, locations: np.ndarray, types: np.ndarray, event_us: np.ndarray, cents: np.ndarray
@@ -164,21 +169,32 @@ class RevenueState:
         if len(event_us) == 0:
             return set()
         rows, starts = self.windows.starts(event_us)
-        sums: dict[WindowKey, list[int]] = {}
-        # Group by window with NumPy: sort the (row, start) pairs by key, then reduce each run.
-        unsorted = np.rec.fromarrays([locations[rows].astype(str), types[rows].astype(str), starts])
-        order = np.argsort(unsorted, kind="stable")
-        keys, amounts = unsorted[order], cents[rows][order]
-        boundaries = np.nonzero(np.r_[True, keys[1:] != keys[:-1]])[0]
-        counts = np.diff(np.r_[boundaries, len(keys)])
+        amounts = cents[rows]
         # An order may be up to ~10^18 cents (validation.max_order_amount), so ten of them overflow an
-        # int64 sum: sum the high and low 32 bits apart (each fits for 2^31 orders) and join them
-        # as Python ints.
-        high = np.add.reduceat(amounts >> 32, boundaries).tolist()
-        low = np.add.reduceat(amounts & 0xFFFFFFFF, boundaries).tolist()
-        for at, count, hi, lo in zip(boundaries.tolist(), counts.tolist(), high, low, strict=True):
-            key = (str(keys[at][0]), str(keys[at][1]), int(keys[at][2]))
-            sums[key] = [count, (hi << 32) + lo]
+        # int64 sum: sum the high and low 32 bits apart (each fits for 2^31 orders) and join them as
+        # Python ints. pandas groups by hashing: sorting the keys instead took half of a batch's time.
+        grouped = (
+            pd.DataFrame(
+                {
+                    "location": locations[rows],
+                    "kind": types[rows],
+                    "start": starts,
+                    "high": amounts >> 32,
+                    "low": amounts & 0xFFFFFFFF,
+                }
+            )
+            .groupby(["location", "kind", "start"], sort=False)
+            .agg(count=("high", "size"), high=("high", "sum"), low=("low", "sum"))
+        )
+        sums: dict[WindowKey, list[int]] = {}
+        for (location, kind, start), count, hi, lo in zip(
+            grouped.index.tolist(),
+            grouped["count"].tolist(),
+            grouped["high"].tolist(),
+            grouped["low"].tolist(),
+            strict=True,
+        ):
+            sums[str(location), str(kind), int(start)] = [count, (hi << 32) + lo]
         for key, (count, total) in sums.items():
             current = self._totals.setdefault(key, [0, 0])
             current[0] += count
