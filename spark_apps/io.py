@@ -383,6 +383,89 @@ def merge_gold(
     retry_concurrent_gold_write(attempt, "gold MERGE")
 
 
+def local_table_path(table_path: str) -> str | None:
+    """The filesystem path of a table on this machine's filesystem, or None for any other store.
+
+    A table path without a scheme, or with `file:`, is local; `s3a://`, `abfss://` and the like are
+    not (their commits need the store's own coordination, which only Spark's Delta is set up for).
+    """
+    from urllib.parse import urlparse
+
+    parsed = urlparse(table_path)
+    if parsed.scheme == "":
+        return table_path
+    if parsed.scheme == "file":
+        return parsed.path
+    return None
+
+
+# What the driver's writer (delta-rs) is known to write correctly: the protocol `ensure_gold_table`
+# creates. A gold table someone upgraded (change data feed, deletion vectors, column mapping) keeps
+# Spark's MERGE.
+DRIVER_WRITABLE_PROTOCOL = (1, 2)
+
+
+def gold_writable_from_driver(table_path: str) -> bool:
+    """Whether the streaming app's driver may MERGE into this gold table itself
+    (`merge_gold_from_driver`): a table on this machine's filesystem, in the plain protocol."""
+    from deltalake import DeltaTable
+
+    local = local_table_path(table_path)
+    if local is None:
+        return False
+    protocol = DeltaTable(local).protocol()
+    return (protocol.min_reader_version, protocol.min_writer_version) <= DRIVER_WRITABLE_PROTOCOL and not (
+        protocol.writer_features or protocol.reader_features
+    )
+
+
+def merge_gold_from_driver(
+    rows: list[tuple[Any, ...]],
+    table_path: str,
+    before_commit: Callable[[], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """`merge_gold` for a few hundred rows the driver holds, without Spark: delta-rs, in process.
+
+    The same upsert on the gold key, with the same result, in ~30 ms instead of Spark's ~10 small
+    jobs (0.8 s on a quiet machine, 2-3 s beside a live batch's other writes; docs/performance.md,
+    stop 19). The commit is an ordinary Delta commit: Spark's readers and writers (reprocessing,
+    repairs) see it, and a commit that conflicts with theirs is retried like Spark's. `rows` are in
+    GOLD_SCHEMA's column order, timestamps as aware UTC datetimes, money as Decimal.
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    local = local_table_path(table_path)
+    if local is None:
+        raise ValueError(f"{table_path} is not on this machine's filesystem: use merge_gold")
+    schema = to_arrow_schema(GOLD_SCHEMA, timezone="UTC")
+    updates = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema)
+    # Column names are fixed identifiers; no value of a row ever becomes predicate text.
+    predicate = " AND ".join(f"gold.{column} = updates.{column}" for column in GOLD_KEY_COLUMNS)
+    for attempt in range(1, GOLD_WRITE_ATTEMPTS + 1):
+        if before_commit is not None:
+            before_commit()
+        try:
+            (
+                DeltaTable(local)
+                .merge(updates, predicate, source_alias="updates", target_alias="gold")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+            return
+        except CommitFailedError as error:
+            if attempt == GOLD_WRITE_ATTEMPTS:
+                raise
+            LOG.warning(
+                "gold MERGE conflicted with another gold writer (attempt %d): %s; retrying", attempt, error
+            )
+            sleep(GOLD_WRITE_BACKOFF_S * attempt)
+
+
 def _gold_key_match(source_alias: str) -> Column:
     """gold.<key> = <source>.<key> for every gold key column."""
     condition = F.lit(True)
@@ -415,6 +498,7 @@ class StoresTable:
         self._config = config
         self._end_offsets: dict[int, int] | None = None
         self._table: DataFrame | None = None
+        self._addresses: dict[str, tuple[str | None, ...]] = {}
         self._consumer: Any = None
 
     def current(self, spark: SparkSession) -> DataFrame:
@@ -432,10 +516,17 @@ class StoresTable:
             if self._table is not None:
                 return self._table
         if self._table is None or end_offsets is None or end_offsets != self._end_offsets:
-            rows = read_stores_table(spark, self._config).collect()
-            self._table = local_table(spark, [tuple(row) for row in rows], STORE_SCHEMA)
+            rows = [tuple(row) for row in read_stores_table(spark, self._config).collect()]
+            self._table = local_table(spark, rows, STORE_SCHEMA)
+            self._addresses = {row[0]: row[1:] for row in rows}
             self._end_offsets = end_offsets
         return self._table
+
+    @property
+    def addresses(self) -> dict[str, tuple[str | None, ...]]:
+        """The table `current` last returned, as location_id -> its address columns (in
+        STORE_ADDRESS_COLUMNS' order)."""
+        return self._addresses
 
     def _stores_end_offsets(self) -> dict[int, int]:
         from confluent_kafka import Consumer, TopicPartition

@@ -218,6 +218,7 @@ class ProgressPublisher(StreamingQueryListener):
         # events since its last batch: (first, latest).
         self._query_names: dict[str, str] = {}
         self._idle: dict[str, tuple[datetime, datetime]] = {}
+        self._engine_watermark: str | None = None
         self._load_positions()
 
     def _progress_file(self, query_name: str) -> Path:
@@ -251,7 +252,10 @@ class ProgressPublisher(StreamingQueryListener):
         self.counters.add("records_archived", int(totals.get("records") or 0))
         self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
         summary = summarize_progress(progress, self.counters.snapshot())
-        write_json_atomically(self._progress_file(self.ingest_query), summary)
+        if not self.one_query:
+            # With one query the file is the revenue one, which `_publish_revenue` writes whole:
+            # writing the bare summary first would show its readers a null watermark meanwhile.
+            write_json_atomically(self._progress_file(self.ingest_query), summary)
         self._ingest_summary = summary
         self._latest_offsets = _latest_offsets(progress) or self._latest_offsets
         if summary["end_offsets"]:
@@ -270,7 +274,11 @@ class ProgressPublisher(StreamingQueryListener):
             self._covered_batch = max(int(read_batch), self._covered_batch or -1)
         self._revenue_summary = summarize_progress(progress, self.counters.snapshot())
         if self.batch_facts is not None and progress.get("batchId") is not None:
-            self._revenue_summary.update(self.batch_facts(int(progress["batchId"])))
+            facts = self.batch_facts(int(progress["batchId"]))
+            if facts.get("watermark") is not None:
+                self._engine_watermark = facts["watermark"]
+            # A listener far behind may find a batch's facts gone; the watermark never moves back.
+            self._revenue_summary.update({**facts, "watermark": self._engine_watermark})
         self._save_positions()
 
     def _publish_revenue(self, commit: bool = True) -> None:

@@ -6,19 +6,21 @@ pipeline stages, each with its own trigger and batch; live latency is about four
 (docs/performance.md, stop 16). Here a record waits for one. Revenue state (dedupe ids, the
 watermark, open window totals) lives in the driver (`spark_apps.revenue_state`), so a batch runs no
 shuffle and no state store: one job validates the batch and collects its valid orders (a cache
-keeps the validated rows for the writes), then bronze, the Kafka side outputs, the gold MERGE and
-the revenue topic.
+keeps the validated rows for the writes), then three writes run side by side: bronze, the Kafka
+side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred window rows is
+made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's filesystem, and by
+Spark's Delta otherwise (~10 small jobs; docs/performance.md, stop 19).
 
-Exactly once, per batch N, in this order:
-  1. bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
-     marks every valid order the stream did not count (a later copy or late);
-  2. dead letters and split-topic orders (at least once, as in the two-query engine);
-  3. the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op);
-  4. the revenue topic (absolute totals, compacted by window key);
-  5. Spark commits the batch's offsets.
-The state after batch N is a function of bronze's rows up to N. After a crash anywhere, Spark
-runs batch N again and the engine rebuilds the state from bronze's batches before N, so step 1 is
-skipped (already committed) or made with the same verdicts, and steps 3-4 write the same totals.
+Exactly once, per batch N. Its writes, in any order or overlap:
+  - bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
+    marks every valid order the stream did not count (a later copy or late);
+  - dead letters and split-topic orders (at least once, as in the two-query engine);
+  - the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op), then the
+    revenue topic (absolute totals, compacted by window key).
+Once all have ended, Spark commits the batch's offsets. The state after batch N is a function of
+bronze's rows up to N. After a crash anywhere, Spark runs batch N again and the engine rebuilds the
+state from bronze's batches before N, so the bronze append is skipped (already committed) or made
+with the same verdicts, and gold and the revenue topic get the same totals.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, St
 
 from spark_apps import fault_points, io
 from spark_apps.config import StreamingAppConfig, interval_seconds
-from spark_apps.contract import MONEY_SCALE
+from spark_apps.contract import MONEY_SCALE, STORE_ADDRESS_COLUMNS
 from spark_apps.fencing import LeaseFence
 from spark_apps.observability import BatchCounters
 from spark_apps.revenue_state import (
@@ -115,6 +117,7 @@ class OneQueryBatch:
         self._next_batch: int | None = None
         self._facts: dict[int, dict[str, Any]] = {}
         self._facts_lock = threading.Lock()
+        self._gold_from_driver: bool | None = None
 
     def batch_facts(self, batch_id: int) -> dict[str, Any]:
         """What the listener publishes for `batch_id` beyond Spark's progress: the watermark after it
@@ -177,17 +180,21 @@ class OneQueryBatch:
         # batch does (Spark then commits its offsets); see the module docstring.
         writes = _Writes(steps)
         writes.start("side_outputs", lambda: self._write_side_outputs(validated))
-        with steps.timed("state"):
-            state = self._state_for(spark, batch_id)
-            outcome = state.apply(orders)
-            positions = [
-                (str(orders["topic"][row]), int(orders["partition"][row]), int(orders["offset"][row]))
-                for row in outcome.not_counted.tolist()
-            ]
-        writes.start("bronze", lambda: self._append_bronze(validated, batch_id, positions))
-        where = {"windows": len(outcome.windows)}
-        if outcome.windows:
-            writes.start("gold", lambda: self._write_gold(spark, outcome.windows, batch_id, where))
+        try:
+            with steps.timed("state"):
+                state = self._state_for(spark, batch_id)
+                outcome = state.apply(orders)
+                positions = [
+                    (str(orders["topic"][row]), int(orders["partition"][row]), int(orders["offset"][row]))
+                    for row in outcome.not_counted.tolist()
+                ]
+            writes.start("bronze", lambda: self._append_bronze(validated, batch_id, positions))
+            where = {"windows": len(outcome.windows)}
+            if outcome.windows:
+                writes.start("gold", lambda: self._write_gold(spark, outcome.windows, batch_id, where))
+        except BaseException:
+            writes.join()  # no write outlives a failed batch; the batch's own error is the one raised
+            raise
         writes.wait()
         self.counters.add("windows_updated", len(outcome.windows))
         self.counters.add("orders_late", outcome.late)
@@ -240,20 +247,37 @@ class OneQueryBatch:
         batch_id: int,
         where: dict[str, Any],
     ) -> None:
-        updates = self._gold_rows(spark, windows, batch_id)
-        io.merge_gold(
-            updates,
-            self.config.names.gold_revenue_table,
-            _utc(min(w[2] for w in windows)),
-            _utc(max(w[2] for w in windows)),
-            before_commit=lambda: self.fence.check("the gold MERGE"),
-        )
+        table = self.config.names.gold_revenue_table
+        if self._gold_from_driver is None:
+            self._gold_from_driver = io.gold_writable_from_driver(table)
+            LOG.info("gold MERGE by %s", "the driver (delta-rs)" if self._gold_from_driver else "Spark")
+        stores = self.stores.current(spark)
+        updates = self._gold_rows(spark, windows, batch_id, stores)
+
+        def fence() -> None:
+            self.fence.check("the gold MERGE")
+
+        if self._gold_from_driver:
+            rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
+            io.merge_gold_from_driver(rows, table, fence)
+        else:
+            io.merge_gold(
+                updates,
+                table,
+                _utc(min(w[2] for w in windows)),
+                _utc(max(w[2] for w in windows)),
+                before_commit=fence,
+            )
         fault_points.reached("revenue.after_gold_commit", batch_id, where)
         self.fence.check("the revenue topic write")
         io.write_to_kafka(to_revenue_kafka_records(updates), self.config, self.config.kafka.revenue_topic)
 
     def _gold_rows(
-        self, spark: SparkSession, windows: list[tuple[str, str, int, int, int, int]], batch_id: int
+        self,
+        spark: SparkSession,
+        windows: list[tuple[str, str, int, int, int, int]],
+        batch_id: int,
+        stores: DataFrame,
     ) -> DataFrame:
         rows = [
             (location, kind, start, end, count, Decimal(cents).scaleb(-MONEY_SCALE))
@@ -268,7 +292,7 @@ class OneQueryBatch:
             "order_count",
             "revenue",
         )
-        enriched = enrich_with_stores(totals, self.stores.current(spark))
+        enriched = enrich_with_stores(totals, stores)
         return enriched.withColumn("batch_id", F.lit(batch_id).cast("long"))
 
 
@@ -312,11 +336,37 @@ class _Writes:
         thread.start()
         self._threads.append(thread)
 
-    def wait(self) -> None:
+    def join(self) -> None:
         for thread in self._threads:
             thread.join()
+
+    def wait(self) -> None:
+        self.join()
         if self._errors:
             raise self._errors[0]
+
+
+def _enriched_gold_rows(
+    windows: list[tuple[str, str, int, int, int, int]],
+    addresses: dict[str, tuple[str | None, ...]],
+    batch_id: int,
+) -> list[tuple[Any, ...]]:
+    """The windows as gold rows (GOLD_SCHEMA's order) for the driver's MERGE: what `_gold_rows` plus
+    `enrich_with_stores` give Spark's (an unknown store gets null address columns)."""
+    unknown = (None,) * len(STORE_ADDRESS_COLUMNS)
+    return [
+        (
+            location,
+            kind,
+            _utc(start),
+            _utc(end),
+            count,
+            Decimal(cents).scaleb(-MONEY_SCALE),
+            *addresses.get(location, unknown),
+            batch_id,
+        )
+        for location, kind, start, end, count, cents in windows
+    ]
 
 
 def _iso_us(micros: int | None) -> str | None:

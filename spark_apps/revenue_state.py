@@ -234,8 +234,12 @@ class RevenueState:
         those with event time after watermark - max(delay, size)); older rows are ignored."""
         state = cls(windows, delay_us, watermark_us)
         event_us = np.asarray(counted["ordered_at_us"], dtype=np.int64)
+        # An id counted again after it expired has two counted rows; the later one's expiry holds.
+        # Bronze returns rows in no particular order, so remember them in event-time order (the
+        # last write of an id wins).
+        in_time_order = np.argsort(event_us, kind="stable")
         # Ids and windows the watermark has already passed are dropped by the eviction below.
-        state._remember(np.asarray(counted["order_id"], dtype=object), event_us)
+        state._remember(np.asarray(counted["order_id"], dtype=object)[in_time_order], event_us[in_time_order])
         state._add(
             np.asarray(counted["location_id"], dtype=object),
             np.asarray(counted["order_type"], dtype=object),

@@ -1,0 +1,118 @@
+"""The one-query engine's gold MERGE from the driver (delta-rs) against a gold table Spark created.
+
+Gold is shared with Spark's writers (reprocessing, repairs) and readers, so the driver's commits
+must read back through Spark's Delta exactly as Spark's own MERGE would have written them, and
+Spark's MERGE must keep working on a table the driver wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from spark_apps import io
+from spark_apps.contract import STORE_ADDRESS_COLUMNS
+from spark_apps.fencing import LeaseRejectedError
+from spark_apps.schemas import GOLD_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
+W = timedelta(seconds=15)
+ADDRESS = ("1 Main St", "", "Springfield", "IL", "62701", "5550100")
+NO_ADDRESS = (None,) * len(STORE_ADDRESS_COLUMNS)
+# The largest total gold's DECIMAL(38,2) holds: nothing may round it.
+LARGEST = Decimal("999999999999999999999999999999999999.99")
+
+
+def _row(location: str, start: datetime, count: int, revenue: str | Decimal, batch: int) -> tuple[Any, ...]:
+    address = NO_ADDRESS if location == "store_unknown" else ADDRESS
+    return (location, "GENERAL", start, start + W, count, Decimal(revenue), *address, batch)
+
+
+def _gold(spark: SparkSession, table: str) -> dict[tuple[str, str, datetime], tuple[Any, ...]]:
+    rows = spark.read.format("delta").load(table).collect()
+    keyed: dict[tuple[str, str, datetime], tuple[Any, ...]] = {}
+    for row in rows:
+        # The session's time zone is UTC: Spark hands back naive UTC datetimes.
+        start = row["window_start"].replace(tzinfo=UTC)
+        key = (row["location_id"], row["order_type"], start)
+        assert key not in keyed, f"two gold rows for {key}"
+        keyed[key] = (
+            row["location_id"],
+            row["order_type"],
+            start,
+            row["window_end"].replace(tzinfo=UTC),
+            row["order_count"],
+            row["revenue"],
+            *(row[c] for c in STORE_ADDRESS_COLUMNS),
+            row["batch_id"],
+        )
+    return keyed
+
+
+def _spark_merge(spark: SparkSession, table: str, rows: list[tuple[Any, ...]]) -> None:
+    io.merge_gold(spark.createDataFrame(rows, GOLD_SCHEMA), table)
+
+
+def test_driver_and_spark_merges_interleave_on_one_gold_table(spark: SparkSession, tmp_path: Path) -> None:
+    table = str(tmp_path / "gold")
+    io.ensure_gold_table(spark, table)
+    assert io.gold_writable_from_driver(table)
+
+    _spark_merge(spark, table, [_row("store_a", T0, 2, "10.50", 0), _row("store_a", T0 + W, 1, "0.01", 0)])
+    # The driver updates one window (absolute totals), inserts two, one of them for a store with
+    # no address, and the largest total gold can hold.
+    io.merge_gold_from_driver(
+        [
+            _row("store_a", T0 + W, 3, "7.77", 1),
+            _row("store_unknown", T0, 1, "0.10", 1),
+            _row("store_a", T0 + 2 * W, 9, LARGEST, 1),
+        ],
+        table,
+    )
+    # The same MERGE again (a batch run again after a crash) changes nothing.
+    io.merge_gold_from_driver([_row("store_a", T0 + W, 3, "7.77", 1)], table)
+    # Spark's MERGE (a repair or a reprocess) on the table the driver wrote.
+    _spark_merge(spark, table, [_row("store_a", T0, 4, "21.00", 2)])
+
+    assert _gold(spark, table) == {
+        ("store_a", "GENERAL", T0): _row("store_a", T0, 4, "21.00", 2),
+        ("store_a", "GENERAL", T0 + W): _row("store_a", T0 + W, 3, "7.77", 1),
+        ("store_unknown", "GENERAL", T0): _row("store_unknown", T0, 1, "0.10", 1),
+        ("store_a", "GENERAL", T0 + 2 * W): _row("store_a", T0 + 2 * W, 9, LARGEST, 1),
+    }
+
+
+def test_a_fenced_driver_merges_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    table = str(tmp_path / "gold")
+    io.ensure_gold_table(spark, table)
+
+    def superseded() -> None:
+        raise LeaseRejectedError("a newer driver holds the lease")
+
+    with pytest.raises(LeaseRejectedError):
+        io.merge_gold_from_driver([_row("store_a", T0, 1, "1.00", 0)], table, before_commit=superseded)
+    assert _gold(spark, table) == {}
+
+
+def test_gold_outside_this_filesystem_or_in_an_upgraded_protocol_stays_with_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from delta.tables import DeltaTable
+
+    assert not io.gold_writable_from_driver("s3a://lake/gold/revenue_windows/blue")
+    assert io.local_table_path("file:/data/lake/gold") == "/data/lake/gold"
+    assert io.local_table_path("lake/gold") == "lake/gold"
+
+    table = str(tmp_path / "gold")
+    io.ensure_gold_table(spark, table)
+    DeltaTable.forPath(spark, table).upgradeTableProtocol(1, 4)  # e.g. change data feed turned on
+    assert not io.gold_writable_from_driver(table)
