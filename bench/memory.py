@@ -117,3 +117,21 @@ def samples_as_json(samples: Iterable[Sample]) -> list[dict[str, Any]]:
     return [
         {"at": s.at, "phase": s.phase, "rss_mib": {g: r / 2**20 for g, r in s.rss.items()}} for s in samples
     ]
+
+
+def return_freed_memory() -> None:
+    """Give the memory of the objects just dropped back to the OS (glibc keeps freed heap otherwise).
+
+    A live phase's latency calculation holds a few million Python objects: what the next phase's
+    samples count of the bench process should be its working memory, not their freed heap.
+    """
+    import contextlib
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc is not None:
+        with contextlib.suppress(AttributeError):  # not glibc
+            ctypes.CDLL(libc).malloc_trim(0)

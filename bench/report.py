@@ -265,13 +265,14 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
         "",
         "## Peak memory (PSS) per phase (MiB)",
         "",
-        "| phase | broker | spark | airflow | dag parse | bench | whole stack |",
+        "| phase | broker | spark | airflow | DAG parse or quality suite | bench | whole stack |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for phase_name, peak in (results.get("memory_peaks_mib") or {}).items():
         lines.append(
             f"| {phase_name} | {_fmt(peak.get('broker'))} | {_fmt(peak.get('spark'))} | "
-            f"{_fmt(peak.get('airflow'))} | {_fmt(peak.get('dag_parse'))} | {_fmt(peak.get('bench'))} | "
+            f"{_fmt(peak.get('airflow'))} | {_fmt(peak.get('dag_parse', peak.get('quality')))} | "
+            f"{_fmt(peak.get('bench'))} | "
             f"{_fmt(peak.get('total'))} |"
         )
     lines += ["", "## Load average (1 min) before → after each phase", ""]

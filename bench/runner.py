@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import datagen, stats
-from bench.memory import RssSampler
+from bench.memory import RssSampler, return_freed_memory
 from bench.spark_profile import event_log_profile
 from bench.work_ceiling import WindowGeometry, tally_orders
 from revenue_platform import processes
@@ -587,26 +587,52 @@ def phase_reprocess(run: BenchRun, settings: GeneratorSettings) -> None:
             record["error"] = processes.tail(log_path, 30)
 
 
+QUALITY_SCRIPT = """
+import json, sys, time
+from datetime import datetime
+from revenue_platform.quality.runner import run_revenue_checks
+began = time.monotonic()
+try:
+    report = run_revenue_checks(sys.argv[1], sys.argv[2], datetime.fromisoformat(sys.argv[3]),
+                                datetime.fromisoformat(sys.argv[4]), raise_on_failure=False)
+    record = {"success": report.success, "failed_checks": sorted(report.failed_checks),
+              "checks": len(report.outcomes), "stats": report.stats}
+except Exception as error:  # a failing check suite is a result here, not a crash
+    record = {"error": f"{type(error).__name__}: {error}"}
+record["run_s"] = time.monotonic() - began
+print(json.dumps(record, default=str))
+"""
+
+
 def phase_quality(run: BenchRun, settings: GeneratorSettings) -> None:
-    from revenue_platform.quality.runner import run_revenue_checks
+    """The Great Expectations suite on the replayed hour, in a process of its own as an Airflow task
+    runs it: its memory is sampled while it runs and returned when it ends (run in the bench's own
+    process, its pandas frames left ~1.7 GiB behind for the live phases)."""
+    from revenue_platform.paths import PROJECT_PYTHONPATH
 
     with run.phase("quality") as record:
-        began = time.monotonic()
-        try:
-            report = run_revenue_checks(
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                QUALITY_SCRIPT,
                 "bench-replay",
                 run.lake_root,
-                settings.start,
-                settings.start + timedelta(hours=1),
-                raise_on_failure=False,
-            )
-            record["success"] = report.success
-            record["failed_checks"] = sorted(report.failed_checks)
-            record["checks"] = len(report.outcomes)
-            record["stats"] = report.stats
-        except Exception as error:  # a failing check suite is a result here, not a crash
-            record["error"] = f"{type(error).__name__}: {error}"
-        record["run_s"] = time.monotonic() - began
+                settings.start.isoformat(),
+                (settings.start + timedelta(hours=1)).isoformat(),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": PROJECT_PYTHONPATH},
+        )
+        run.sampler.watch("quality", process.pid)
+        out, err = process.communicate(timeout=1800)
+        run.sampler.watch("quality", None)
+        lines = out.decode().strip().splitlines()
+        if process.returncode == 0 and lines:
+            record.update(json.loads(lines[-1]))
+        else:
+            record["error"] = err.decode()[-2000:]
 
 
 DAG_PARSE_SCRIPT = """
@@ -776,6 +802,8 @@ def phase_live(run: BenchRun, rate: int) -> None:
                 "batches": len(batches),
             }
         )
+        del appended, all_pairs, pairs
+        return_freed_memory()
 
 
 def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict[str, Any]:
