@@ -23,6 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from revenue_platform.orders_generator import (
+    GeneratedRecord,
     GeneratorSettings,
     expected_windows,
     generate_orders,
@@ -60,6 +61,54 @@ def _run_app(overrides: dict[str, object], log: Path, mode: str, fault: dict[str
         return process.wait(timeout=600)
 
 
+def _kill_at_each_point_then_drain(overrides: dict[str, object], log: Path) -> None:
+    for point, batch in KILLS:
+        report = log.parent / f"{point}.json"
+        report.unlink(missing_ok=True)
+        fault = {FAULT_POINT_ENV: point, FAULT_BATCH_ENV: str(batch), FAULT_REPORT_ENV: str(report)}
+        code = _run_app(overrides, log, "processing_time", fault)
+        assert report.exists(), f"{point} never fired (exit {code}):\n{log.read_text()[-3000:]}"
+        fired = json.loads(report.read_text())
+        assert fired["batch_id"] >= batch
+        assert code != 0, "a killed driver cannot exit cleanly"
+    assert _run_app(overrides, log, "available_now", {}) == 0, log.read_text()[-3000:]
+    assert "rebuilt revenue state from bronze" in log.read_text()
+
+
+def _gold(spark: SparkSession, table: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    rows = io.read_gold(spark, table).collect()
+    gold = {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
+    assert len(rows) == len(gold), "a window key appears twice in gold"
+    return gold
+
+
+def _latest_revenue_records(bootstrap: str, topic: str) -> dict[str, tuple[int, Decimal]]:
+    latest: dict[str, dict[str, object]] = {}
+    for record in read_topic(bootstrap, topic):
+        latest[record.key.decode()] = json.loads(record.value)
+    return {
+        key: (int(str(value["order_count"])), Decimal(str(value["revenue"]))) for key, value in latest.items()
+    }
+
+
+def _orders(bootstrap: str, topics: dict[str, str]) -> list[GeneratedRecord]:
+    records = list(
+        generate_orders(
+            GeneratorSettings(
+                orders=ORDERS, stores=5, span_seconds=900, duplicate_every=97, bad_every=500, seed=5
+            )
+        )
+    )
+    produce(bootstrap, topics["kafka.stores_topic"], generate_stores(5))
+    produce(bootstrap, topics["kafka.orders_topic"], records, total=len(records))
+    return records
+
+
+def _copies(records: list[GeneratedRecord]) -> int:
+    """How many records the generator made as later copies of an earlier order."""
+    return sum(1 for record in records if record.is_duplicate)
+
+
 def test_kills_between_the_commits_of_a_batch_lose_nothing_and_count_nothing_twice(
     kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -78,43 +127,15 @@ def test_kills_between_the_commits_of_a_batch_lose_nothing_and_count_nothing_twi
     }
     config = load_config(overrides=overrides)
     create_app_topics(kafka_bootstrap, suffix, orders_partitions=4, other_partitions=2)
-    records = list(
-        generate_orders(
-            GeneratorSettings(
-                orders=ORDERS, stores=5, span_seconds=900, duplicate_every=97, bad_every=500, seed=5
-            )
-        )
-    )
-    produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(5))
-    produce(kafka_bootstrap, config.kafka.orders_topic, records, total=len(records))
-    log = tmp_path / "app.log"
+    records = _orders(kafka_bootstrap, app_topic_overrides(suffix))
 
-    for point, batch in KILLS:
-        report = tmp_path / f"{point}.json"
-        fault = {FAULT_POINT_ENV: point, FAULT_BATCH_ENV: str(batch), FAULT_REPORT_ENV: str(report)}
-        code = _run_app(overrides, log, "processing_time", fault)
-        assert report.exists(), f"{point} never fired (exit {code}):\n{log.read_text()[-3000:]}"
-        fired = json.loads(report.read_text())
-        assert fired["batch_id"] >= batch
-        assert code != 0, "a killed driver cannot exit cleanly"
-
-    assert _run_app(overrides, log, "available_now", {}) == 0, log.read_text()[-3000:]
-    assert "rebuilt revenue state from bronze" in log.read_text()
+    _kill_at_each_point_then_drain(overrides, tmp_path / "app.log")
 
     expected = {
         k: (w.order_count, w.revenue) for k, w in expected_windows(records, window_seconds=15).items()
     }
-    gold_rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
-    gold: dict[tuple[str, str, datetime], tuple[int, Decimal]] = {
-        (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in gold_rows
-    }
-    assert len(gold_rows) == len(gold), "a window key appears twice in gold"
-    assert gold == expected
-
-    latest: dict[str, dict[str, object]] = {}
-    for record in read_topic(kafka_bootstrap, config.kafka.revenue_topic):
-        latest[record.key.decode()] = json.loads(record.value)
-    assert {key: (value["order_count"], Decimal(str(value["revenue"]))) for key, value in latest.items()} == {
+    assert _gold(spark, config.names.gold_revenue_table) == expected
+    assert _latest_revenue_records(kafka_bootstrap, config.kafka.revenue_topic) == {
         f"{loc}|{typ}|{start.strftime('%Y-%m-%dT%H:%M:%SZ')}": totals
         for (loc, typ, start), totals in expected.items()
     }
@@ -122,3 +143,52 @@ def test_kills_between_the_commits_of_a_batch_lose_nothing_and_count_nothing_twi
     bronze = spark.read.format("delta").load(config.names.bronze_orders_table)
     assert bronze.count() == len(records)
     assert bronze.select("partition", "offset").distinct().count() == len(records)
+
+
+def test_with_a_short_watermark_a_killed_run_ends_as_an_uninterrupted_one(
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
+) -> None:
+    """A 5 s watermark on 15 s windows: between batches windows close, ids expire and orders turn
+    late, and a restart rebuilds only what is still open (bronze rows within 15 s of the
+    watermark). The oracle is the same app run once without a kill: with every record in Kafka
+    before either starts, both cut the same batches (3,000 offsets each), so lateness falls alike."""
+    suffix, reference_suffix = unique_suffix(), unique_suffix()
+    topics = app_topic_overrides(suffix)
+    common: dict[str, object] = {
+        "engine": "one_query",
+        "kafka.bootstrap_servers": kafka_bootstrap,
+        "kafka.max_offsets_per_trigger": 3_000,
+        "window.watermark": "5 seconds",
+        "trigger.interval": "1 second",
+    }
+    killed = {**common, **topics, "deployment_id": "killed", "lake_root": str(tmp_path / "killed")}
+    reference = {
+        **common,
+        **app_topic_overrides(reference_suffix),
+        "kafka.orders_topic": topics["kafka.orders_topic"],
+        "kafka.stores_topic": topics["kafka.stores_topic"],
+        "deployment_id": "reference",
+        "lake_root": str(tmp_path / "reference"),
+    }
+    create_app_topics(kafka_bootstrap, suffix, orders_partitions=4, other_partitions=2)
+    create_app_topics(kafka_bootstrap, reference_suffix, orders_partitions=1, other_partitions=2)
+    records = _orders(kafka_bootstrap, topics)
+
+    log = tmp_path / "reference.log"
+    assert _run_app(reference, log, "available_now", {}) == 0, log.read_text()[-3000:]
+    _kill_at_each_point_then_drain(killed, tmp_path / "killed.log")
+
+    killed_config, reference_config = load_config(overrides=killed), load_config(overrides=reference)
+    expected = _gold(spark, reference_config.names.gold_revenue_table)
+    assert _gold(spark, killed_config.names.gold_revenue_table) == expected
+    # Not counted = a later copy or late. More than the copies: some orders were late.
+    not_counted = (
+        spark.read.format("delta")
+        .load(reference_config.names.bronze_orders_table)
+        .filter("superseded")
+        .count()
+    )
+    assert not_counted > _copies(records), "no order was late: the watermark never bit"
+    assert _latest_revenue_records(kafka_bootstrap, killed_config.kafka.revenue_topic) == (
+        _latest_revenue_records(kafka_bootstrap, reference_config.kafka.revenue_topic)
+    )
