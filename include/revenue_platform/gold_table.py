@@ -69,7 +69,27 @@ def read_gold(
 
     No rows (in the contract's Arrow schema) if the app has not written the table yet.
     """
+    import pyarrow.parquet as pq
+
     table = open_gold(table_path, storage_options)
     if table is None:
         return gold_arrow_schema(GOLD_COLUMNS if columns is None else columns).empty_table()
-    return table.to_pyarrow_table(columns=None if columns is None else list(columns), filters=filters)
+    # Files a delta-rs MERGE rewrote (the streaming app's driver writes gold so) store strings as
+    # Arrow string views, which pyarrow's dataset filters cannot compare with a string literal
+    # ("no kernel matching (string, string_view)"). So: read, make the strings plain, then filter.
+    needed = None if columns is None else list(dict.fromkeys([*columns, *(f[0] for f in filters or [])]))
+    data = plain_strings(table.to_pyarrow_table(columns=needed))
+    if filters:
+        data = data.filter(pq.filters_to_expression(filters))
+    return data if columns is None else data.select(list(columns))
+
+
+def plain_strings(data: pa.Table) -> pa.Table:
+    """`data` with every string-view column cast to a plain string column (same values)."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field(field.name, pa.string(), field.nullable) if field.type == pa.string_view() else field
+        for field in data.schema
+    ]
+    return data.cast(pa.schema(fields)) if fields != list(data.schema) else data

@@ -148,7 +148,8 @@ def _gold_points(lake_root: str, deployment_id: str, location_id: str) -> set[tu
     from spark_apps.naming import DeploymentNames
 
     table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
-    rows = table.to_pyarrow_table(filters=[("location_id", "=", location_id)]).to_pylist()
+    # Filtered here, not by pyarrow: files the app's delta-rs MERGE rewrote hold string views.
+    rows = [r for r in table.to_pyarrow_table().to_pylist() if r["location_id"] == location_id]
     return {(r["window_start"], r["order_type"], str(r["revenue"])) for r in rows}
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from revenue_platform.gold_table import read_gold
 from spark_apps import io
 from spark_apps.contract import STORE_ADDRESS_COLUMNS
 from spark_apps.fencing import LeaseRejectedError
@@ -89,6 +90,9 @@ def test_driver_and_spark_merges_interleave_on_one_gold_table(spark: SparkSessio
         ("store_unknown", "GENERAL", T0): _row("store_unknown", T0, 1, "0.10", 1),
         ("store_a", "GENERAL", T0 + 2 * W): _row("store_a", T0 + 2 * W, 9, LARGEST, 1),
     }
+    # The API's reader (pyarrow, a string filter) on files delta-rs rewrote (strings as views).
+    served = read_gold(table, ["window_start", "order_count"], [("location_id", "=", "store_a")])
+    assert sorted(served.column("order_count").to_pylist()) == [3, 4, 9]
 
 
 def test_a_fenced_driver_merges_nothing(spark: SparkSession, tmp_path: Path) -> None:
