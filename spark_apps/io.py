@@ -315,25 +315,33 @@ GOLD_WRITE_BACKOFF_S = 0.5
 
 
 def retry_concurrent_gold_write(
-    write: Callable[[], object], what: str, sleep: Callable[[float], None] = time.sleep
+    write: Callable[[], object],
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+    conflicts: tuple[type[BaseException], ...] | None = None,
 ) -> None:
     """Run `write` (an idempotent gold MERGE); on a Delta write-write conflict run it again, up to
-    GOLD_WRITE_ATTEMPTS times. Schema or protocol changes are not retried: they need a person."""
-    from delta.exceptions.base import (
-        ConcurrentAppendException,
-        ConcurrentDeleteDeleteException,
-        ConcurrentDeleteReadException,
-    )
+    GOLD_WRITE_ATTEMPTS times. Schema or protocol changes are not retried: they need a person.
 
+    `conflicts`: the writer's conflict errors; None means Spark's Delta (delta-rs raises its own).
+    """
+    if conflicts is None:
+        from delta.exceptions.base import (
+            ConcurrentAppendException,
+            ConcurrentDeleteDeleteException,
+            ConcurrentDeleteReadException,
+        )
+
+        conflicts = (
+            ConcurrentAppendException,
+            ConcurrentDeleteReadException,
+            ConcurrentDeleteDeleteException,
+        )
     for attempt in range(1, GOLD_WRITE_ATTEMPTS + 1):
         try:
             write()
             return
-        except (
-            ConcurrentAppendException,
-            ConcurrentDeleteReadException,
-            ConcurrentDeleteDeleteException,
-        ) as error:
+        except conflicts as error:
             if attempt == GOLD_WRITE_ATTEMPTS:
                 raise
             LOG.warning(
@@ -445,25 +453,19 @@ def merge_gold_from_driver(
     updates = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema)
     # Column names are fixed identifiers; no value of a row ever becomes predicate text.
     predicate = " AND ".join(f"gold.{column} = updates.{column}" for column in GOLD_KEY_COLUMNS)
-    for attempt in range(1, GOLD_WRITE_ATTEMPTS + 1):
+
+    def attempt() -> None:
         if before_commit is not None:
             before_commit()
-        try:
-            (
-                DeltaTable(local)
-                .merge(updates, predicate, source_alias="updates", target_alias="gold")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-            return
-        except CommitFailedError as error:
-            if attempt == GOLD_WRITE_ATTEMPTS:
-                raise
-            LOG.warning(
-                "gold MERGE conflicted with another gold writer (attempt %d): %s; retrying", attempt, error
-            )
-            sleep(GOLD_WRITE_BACKOFF_S * attempt)
+        (
+            DeltaTable(local)
+            .merge(updates, predicate, source_alias="updates", target_alias="gold")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    retry_concurrent_gold_write(attempt, "gold MERGE", sleep, conflicts=(CommitFailedError,))
 
 
 def _gold_key_match(source_alias: str) -> Column:

@@ -41,3 +41,13 @@ def test_a_schema_change_is_not_retried() -> None:
     with pytest.raises(MetadataChangedException):
         retry_concurrent_gold_write(write, "gold MERGE", sleep=lambda _s: None)  # type: ignore[arg-type]
     assert len(calls) == 1
+
+
+def test_the_drivers_delta_rs_conflicts_are_retried_the_same_way() -> None:
+    from deltalake.exceptions import CommitFailedError
+
+    calls, write = _conflicting(2, CommitFailedError)
+    waits: list[float] = []
+    retry_concurrent_gold_write(write, "gold MERGE", waits.append, conflicts=(CommitFailedError,))  # type: ignore[arg-type]
+    assert len(calls) == 3
+    assert len(waits) == 2
