@@ -30,10 +30,27 @@ def parse_utc(value: Any, name: str) -> datetime:
             fold=value.fold,
         )
     else:
+        text = str(value)
+        # fromisoformat stops at a NUL and takes any character between date and time, so
+        # '2026-11-22T09:00:00\x00...' would parse: only printable ASCII is ISO text.
+        if not (text.isascii() and text.isprintable()):
+            raise ConfigError(
+                f"{name}={value!r} is not an ISO date-time such as 2026-11-22T09:00:00Z "
+                "(it holds control or non-ASCII characters)"
+            )
         try:
-            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError as error:
             raise ConfigError(
                 f"{name}={value!r} is not an ISO date-time such as 2026-11-22T09:00:00Z"
             ) from error
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as error:
+        # 0001-01-01T00:00+01:00 is year 0 in UTC, 9999-12-31T23:59-01:00 year 10000.
+        raise ConfigError(
+            f"{name}={value!r} is outside the range of UTC date-times (0001-01-01T00:00:00Z to "
+            "9999-12-31T23:59:59.999999Z)"
+        ) from error

@@ -464,6 +464,107 @@ def test_every_bad_request_gets_its_4xx_with_a_message(
     assert message in response.text
 
 
+# Times that parse as text but not as a UTC moment, or not at all: each was a 500 (OverflowError from
+# the UTC conversion) or must stay a 400 that names the parameter, whatever the route.
+UNPARSEABLE_TIMES = [
+    ("from_time", "0001-01-01T00:00:00+01:00"),  # in UTC: year 0
+    ("from_time", "0001-01-01T00:59:59.999999+01:00"),
+    ("to_time", "9999-12-31T23:59:59-01:00"),  # in UTC: year 10000
+    ("to_time", "9999-12-31T23:00:00-23:59"),
+    ("from_time", "99999999999999999999"),
+    ("to_time", "9" * 4000),
+    ("from_time", "2026-11-22T09:00:00\x00"),
+    ("to_time", "\x00"),
+    ("from_time", "2026-11-22T09:00:00+99:00"),
+    ("from_time", "-2026-11-22T09:00:00Z"),
+]
+WINDOW_ROUTES = [
+    "/v1/orders/windows/count",
+    "/v1/orders/windows/count/general_orders",
+    "/v1/orders/windows/revenue",
+    "/v1/orders/windows/revenue/restaurant_orders",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), UNPARSEABLE_TIMES, ids=[repr(v)[:40] for _, v in UNPARSEABLE_TIMES]
+)
+def test_every_unusable_time_is_a_400_naming_the_parameter(
+    airflow_api: TestClient,
+    auth: dict[str, str],
+    live_lake_for_bad_requests: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
+) -> None:
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(live_lake_for_bad_requests))
+    params = {"from_time": "2026-11-22T09:00:00Z", "to_time": "2026-11-22T10:00:00Z", name: value}
+    for route in WINDOW_ROUTES:
+        response = airflow_api.get(f"/revenue{route}", headers=auth, params=params)
+        assert response.status_code == 400, (route, response.text)
+        assert response.json()["detail"].startswith(f"{name}="), response.text
+
+
+EDGE_OF_TIME = [
+    # Representable in UTC, at the ends of what Python and Arrow hold: answered, empty.
+    {"from_time": "0001-01-01T00:00:00Z", "to_time": "0001-01-02T00:00:00Z"},
+    {"from_time": "0001-01-01T01:00:00+01:00", "to_time": "0001-01-01T02:00:00+01:00"},
+    {"from_time": "9999-12-31T00:00:00Z", "to_time": "9999-12-31T23:59:59.999999Z"},
+    {"from_time": "9999-12-31T00:00:00-00:30", "to_time": "9999-12-31T23:00:00-00:30"},
+]
+
+
+@pytest.mark.parametrize("params", EDGE_OF_TIME, ids=[p["from_time"] for p in EDGE_OF_TIME])
+def test_ranges_at_the_ends_of_time_are_answered(
+    airflow_api: TestClient,
+    auth: dict[str, str],
+    live_lake_for_bad_requests: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    params: dict[str, str],
+) -> None:
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(live_lake_for_bad_requests))
+    for route in WINDOW_ROUTES:
+        page = _get(airflow_api, auth, route, **params)
+        assert (page["items"], page["total"]) == ([], 0)
+
+
+@pytest.mark.parametrize("limit", [str(10**30), str(2**63), "-" + "9" * 40])
+def test_a_huge_limit_is_a_400_naming_it(
+    airflow_api: TestClient,
+    auth: dict[str, str],
+    live_lake_for_bad_requests: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: str,
+) -> None:
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(live_lake_for_bad_requests))
+    params = {"from_time": "2026-11-22T09:00:00Z", "to_time": "2026-11-22T10:00:00Z", "limit": limit}
+    for route in WINDOW_ROUTES:
+        response = airflow_api.get(f"/revenue{route}", headers=auth, params=params)
+        assert response.status_code == 400, (route, response.text)
+        assert response.json()["detail"].startswith("limit must be between 1 and 1000"), response.text
+
+
+@pytest.mark.parametrize("offset", [str(10**30), str(2**63)])
+def test_an_offset_past_the_end_is_an_empty_page(
+    airflow_api: TestClient,
+    auth: dict[str, str],
+    live_lake_for_bad_requests: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    offset: str,
+) -> None:
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(live_lake_for_bad_requests))
+    for route in WINDOW_ROUTES:
+        page = _get(
+            airflow_api,
+            auth,
+            route,
+            from_time="2026-11-22T09:00:00Z",
+            to_time="2026-11-22T10:00:00Z",
+            offset=offset,
+        )
+        assert (page["items"], page["next_offset"]) == ([], None)
+
+
 def test_metadata_lists_deployments_live_pointer_and_lag(
     airflow_api: TestClient, auth: dict[str, str], lake: Lake
 ) -> None:
