@@ -19,7 +19,7 @@ import pytest
 
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from revenue_platform.serving.gold import clear_gold_cache
-from spark_apps.naming import DeploymentNames
+from spark_apps.naming import DeploymentNames, local_path
 from spark_apps.observability import summarize_progress, write_json_atomically
 from spark_apps.schemas import ENRICHED_REVENUE_DDL
 
@@ -602,3 +602,72 @@ def test_metadata_lists_deployments_live_pointer_and_lag(
     assert by_id["green"]["lag"]["heartbeat_at"] == "2026-11-22T09:26:58+00:00"
     assert by_id["green"]["lag"]["driver_status_file"] == names.driver_status_file
     assert by_id["blue"]["lag"] is None  # blue never published progress
+
+
+def _token_for(role: str) -> dict[str, str]:
+    """Headers with a real token, signed by the API server's auth manager, for a user with `role`
+    (the local stack has only an admin login)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    user = SimpleAuthManagerUser(username=f"a-{role.lower()}", role=role)
+    return {"Authorization": f"Bearer {get_auth_manager().generate_jwt(user)}"}
+
+
+def _strings(document: Any) -> list[str]:
+    if isinstance(document, dict):
+        return [s for value in document.values() for s in _strings(value)]
+    if isinstance(document, list):
+        return [s for value in document for s in _strings(value)]
+    return [document] if isinstance(document, str) else []
+
+
+def _publish_progress(names: DeploymentNames) -> None:
+    progress = summarize_progress(
+        {
+            "name": names.query_name("revenue"),
+            "batchId": 1,
+            "timestamp": "2026-11-22T09:05:00.000Z",
+            "sources": [{"metrics": {"maxOffsetsBehindLatest": "0"}, "endOffset": {"orders": {"0": 1}}}],
+            "eventTime": {"watermark": "2026-11-22T09:04:00.000Z"},
+        },
+        {},
+    )
+    write_json_atomically(Path(names.progress_dir) / f"{names.query_name('revenue')}.json", progress)
+    write_json_atomically(
+        Path(names.driver_status_file), {"deployment_id": "blue", "heartbeat_at": "2026-11-22T09:06:00+00:00"}
+    )
+
+
+@pytest.mark.parametrize("role", ["VIEWER", "USER", "OP"])
+def test_metadata_shows_no_server_path_to_anyone_but_an_admin(
+    airflow_api: TestClient, auth: dict[str, str], lake: Lake, role: str
+) -> None:
+    lake.register("blue")
+    lake.registry.switch_live("blue", actor="test", reason="release")
+    names = DeploymentNames(str(lake.root), "blue")
+    _publish_progress(names)
+
+    metadata = _get(airflow_api, _token_for(role), "/v1/metadata/all")
+    (blue,) = metadata["deployments"]
+    assert blue["lag"]["offsets_behind_latest"] == 0  # the lag is shown, only the paths are not
+    assert (blue["gold_table"], blue["lag"]["progress_file"], blue["lag"]["driver_status_file"]) == (
+        None,
+        None,
+        None,
+    )
+    leaked = [s for s in _strings(metadata) if "/" in s or str(lake.root) in s]
+    assert leaked == []
+
+    # An admin (the auth fixture's login) sees where the files are.
+    admin = _get(airflow_api, auth, "/v1/metadata/all")["deployments"][0]
+    assert admin["gold_table"] == names.gold_revenue_table
+    assert admin["lag"]["progress_file"] == str(local_path(names.progress_file("revenue")))
+
+
+def test_no_answer_names_a_server_path(airflow_api: TestClient, lake: Lake) -> None:
+    viewer = _token_for("VIEWER")
+    lake.register("blue")  # registered, never made live: every gold route answers 503
+    for route in ALL_ROUTES:
+        response = airflow_api.get(f"/revenue{route}", headers=viewer)
+        assert str(lake.root) not in response.text, (route, response.text)

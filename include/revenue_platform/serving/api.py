@@ -9,7 +9,8 @@ read through the per-version cache in `serving.gold`.
 
 Errors are `{"detail": "<what is wrong and what to do>"}`: 400 for bad values, 404 for an
 unknown order type or location, 422 for a parameter of the wrong type (FastAPI's check), 401/403
-from authentication, 503 while no deployment is live.
+from authentication, 503 while no deployment is live. No answer names a path on the server, except
+`/v1/metadata/all` to an admin (`serving.auth.is_admin`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from revenue_platform.serving.auth import require_airflow_user
+from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
 from revenue_platform.serving.gold import GoldSnapshot, NoLiveDeploymentError, read_live_gold
 from revenue_platform.serving.metadata import deployments_metadata
 from revenue_platform.serving.models import (
@@ -237,8 +238,9 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
         return RevenueWindowPage.model_validate({**envelope, "items": revenue_windows(rows)})
 
     @app.get("/v1/metadata/all", tags=["metadata"])
-    def metadata_all() -> Metadata:
-        """Registered deployments (colour, version, states, live flag, lag) and the live pointer."""
-        return deployments_metadata(lake_root)
+    def metadata_all(user: AirflowUser) -> Metadata:
+        """Registered deployments (colour, version, states, live flag, lag) and the live pointer; the
+        server paths of each deployment's files for admins only (null for other users)."""
+        return deployments_metadata(lake_root, show_paths=is_admin(user))
 
     return app

@@ -22,6 +22,9 @@ Usage in a plugin app::
     def whoami(user: AirflowUser) -> dict[str, str]:
         return {"name": user.get_name()}
 
+`is_admin` tells an admin from everyone else, for answers that show admins more (server paths in
+`/v1/metadata/all`).
+
 Airflow's security module imports the ORM models, so it is imported on the first request, not
 when the plugin module is imported (plugins are imported by every Airflow process).
 """
@@ -67,3 +70,16 @@ async def require_airflow_user(
 
 AirflowUser = Annotated[Any, Depends(require_airflow_user)]
 """Route parameter type for the authenticated user (an Airflow `BaseUser`)."""
+
+
+# The simple auth manager's highest role; FAB names its role "Admin".
+_ADMIN_ROLE = "ADMIN"
+
+
+def is_admin(user: Any) -> bool:
+    """True for an Airflow admin: the simple auth manager's `role` ADMIN, or a role named Admin among
+    the `roles` of a FAB user. Any other user is not, also under an auth manager whose users carry
+    neither attribute: what only admins see stays hidden when in doubt."""
+    names: list[Any] = [getattr(user, "role", None)]
+    names += [getattr(role, "name", role) for role in getattr(user, "roles", None) or []]
+    return any(isinstance(name, str) and name.upper() == _ADMIN_ROLE for name in names)

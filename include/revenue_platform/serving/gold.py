@@ -12,6 +12,7 @@ Used by the query API and the operations view; the public names below are kept s
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from spark_apps.naming import DeploymentNames
 if TYPE_CHECKING:
     import pyarrow as pa
 
+LOG = logging.getLogger(__name__)
 _CACHE_SIZE = 4  # blue + green around a switch, each at its current and previous version
 
 
@@ -94,10 +96,15 @@ def live_gold_table_path(lake_root: str | None = None) -> tuple[str, str]:
         deployment_id = resolve_live_deployment(root)
         record = DeploymentRegistry(root).find(deployment_id) if deployment_id else None
     except RegistryError as error:
-        raise NoLiveDeploymentError(f"the live pointer is unusable: {error}") from error
+        # The answer goes to every authenticated user: the registry's location stays in the log.
+        LOG.warning("the live pointer of the registry under %s is unusable: %s", root, error)
+        raise NoLiveDeploymentError(
+            "the live pointer of the deployment registry is unusable (the API server's log says why); "
+            "an operator must repair the registry"
+        ) from error
     if deployment_id is None:
         raise NoLiveDeploymentError(
-            f"no deployment is live in the registry under {root}: deploy the streaming app and make it "
+            "no deployment is live in the registry: deploy the streaming app and make it "
             "live (trigger deploy_streaming_app, or run `make demo`), then ask again"
         )
     # The registered row names the table the deployment writes (its own lake root may differ).

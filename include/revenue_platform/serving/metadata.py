@@ -5,11 +5,16 @@ Lag comes from the progress JSON the app's StreamingQueryListener publishes unde
 deployment is bounded and cheap, while asking Kafka for end offsets on every request is not.
 The heartbeat is the driver's (`serving.driver_status`), rewritten every few seconds even while
 no batch has data; the progress file's own time only moves when a batch ran.
+
+Server paths (the gold table, the progress and driver status files) are in the answer only when
+the caller says so (`show_paths`): the API shows them to admins alone (docs/security.md, "What the
+query API shows"); every other user gets null there.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from revenue_platform.paths import lake_root as default_lake_root
@@ -19,8 +24,10 @@ from revenue_platform.serving.gold import NoLiveDeploymentError
 from revenue_platform.serving.models import DeploymentMetadata, Lag, Metadata
 from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
+LOG = logging.getLogger(__name__)
 
-def read_lag(names: DeploymentNames) -> Lag | None:
+
+def read_lag(names: DeploymentNames, show_paths: bool = False) -> Lag | None:
     """The revenue query's latest progress and the driver's heartbeat; None if the app wrote neither."""
     path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
@@ -36,12 +43,12 @@ def read_lag(names: DeploymentNames) -> Lag | None:
         last_batch_at=progress.get("batch_timestamp"),
         heartbeat_at=heartbeat,
         watermark=progress.get("watermark"),
-        progress_file=str(path),
-        driver_status_file=str(driver_status_path(names)),
+        progress_file=str(path) if show_paths else None,
+        driver_status_file=str(driver_status_path(names)) if show_paths else None,
     )
 
 
-def _deployment(record: DeploymentRecord, names: DeploymentNames) -> DeploymentMetadata:
+def _deployment(record: DeploymentRecord, names: DeploymentNames, show_paths: bool) -> DeploymentMetadata:
     return DeploymentMetadata(
         deployment_id=record.deployment_id,
         colour=record.colour,
@@ -51,23 +58,28 @@ def _deployment(record: DeploymentRecord, names: DeploymentNames) -> DeploymentM
         observed_state=record.observed_state,
         registered_at=record.registered_at,
         updated_at=record.updated_at,
-        gold_table=names.gold_revenue_table,
-        lag=read_lag(names),
+        gold_table=names.gold_revenue_table if show_paths else None,
+        lag=read_lag(names, show_paths),
     )
 
 
-def deployments_metadata(lake_root: str | None = None) -> Metadata:
-    """Every registered deployment with its lag, and which one is live (None before the first switch)."""
+def deployments_metadata(lake_root: str | None = None, *, show_paths: bool = False) -> Metadata:
+    """Every registered deployment with its lag, and which one is live (None before the first switch);
+    with the deployment's server paths when `show_paths`."""
     root = lake_root or default_lake_root()
     registry = DeploymentRegistry(root)
     try:
         records = registry.deployments()
     except RegistryError as error:
-        raise NoLiveDeploymentError(f"the deployment registry under {root} is unreadable: {error}") from error
+        LOG.warning("the deployment registry under %s is unreadable: %s", root, error)
+        raise NoLiveDeploymentError(
+            "the deployment registry is unreadable (the API server's log says why); an operator must "
+            "repair it"
+        ) from error
     live = [r.deployment_id for r in records if r.is_live]
     if len(live) > 1:
         raise NoLiveDeploymentError(f"more than one deployment is marked live in the registry: {live}")
     return Metadata(
         live_deployment_id=live[0] if live else None,
-        deployments=[_deployment(r, DeploymentNames(root, r.deployment_id)) for r in records],
+        deployments=[_deployment(r, DeploymentNames(root, r.deployment_id), show_paths) for r in records],
     )

@@ -100,6 +100,9 @@ class RevenueWindowPage(_WindowPage):
     items: list[RevenuePerWindow]
 
 
+_ADMINS_ONLY = "absolute path on the API server's machine; shown to Airflow admins only, null for other users"
+
+
 class Lag(_Response):
     """How far the deployment's revenue query is behind, from the progress file the app publishes."""
 
@@ -109,8 +112,8 @@ class Lag(_Response):
         description="the driver's last heartbeat (every few seconds, also while idle); null before its first"
     )
     watermark: str | None
-    progress_file: str
-    driver_status_file: str
+    progress_file: str | None = Field(description=_ADMINS_ONLY)
+    driver_status_file: str | None = Field(description=_ADMINS_ONLY)
 
 
 class DeploymentMetadata(_Response):
@@ -122,7 +125,7 @@ class DeploymentMetadata(_Response):
     observed_state: str
     registered_at: datetime
     updated_at: datetime
-    gold_table: str
+    gold_table: str | None = Field(description=_ADMINS_ONLY)
     lag: Lag | None = Field(description="null until the app has published progress")
 
 
