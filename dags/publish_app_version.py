@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.assets import app_release_asset
-from revenue_platform.bluegreen.triggers import VERSION_PATTERN
+from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import RegistryConflictError
@@ -49,7 +49,12 @@ from revenue_platform.registry import RegistryConflictError
             type="boolean",
             description="The release's replay waits for a human's approval before switching live.",
         ),
-        "notes": Param("", type="string", description="Release notes for the audit trail (optional)."),
+        "notes": Param(
+            "",
+            type="string",
+            maxLength=MAX_NOTES,
+            description=f"Release notes for the audit trail (optional, at most {MAX_NOTES} characters).",
+        ),
     },
 )
 def publish_app_version() -> None:
@@ -57,15 +62,18 @@ def publish_app_version() -> None:
     def record_release() -> dict[str, Any]:
         from revenue_platform.bluegreen.release import publish, release_event_extra
         from revenue_platform.registry import DeploymentRegistry
+        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
+        # First: a misspelled key (`config_overides`) must not publish an immutable version without it.
+        refuse_unknown_conf(context)
         params = context["params"]
         release = publish(
             DeploymentRegistry(),
             params["version"],
             params["config_overrides"],
-            bool(params["require_approval"]),
-            str(params["notes"] or ""),
+            params["require_approval"],
+            params["notes"] or "",
             actor_from_context(context),
         )
         context["outlet_events"][app_release_asset()].extra = release_event_extra(release)

@@ -7,6 +7,7 @@ fails at start, before any query runs, with an error naming the field.
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -19,10 +20,12 @@ from spark_apps.contract import OrderRules
 from spark_apps.kafka_security import KafkaClientSecurity, is_security_key
 from spark_apps.naming import DeploymentNames, validate_deployment_id
 
-_INTERVAL = re.compile(r"^\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*$")
+# Spaces only (no tabs or newlines) and ASCII digits (`\d` takes any script's digits), matched whole.
+_INTERVAL = re.compile(r" *([0-9]{1,12}) +(second|seconds|minute|minutes|hour|hours|day|days) *")
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-# Kafka's own rule for topic names (249 characters at most; "." and ".." are reserved).
-TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# Kafka's own rule for topic names (249 characters at most; "." and ".." are reserved). Applied with
+# `fullmatch`; `$(?!\n)` keeps it a full-string rule where it is searched (JSON schema, see naming.py).
+TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]{1,249}$(?!\n)")
 MAX_TOPIC_NAME = 249
 # Bounds that keep state and waits finite: a window (and the watermark that keeps it open) of
 # more than a day would hold state the app is not sized for, and makes reprocessing wait as long.
@@ -31,6 +34,73 @@ MAX_WATERMARK_SECONDS = 86400
 MAX_TRIGGER_SECONDS = 3600
 # The largest amount DECIMAL(18,2) holds: an order amount must fit the platform's money type.
 MAX_ORDER_AMOUNT = Decimal("9999999999999999.99")
+# Bounds of the values a form, a release or `--set` can reach (docs/security.md, "Input surfaces").
+# Generous for any real deployment; they refuse only what would exhaust memory, overflow a type or
+# point the app somewhere else.
+MAX_SHUFFLE_PARTITIONS = 10_000
+MAX_OFFSETS_PER_TRIGGER = 50_000_000
+# 9999-12-31T23:59:59.999Z: the last epoch millisecond a Kafka timestamp and Python's datetime share.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+MAX_STARTING_OFFSETS_JSON = 65_536
+MAX_PARTITIONS = 100_000
+MAX_OFFSET = 2**63 - 1
+# App version labels: printable ASCII without leading or trailing spaces (forms take the stricter
+# semver-like VERSION_PATTERN of revenue_platform.bluegreen.triggers; older rows may hold more).
+APP_VERSION_PATTERN = re.compile(r"[!-~](?:[ -~]{0,126}[!-~])?")
+# Lake and registry roots: a path or an object-store URI, printable, no control characters.
+MAX_ROOT_LENGTH = 1024
+_ROOT_PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")
+# Lease tokens as the registry issues them (`<epoch>-<12 hex>`), with room to change the format.
+LEASE_TOKEN_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Java client settings `kafka.options` may carry: tuning of Spark's Kafka source and sink only. Not
+# servers, security, classes to load (interceptors, reporters, serializers), group or offset handling
+# (Spark owns those and refuses them itself); numeric settings take 0..2**31-1, the rest the values
+# the Kafka client knows. https://spark.apache.org/docs/latest/structured-streaming-kafka-integration.html
+KAFKA_NUMERIC_OPTIONS = frozenset(
+    {
+        # consumer (the source, on the executors)
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "fetch.max.wait.ms",
+        "max.partition.fetch.bytes",
+        "max.poll.records",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "default.api.timeout.ms",
+        # producer (the sinks)
+        "linger.ms",
+        "batch.size",
+        "buffer.memory",
+        "max.request.size",
+        "max.block.ms",
+        "delivery.timeout.ms",
+        "retries",
+        "max.in.flight.requests.per.connection",
+        # both
+        "request.timeout.ms",
+        "receive.buffer.bytes",
+        "send.buffer.bytes",
+        "connections.max.idle.ms",
+        "metadata.max.age.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "socket.connection.setup.timeout.ms",
+        "socket.connection.setup.timeout.max.ms",
+    }
+)
+KAFKA_CHOICE_OPTIONS: dict[str, frozenset[str]] = {
+    "compression.type": frozenset({"none", "gzip", "snappy", "lz4", "zstd"}),
+    "acks": frozenset({"all", "-1", "0", "1"}),
+    "isolation.level": frozenset({"read_committed", "read_uncommitted"}),
+    "enable.idempotence": frozenset({"true", "false"}),
+    "check.crcs": frozenset({"true", "false"}),
+}
+MAX_KAFKA_OPTION_VALUE = 2**31 - 1
+# Comma-separated host:port pairs (the connection's servers, or a config file's for a run by hand).
+_HOST_PORT = r"(?:[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}"
+_BOOTSTRAP_SERVERS = re.compile(rf"{_HOST_PORT}(?: *, *{_HOST_PORT}){{0,31}}")
 
 
 class AppConfigError(ValueError):
@@ -39,7 +109,7 @@ class AppConfigError(ValueError):
 
 def interval_seconds(interval: str) -> int:
     """Seconds in a Spark interval string such as '15 seconds' or '1 hour'."""
-    match = _INTERVAL.match(interval)
+    match = _INTERVAL.fullmatch(interval) if isinstance(interval, str) else None
     if not match:
         raise ValueError(f"{interval!r} is not an interval like '15 seconds', '5 minutes' or '1 hour'")
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2).rstrip("s")]
@@ -49,13 +119,24 @@ def bounded_interval(value: str, maximum_s: int) -> str:
     """`value` if it is an interval of 1 second to `maximum_s` seconds; else ValueError saying so."""
     seconds = interval_seconds(value)
     if not 1 <= seconds <= maximum_s:
-        raise ValueError(f"{value!r} must be between 1 second and {maximum_s} seconds, got {seconds} s")
+        raise ValueError(
+            f"{value!r} must be between 1 second and {describe_seconds(maximum_s)}, got {seconds} s"
+        )
     return value
+
+
+def describe_seconds(seconds: int) -> str:
+    """`seconds` in the largest unit that divides it: 86400 -> '1 day', 90 -> '90 seconds'."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
 def validate_topic_name(value: str) -> str:
     """`value` if Kafka accepts it as a topic name; else ValueError naming the rule."""
-    if not TOPIC_NAME_PATTERN.match(value) or value in (".", ".."):
+    if not TOPIC_NAME_PATTERN.fullmatch(value) or value in (".", ".."):
         raise ValueError(
             f"{value!r} is not a Kafka topic name: 1-249 characters of letters, digits, '.', '_' or '-', "
             "and not '.' or '..'"
@@ -71,32 +152,58 @@ class _Strict(BaseModel):
 OUTPUT_TOPIC_FIELDS = ("dlq_topic", "general_orders_topic", "restaurant_orders_topic", "revenue_topic")
 
 
+# The topics a deployment reads; no deployment may write one that any deployment reads.
+INPUT_TOPIC_FIELDS = ("orders_topic", "stores_topic")
+
+
 class KafkaConfig(_Strict):
     bootstrap_servers: str = "localhost:9092"
-    """Comma-separated bootstrap servers."""
+    """Comma-separated host:port pairs (at most 32). Deployments get them from the Airflow Kafka
+    connection only: no trigger form or release may set them (a run by hand may, in its config file)."""
     orders_topic: str = "orders"
+    """Topic the orders are read from (a Kafka topic name: 1-249 of letters, digits, '.', '_', '-')."""
     stores_topic: str = "stores"
+    """Compacted topic of the stores (read). Must differ from orders_topic."""
     dlq_topic: str = "orders_dlq"
+    """Dead letters (written). Every output topic must differ from the inputs, from the other outputs,
+    from every topic any registered deployment reads and from every topic another one writes."""
     general_orders_topic: str = "general_orders"
+    """Valid orders of type general (written)."""
     restaurant_orders_topic: str = "restaurant_orders"
+    """Valid orders of type restaurant (written)."""
     revenue_topic: str = "revenue_windows"
+    """Windowed revenue (written; compacted)."""
     starting_offsets: str = "earliest"
-    """Where a NEW deployment starts: earliest, latest, or Spark's per-partition JSON; a checkpoint wins."""
-    starting_timestamp_ms: int | None = Field(default=None, ge=0)
-    """If set, a NEW deployment starts at the first offset at/after this time (epoch ms) in every
-    partition (Spark's `startingTimestamp`, which takes precedence over starting_offsets)."""
-    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
-    """Upper bound of records per micro-batch (back-pressure); None = unbounded."""
+    """Where a NEW deployment starts: earliest, latest, or Spark's per-partition JSON
+    (`{"orders": {"0": 42, "1": -2}}`, at most 64 KiB, offsets -2 (earliest), -1 (latest) or
+    0..2**63-1); a checkpoint wins."""
+    starting_timestamp_ms: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
+    """If set, a NEW deployment starts at the first offset at/after this time (epoch ms, at most
+    253402300799999 = 9999-12-31) in every partition (Spark's `startingTimestamp`, which takes
+    precedence over starting_offsets)."""
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1, le=MAX_OFFSETS_PER_TRIGGER)
+    """Upper bound of records per micro-batch (back-pressure), 1..50,000,000; None = unbounded."""
     options: dict[str, str] = Field(default_factory=dict)
-    """Extra settings of Spark's Kafka source and sink (Java client keys without the `kafka.` prefix,
-    e.g. request.timeout.ms). Not security settings: those come from the Kafka connection (`security`)."""
+    """Tuning settings of Spark's Kafka source and sink (Java client keys, `kafka.` prefix optional).
+    An allow-list: the numeric keys of KAFKA_NUMERIC_OPTIONS (a decimal 0..2147483647, e.g.
+    request.timeout.ms, fetch.max.bytes, max.partition.fetch.bytes, linger.ms, batch.size) and the
+    keys of KAFKA_CHOICE_OPTIONS with their values (compression.type, acks, isolation.level,
+    enable.idempotence, check.crcs). Never servers or security settings: those come from the Kafka
+    connection (`security`)."""
     security: KafkaClientSecurity | None = Field(default=None, exclude=True, repr=False)
     """Credentials and transport security, attached by the driver from its launcher's environment
     (`with_kafka_security`); never read from config files or overrides, never dumped."""
 
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, value: str) -> str:
+        if not _BOOTSTRAP_SERVERS.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a comma-separated list of at most 32 host:port pairs")
+        return value
+
     @field_validator("options")
     @classmethod
-    def _no_security_options(cls, value: dict[str, str]) -> dict[str, str]:
+    def _allowed_options(cls, value: dict[str, str]) -> dict[str, str]:
         security = sorted(key for key in value if is_security_key(key.removeprefix("kafka.")))
         if security:
             raise ValueError(
@@ -104,7 +211,12 @@ class KafkaConfig(_Strict):
                 "connection (kafka_default), whose credentials reach the app without being stored in "
                 "its config"
             )
-        return value
+        return {key.removeprefix("kafka."): kafka_option_value(key, text) for key, text in value.items()}
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _starting_offsets(cls, value: str) -> str:
+        return validate_starting_offsets(value)
 
     @field_validator(
         "orders_topic",
@@ -119,6 +231,77 @@ class KafkaConfig(_Strict):
         return validate_topic_name(value)
 
 
+def kafka_option_value(key: str, value: str) -> str:
+    """`value` if `key` (with or without `kafka.`) is an allowed tuning key and `value` fits it."""
+    name = key.removeprefix("kafka.")
+    if name in KAFKA_NUMERIC_OPTIONS:
+        if not (re.fullmatch(r"[0-9]{1,10}", value) and int(value) <= MAX_KAFKA_OPTION_VALUE):
+            raise ValueError(
+                f"{key}: {value[:40]!r} must be a whole number from 0 to {MAX_KAFKA_OPTION_VALUE}"
+            )
+        return value
+    if name in KAFKA_CHOICE_OPTIONS:
+        if value not in KAFKA_CHOICE_OPTIONS[name]:
+            raise ValueError(f"{key}: {value[:40]!r} must be one of {sorted(KAFKA_CHOICE_OPTIONS[name])}")
+        return value
+    if "server" in name or "host" in name or "url" in name or "dns" in name:
+        why = "where to connect comes from the Airflow Kafka connection (kafka_default) only"
+    else:
+        why = "only tuning settings of Spark's Kafka source and sink are allowed"
+    raise ValueError(
+        f"{key[:80]!r} is not an allowed setting: {why}. Allowed: "
+        f"{', '.join(sorted(KAFKA_NUMERIC_OPTIONS | set(KAFKA_CHOICE_OPTIONS)))}"
+    )
+
+
+def validate_starting_offsets(value: str) -> str:
+    """earliest, latest, or Spark's JSON `{"topic": {"partition": offset}}` of bounded size."""
+    if value in ("earliest", "latest"):
+        return value
+    if len(value) > MAX_STARTING_OFFSETS_JSON:
+        raise ValueError(
+            f"is {len(value)} characters; Spark's offsets JSON may have {MAX_STARTING_OFFSETS_JSON}"
+        )
+    shape = (
+        'must be \'earliest\', \'latest\' or JSON such as {"orders": {"0": 42, "1": -2}} '
+        f"(topic -> partition -> offset; -2 earliest, -1 latest; at most {MAX_PARTITIONS} partitions)"
+    )
+    try:
+        parsed = json.loads(value)
+    except ValueError as error:
+        raise ValueError(shape) from error
+    if not isinstance(parsed, dict) or not parsed:
+        raise ValueError(shape)
+    count = 0
+    for topic, partitions in parsed.items():
+        validate_topic_name(topic)
+        if not isinstance(partitions, dict):
+            raise ValueError(shape)
+        for partition, offset in partitions.items():
+            count += 1
+            if (
+                not re.fullmatch(r"[0-9]{1,6}", partition)
+                or type(offset) is not int
+                or not -2 <= offset <= MAX_OFFSET
+                or count > MAX_PARTITIONS
+            ):
+                raise ValueError(shape)
+    return value
+
+
+def validate_root(value: str) -> str:
+    """`value` if it can be a lake or registry root: 1-1024 characters, no control characters."""
+    if not _ROOT_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{value[:80]!r} must be a path or URI of 1-{MAX_ROOT_LENGTH} characters, no control characters"
+        )
+    return value
+
+
+# What precedes the deployment id in every bronze archive's path (naming.py is the one definition).
+BRONZE_TABLE_INFIX = DeploymentNames("", "x").bronze_orders_table.removesuffix("x")
+
+
 class HistoryConfig(_Strict):
     """Replay history from a bronze archive instead of Kafka (a blue-green replay when Kafka's retention
     no longer holds everything the live deployment has seen).
@@ -130,12 +313,30 @@ class HistoryConfig(_Strict):
     """
 
     bronze_table: str
-    kafka_offsets: dict[int, int] = Field(min_length=1)
+    """A deployment's bronze archive, `<lake root>/bronze/orders_raw/<deployment id>`
+    (DeploymentNames.bronze_orders_table); the control plane also requires that deployment to be
+    registered in the same lake."""
+    kafka_offsets: dict[int, int] = Field(min_length=1, max_length=MAX_PARTITIONS)
+    """Partition (0..99,999 partitions) -> first offset read from Kafka (0..2**63-1, or -2)."""
+
+    @field_validator("bronze_table")
+    @classmethod
+    def _bronze_table(cls, value: str) -> str:
+        root, _, deployment_id = value.rpartition(BRONZE_TABLE_INFIX)
+        try:
+            validate_root(root)
+            validate_deployment_id(deployment_id)
+        except ValueError as error:
+            raise ValueError(
+                f"{value[:120]!r} is not a deployment's bronze archive "
+                f"<lake root>{BRONZE_TABLE_INFIX}<deployment id>"
+            ) from error
+        return value
 
     @field_validator("kafka_offsets")
     @classmethod
     def _offsets(cls, value: dict[int, int]) -> dict[int, int]:
-        bad = {p: o for p, o in value.items() if p < 0 or o < -2 or o == -1}
+        bad = {p: o for p, o in value.items() if p < 0 or o < -2 or o == -1 or o > MAX_OFFSET}
         if bad:
             raise ValueError(f"partitions must be >= 0 and offsets >= 0 (or -2 = earliest), got {bad}")
         return value
@@ -208,13 +409,16 @@ class StreamingAppConfig(_Strict):
     """Everything the orders streaming app needs to run one deployment."""
 
     deployment_id: str = "blue"
-    """Namespace of this deployment's checkpoints, tables and consumer group."""
+    """Namespace of this deployment's checkpoints, tables and consumer group: a lowercase letter, then
+    up to 62 lowercase letters, digits, '_' or '-' (spark_apps.naming.DEPLOYMENT_ID_PATTERN)."""
     app_version: str = "dev"
-    """Free-form version label recorded with the deployment."""
+    """Version label recorded with the deployment: 1-128 printable ASCII characters, no leading or
+    trailing space (the trigger forms and releases take only letters, digits and '._+-', at most 63)."""
     lake_root: str = Field(default=".local/lake", min_length=1)
-    """Root of Delta tables and checkpoints: a local path or an object-store URI. Any root is allowed
-    here (an operator may point the app at an object store); the control plane keeps roots that come
-    from a trigger form inside the platform's lake (revenue_platform.paths.require_inside_lake)."""
+    """Root of Delta tables and checkpoints: a local path or an object-store URI of at most 1024
+    characters, no control characters. Any root is allowed here (an operator may point the app at an
+    object store); the control plane keeps roots that come from a trigger form inside the platform's
+    lake (revenue_platform.paths.require_inside_lake)."""
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     window: WindowConfig = Field(default_factory=WindowConfig)
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
@@ -226,15 +430,18 @@ class StreamingAppConfig(_Strict):
     dedupe and windows into gold: a record waits for two. None: one_query for a new deployment, and
     the engine of its checkpoints for an existing one. A deployment keeps the engine it started with;
     change it with a blue-green replay (a new deployment)."""
-    shuffle_partitions: int = Field(default=2, ge=1)
-    """spark.sql.shuffle.partitions: one partition per core of the local stack (docs/performance.md,
-    stop 16). The stateful operators keep the count recorded in their checkpoint whatever is
-    configured (Spark pins their state store layout); the other shuffles of a batch use this value."""
+    shuffle_partitions: int = Field(default=2, ge=1, le=MAX_SHUFFLE_PARTITIONS)
+    """spark.sql.shuffle.partitions, 1..10,000: one partition per core of the local stack
+    (docs/performance.md, stop 16). The stateful operators keep the count recorded in their
+    checkpoint whatever is configured (Spark pins their state store layout); the other shuffles of a
+    batch use this value."""
     lease_token: str | None = None
     """Fencing token issued by the deployment registry; when set, the app refuses to start unless the
-    registry's current token for this deployment is the same (never two drivers per deployment)."""
+    registry's current token for this deployment is the same (never two drivers per deployment).
+    Letters, digits, '.', '_', '-', at most 128 characters; never from a form (the deploy sets it)."""
     registry_root: str | None = None
-    """Lake root holding the deployment registry (`<root>/_registry`); None means lake_root."""
+    """Lake root holding the deployment registry (`<root>/_registry`); None means lake_root. Same
+    bounds as lake_root; never from a form (the deploy sets it)."""
     history: HistoryConfig | None = None
     """Set only for a replay from bronze; then kafka.starting_offsets/starting_timestamp_ms are unused."""
 
@@ -242,6 +449,44 @@ class StreamingAppConfig(_Strict):
     @classmethod
     def _deployment_id(cls, value: str) -> str:
         return validate_deployment_id(value)
+
+    @field_validator("app_version")
+    @classmethod
+    def _app_version(cls, value: str) -> str:
+        if not APP_VERSION_PATTERN.fullmatch(value):
+            raise ValueError(
+                f"{value[:40]!r} must be 1-128 printable ASCII characters without leading or trailing spaces"
+            )
+        return value
+
+    @field_validator("lake_root", "registry_root")
+    @classmethod
+    def _root(cls, value: str | None) -> str | None:
+        return None if value is None else validate_root(value)
+
+    @field_validator("lease_token")
+    @classmethod
+    def _lease_token(cls, value: str | None) -> str | None:
+        if value is not None and not LEASE_TOKEN_PATTERN.fullmatch(value):
+            raise ValueError(f"{value[:40]!r} is not a lease token the registry issues")
+        return value
+
+    @model_validator(mode="after")
+    def _topics_have_one_role(self) -> StreamingAppConfig:
+        # An output that is an input loops the app's records back into it (dead letters into `orders`
+        # wrap themselves until they exceed the broker's size limit); order JSON in `stores` blanks every
+        # address. Two outputs in one topic mix records their consumers tell apart by topic.
+        seen: dict[str, str] = {}
+        for field_name in (*INPUT_TOPIC_FIELDS, *OUTPUT_TOPIC_FIELDS):
+            topic = getattr(self.kafka, field_name)
+            if topic in seen:
+                raise ValueError(
+                    f"kafka.{field_name}: topic {topic!r} is already kafka.{seen[topic]}; every topic of a "
+                    "deployment has one role (orders and stores are read, the four outputs written): "
+                    f"give kafka.{field_name} its own topic"
+                )
+            seen[topic] = field_name
+        return self
 
     @model_validator(mode="after")
     def _own_topics_fit(self) -> StreamingAppConfig:
@@ -265,6 +510,11 @@ class StreamingAppConfig(_Strict):
         return DeploymentNames(self.lake_root, self.deployment_id)
 
 
+# Overrides name fields like `kafka.max_offsets_per_trigger`; any other key is refused as it is.
+_OVERRIDE_KEY = re.compile(r"[a-z_]{1,40}(?:\.[a-z_]{1,40}){0,3}")
+MAX_OVERRIDES = 100
+
+
 def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     node = tree
     *parents, leaf = dotted_key.split(".")
@@ -281,7 +531,10 @@ def parse_override(assignment: str) -> tuple[str, Any]:
     key, sep, raw = assignment.partition("=")
     if not sep or not key.strip():
         raise AppConfigError(f"override {assignment!r} must look like section.field=value")
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as error:
+        raise AppConfigError(f"override {key.strip()[:80]!r}: the value is not YAML ({error})") from error
 
 
 def load_config(
@@ -297,8 +550,15 @@ def load_config(
         if loaded is not None and not isinstance(loaded, dict):
             raise AppConfigError(f"config file {path} must hold a mapping at the top level")
         tree = loaded or {}
-    pairs = overrides.items() if isinstance(overrides, dict) else (parse_override(o) for o in overrides or [])
+    pairs = list(overrides.items() if isinstance(overrides, dict) else map(parse_override, overrides or []))
+    if len(pairs) > MAX_OVERRIDES:
+        raise AppConfigError(f"config_overrides: {len(pairs)} fields, at most {MAX_OVERRIDES}")
     for key, value in pairs:
+        if not isinstance(key, str) or not _OVERRIDE_KEY.fullmatch(key):
+            raise AppConfigError(
+                f"config override {str(key)[:80]!r}: not a dotted config field such as window.size "
+                "(see spark_apps/config.py)"
+            )
         _set_dotted(tree, key, value)
     kafka = tree.get("kafka")
     if isinstance(kafka, dict) and "security" in kafka:

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-DEPLOYMENT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+# Identifier patterns are applied with `fullmatch` here; DAG Params (JSON schema, which *searches*)
+# take their `.pattern`. Python's `$` also matches before a trailing newline, so every pattern ends in
+# `$(?!\n)`: "blue\n" is refused by the form, the API and this module alike (and JavaScript reads it too).
+DEPLOYMENT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$(?!\n)")
 # Store ids (the orders' locationId, e.g. store_1001) that a trigger form may name. No quotes,
 # backslashes, spaces or commas: the reprocess job takes them as one comma-separated argument.
-LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$(?!\n)")
 
 
 # The two streaming queries of a deployment (spark_apps/orders_streaming_app.py); their names are
@@ -28,7 +31,7 @@ _QUERY_NAME_SEPARATOR: Final = "__"
 
 def validate_deployment_id(deployment_id: str) -> str:
     """Return `deployment_id` if it is safe in paths, topic names and group ids; else raise ValueError."""
-    if not DEPLOYMENT_ID_PATTERN.match(deployment_id):
+    if not isinstance(deployment_id, str) or not DEPLOYMENT_ID_PATTERN.fullmatch(deployment_id):
         raise ValueError(
             f"deployment_id {deployment_id!r} must start with a lowercase letter and contain only "
             "lowercase letters, digits, '_' or '-' (at most 63 characters)"
@@ -38,7 +41,7 @@ def validate_deployment_id(deployment_id: str) -> str:
 
 def validate_location_id(location_id: str) -> str:
     """Return `location_id` if it looks like a store id; else raise ValueError naming the rule."""
-    if not isinstance(location_id, str) or not LOCATION_ID_PATTERN.match(location_id):
+    if not isinstance(location_id, str) or not LOCATION_ID_PATTERN.fullmatch(location_id):
         raise ValueError(
             f"store id {location_id!r} must start with a letter or digit and contain only letters, digits, "
             "'_', '.' or '-' (at most 128 characters), e.g. store_1001"

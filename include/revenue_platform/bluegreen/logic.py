@@ -8,10 +8,11 @@ progress files and the gold tables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from revenue_platform.errors import ConfigError
@@ -72,32 +73,27 @@ class ReplayRequest:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReplayRequest:
-        """Validate the trigger form; ConfigError names the bad field."""
-        source = str(params.get("replay_source", "kafka_earliest"))
+        """Validate the trigger form; ConfigError names the bad field (bounds: REPLAY_FORM_BOUNDS)."""
+        from revenue_platform.bluegreen.triggers import validate_version
+        from revenue_platform.quality.config import validate_thresholds
+        from revenue_platform.streaming.deploy import bounded_seconds
+        from spark_apps.naming import validate_deployment_id
+
+        source = params.get("replay_source", "kafka_earliest")
         if source not in REPLAY_SOURCES:
-            raise ConfigError(f"replay_source: {source!r} must be one of {REPLAY_SOURCES}")
-        trigger, mode = str(params.get("trigger", "manual")), str(params.get("mode") or "promote")
+            raise ConfigError(f"replay_source: {str(source)[:40]!r} must be one of {REPLAY_SOURCES}")
+        trigger, mode = params.get("trigger", "manual"), params.get("mode") or "promote"
         if trigger not in TRIGGER_KINDS:
-            raise ConfigError(f"trigger: {trigger!r} must be one of {TRIGGER_KINDS}")
+            raise ConfigError(f"trigger: {str(trigger)[:40]!r} must be one of {TRIGGER_KINDS}")
         if mode not in MODES:
-            raise ConfigError(f"mode: {mode!r} must be one of {MODES}")
-        try:
-            tolerance = Decimal(str(params.get("revenue_tolerance", "0.00")))
-        except InvalidOperation as error:
-            raise ConfigError(
-                f"revenue_tolerance: {params.get('revenue_tolerance')!r} is not a number"
-            ) from error
-        if tolerance < 0 or not tolerance.is_finite():
-            raise ConfigError("revenue_tolerance: must be a non-negative amount")
+            raise ConfigError(f"mode: {str(mode)[:40]!r} must be one of {MODES}")
+        tolerance = _amount(params.get("revenue_tolerance", "0.00"), "revenue_tolerance")
         numbers = {
-            "max_offsets_behind": int(params.get("max_offsets_behind", 0)),
-            "count_tolerance": int(params.get("count_tolerance", 0)),
+            name: _count(params.get(name, 0), name, REPLAY_FORM_BOUNDS[name][1])
+            for name in ("max_offsets_behind", "count_tolerance")
         }
-        for name, value in numbers.items():
-            if value < 0:
-                raise ConfigError(f"{name}: must be >= 0, got {value}")
         durations = {
-            name: float(params.get(name, default))
+            name: bounded_seconds(params.get(name, default), name, *REPLAY_FORM_BOUNDS[name])
             for name, default in (
                 ("catch_up_timeout_s", 900.0),
                 ("poll_interval_s", 5.0),
@@ -106,30 +102,69 @@ class ReplayRequest:
                 ("stop_timeout_s", 60.0),
             )
         }
-        for name, seconds in durations.items():
-            if seconds < 0:
-                raise ConfigError(f"{name}: must be >= 0, got {seconds}")
-        green = str(params["green_deployment_id"])
-        blue = params.get("blue_deployment_id") or None
+        ids = {}
+        for name in ("green_deployment_id", "blue_deployment_id"):
+            value = params.get(name) or None
+            try:
+                ids[name] = None if value is None else validate_deployment_id(value)
+            except ValueError as error:
+                raise ConfigError(f"{name}: {error}") from error
+        green, blue = ids["green_deployment_id"], ids["blue_deployment_id"]
+        if green is None:
+            raise ConfigError("green_deployment_id: required (a NEW deployment id, e.g. green-2)")
         if blue == green:
             raise ConfigError(f"green_deployment_id {green!r} must differ from the blue deployment")
         overrides = params.get("config_overrides") or {}
         if not isinstance(overrides, Mapping):
             raise ConfigError("config_overrides: must be an object of dotted field -> value")
+        approval = params.get("require_approval", False)
+        if not isinstance(approval, bool):
+            raise ConfigError(f"require_approval: {str(approval)[:40]!r} must be true or false")
         return cls(
             green_deployment_id=green,
-            blue_deployment_id=str(blue) if blue else None,
-            version=str(params.get("version", "dev")),
+            blue_deployment_id=blue,
+            version=validate_version(params.get("version", "dev")),
             config_overrides=dict(overrides),
             replay_source=source,
             revenue_tolerance=tolerance,
-            quality_thresholds=dict(params.get("quality_thresholds") or {}),
-            require_approval=bool(params.get("require_approval", False)),
+            quality_thresholds=validate_thresholds(params.get("quality_thresholds") or {}),
+            require_approval=approval,
             trigger=trigger,
             mode=mode,
             **numbers,
             **durations,  # type: ignore[arg-type]
         )
+
+
+# Bounds of the blue_green_replay form (the DAG's Params carry the same numbers): (minimum, maximum).
+REPLAY_FORM_BOUNDS: dict[str, tuple[float, float]] = {
+    "max_offsets_behind": (0, 1_000_000_000),
+    "count_tolerance": (0, 1_000_000),
+    "catch_up_timeout_s": (0, 7 * 86400),
+    "poll_interval_s": (0.1, 3600),
+    "grace_period_s": (0, 86400),
+    "start_timeout_s": (10, 3600),
+    "stop_timeout_s": (1, 3600),
+}
+# A revenue tolerance is an amount of money: at most DECIMAL(18,2)'s digits.
+MAX_REVENUE_TOLERANCE = Decimal("9999999999999999.99")
+_AMOUNT = r"[0-9]{1,16}(?:\.[0-9]{1,2})?"
+
+
+def _count(value: Any, field: str, maximum: float) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise ConfigError(f"{field}: {str(value)[:40]!r} must be a whole number from 0 to {maximum:,.0f}")
+    return value
+
+
+def _amount(value: Any, field: str) -> Decimal:
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    text = value if isinstance(value, str) else str(value) if whole else None
+    if text is None or not re.fullmatch(_AMOUNT, text):
+        raise ConfigError(
+            f"{field}: {str(value)[:40]!r} must be a non-negative amount with at most 2 decimals, e.g. '0.01'"
+        )
+    return Decimal(text)
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

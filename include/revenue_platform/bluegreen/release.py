@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from revenue_platform.bluegreen.triggers import (
+    MAX_NOTES,
     RELEASE_EXTRA_CONFIG_HASH,
     RELEASE_EXTRA_VERSION,
     validate_release_overrides,
@@ -30,6 +31,22 @@ from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.registry import DeploymentRegistry, ReleaseRecord
 
 PUBLISH_DAG_ID = "publish_app_version"
+# The publish_app_version form; any other key of a request is refused (a misspelled
+# `config_overides` would otherwise publish an immutable version without its config).
+PUBLISH_PARAMS = ("version", "config_overrides", "require_approval", "notes")
+
+
+def validate_publish_conf(conf: Mapping[str, Any] | None) -> None:
+    """ConfigError naming each key of a publish request that is not one of PUBLISH_PARAMS."""
+    from revenue_platform.trigger_conf import check_conf_keys
+
+    check_conf_keys(conf, PUBLISH_PARAMS, PUBLISH_DAG_ID)
+
+
+def validate_notes(notes: Any) -> str:
+    if not isinstance(notes, str) or len(notes) > MAX_NOTES or "\x00" in notes:
+        raise ConfigError(f"notes: must be text of at most {MAX_NOTES} characters")
+    return notes
 
 
 def publish(
@@ -46,6 +63,9 @@ def publish(
 
     version = validate_version(version)
     overrides = validate_release_overrides(config_overrides)
+    notes = validate_notes(notes)
+    if not isinstance(require_approval, bool):
+        raise ConfigError(f"require_approval: {require_approval!r} must be true or false")
     # An unknown field or a wrong type fails here, at publication, not hours later in the replay.
     resolve_config(
         DeployRequest(deployment_id="release-check", app_version=version, config_overrides=overrides),
@@ -92,7 +112,7 @@ def conf_from_env(env: Mapping[str, str]) -> dict[str, Any]:
         "version": version,
         "config_overrides": validate_release_overrides(overrides),
         "require_approval": approval == "true",
-        "notes": env.get("NOTES", ""),
+        "notes": validate_notes(env.get("NOTES", "")),
     }
 
 

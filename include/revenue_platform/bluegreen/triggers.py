@@ -29,7 +29,10 @@ PERIODIC_ACTIONS: Final = {"record": REPRODUCE, "switch": PROMOTE}
 DEFAULT_PERIODIC_ACTION: Final = "record"
 
 # Semver-like labels; they end up in registry rows, deployment ids and logs, never in SQL or shell.
-VERSION_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$"
+# Full-string: `$(?!\n)` refuses a trailing newline where JSON schema searches (spark_apps/naming.py).
+VERSION_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$(?!\n)"
+# Release notes (free text for the audit trail) are bounded like every other form value.
+MAX_NOTES: Final = 4000
 RELEASE_EXTRA_VERSION: Final = "version"
 RELEASE_EXTRA_CONFIG_HASH: Final = "config_hash"
 
@@ -58,7 +61,7 @@ def trigger_kind(run_type: str, release_events: int) -> str:
 
 
 def validate_version(version: Any) -> str:
-    text = str(version or "")
+    text = version if isinstance(version, str) else ""
     if not re.fullmatch(VERSION_PATTERN, text):
         raise ConfigError(
             f"version: {version!r} must match {VERSION_PATTERN} (letters, digits, '.', '_', '+', '-'; "
@@ -69,18 +72,23 @@ def validate_version(version: Any) -> str:
 
 def validate_release_overrides(overrides: Any) -> dict[str, Any]:
     """A release's config: dotted app-config fields; nothing that is per deployment or per environment."""
+    from revenue_platform.streaming.deploy import overridden_fields, refuse_connection_overrides
+    from spark_apps.config import OUTPUT_TOPIC_FIELDS
+
     if not isinstance(overrides, Mapping):
         raise ConfigError("config_overrides: must be an object of dotted config field -> value")
+    refuse_connection_overrides(overrides)
+    per_deployment = {*NOT_INHERITED, *(f"kafka.{name}" for name in OUTPUT_TOPIC_FIELDS)}
     refused = sorted(
-        key
-        for key in overrides
-        if key in NOT_INHERITED or key == "history" or str(key).startswith("history.")
+        str(key)
+        for key in overridden_fields(overrides)
+        if key in per_deployment or key == "history" or key.startswith("history.")
     )
     if refused:
         raise ConfigError(
             f"config_overrides: {refused} are not part of an app version's config (identity, where to "
-            "connect, the starting position, the revenue topic and the replay history come from the "
-            "deployment); remove them"
+            "connect, the starting position, the output topics (a green writes its own) and the replay "
+            "history come from the deployment); remove them"
         )
     return dict(overrides)
 

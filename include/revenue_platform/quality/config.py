@@ -16,10 +16,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
-from spark_apps.config import StreamingAppConfig, interval_seconds, load_config
+from spark_apps.config import StreamingAppConfig, bounded_interval, interval_seconds, load_config
 
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
+# Bronze is loaded into pandas in the worker: a week of lookback before the checked windows is plenty
+# for dedupe and lateness, and bounds what one run reads. Freshness is judged within a week too.
+MAX_BRONZE_LOOKBACK_SECONDS = 7 * 86400
+MAX_FRESHNESS_LAG_SECONDS = 7 * 86400
+# What a run (a form, a replay's `quality_thresholds`) may change: the gate's own thresholds. Never the
+# window geometry, which is the deployment's registered config: a form that could set the watermark
+# to "100000 days" would leave no window closed, nothing to reconcile, and a passing gate.
+THRESHOLD_FIELDS = (
+    "freshness_max_lag",
+    "revenue_ceiling",
+    "max_dlq_share",
+    "max_late_share",
+    "bronze_lookback",
+    "sample_size",
+)
 
 
 def default_lake_root() -> str:
@@ -39,7 +54,7 @@ class QualityConfig(BaseModel):
     watermark: str = "30 seconds"
     """The app's `window.watermark`: a window is closed (final) once its end is this far behind."""
     freshness_max_lag: str = "15 minutes"
-    """The newest closed window may end at most this long before the interval end."""
+    """The newest closed window may end at most this long before the interval end (1 s..7 days)."""
     revenue_ceiling: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_REVENUE_CEILING)
     """Upper bound (exclusive) of one window's revenue; higher is treated as corrupt."""
     max_dlq_share: float = Field(default=0.05, ge=0, le=1)
@@ -47,16 +62,27 @@ class QualityConfig(BaseModel):
     max_late_share: float = Field(default=0.01, ge=0, le=1)
     """Largest allowed share of the interval's valid records that were late (see docs/quality.md)."""
     bronze_lookback: str = "1 day"
-    """Bronze partitions (by ingest date) read before the checked windows, for dedupe and lateness."""
+    """Bronze partitions (by ingest date) read before the checked windows, for dedupe and lateness
+    (1 s..7 days)."""
     sample_size: int = Field(default=5, ge=1, le=100)
     """How many offending keys an error message and the results table show per expectation."""
 
-    @field_validator("window_size", "watermark", "freshness_max_lag", "bronze_lookback", "window_slide")
+    @field_validator("window_size", "watermark", "window_slide")
     @classmethod
     def _interval(cls, value: str | None) -> str | None:
         if value is not None and interval_seconds(value) <= 0:
             raise ValueError("must be positive")
         return value
+
+    @field_validator("freshness_max_lag")
+    @classmethod
+    def _freshness(cls, value: str) -> str:
+        return bounded_interval(value, MAX_FRESHNESS_LAG_SECONDS)
+
+    @field_validator("bronze_lookback")
+    @classmethod
+    def _lookback(cls, value: str) -> str:
+        return bounded_interval(value, MAX_BRONZE_LOOKBACK_SECONDS)
 
     @field_validator("revenue_ceiling")
     @classmethod
@@ -107,6 +133,32 @@ class QualityConfig(BaseModel):
         """Window geometry from the streaming app's config, thresholds from keyword arguments."""
         window = {"window_size": app.window.size, "window_slide": app.window.slide}
         return build_quality_config({**window, "watermark": app.window.watermark, **thresholds})
+
+
+def validate_thresholds(thresholds: Any, field: str = "quality_thresholds") -> dict[str, Any]:
+    """A run's threshold overrides, checked (ConfigError naming `field` and the key): THRESHOLD_FIELDS
+    only, each within its bounds. The window geometry is never among them."""
+    if thresholds is None:
+        return {}
+    if not isinstance(thresholds, dict):
+        raise ConfigError(
+            f'{field}: must be an object of threshold -> value, e.g. {{"revenue_ceiling": "5000.00"}}'
+        )
+    refused = sorted(str(key)[:40] for key in thresholds if key not in THRESHOLD_FIELDS)
+    if refused:
+        geometry = (
+            " (the window geometry is the deployment's registered config)"
+            if any(key.startswith("window") or key == "watermark" for key in refused)
+            else ""
+        )
+        raise ConfigError(
+            f"{field}: {refused} cannot be set{geometry}; thresholds are {', '.join(THRESHOLD_FIELDS)}"
+        )
+    try:
+        QualityConfig().with_overrides(thresholds)
+    except ConfigError as error:
+        raise ConfigError(f"{field}: {error}") from error
+    return dict(thresholds)
 
 
 def build_quality_config(values: dict[str, Any]) -> QualityConfig:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,13 +41,29 @@ from revenue_platform.streaming.launcher import (
     log_tail,
     observe_driver,
 )
-from spark_apps.config import OUTPUT_TOPIC_FIELDS, AppConfigError, StreamingAppConfig, load_config
+from spark_apps.config import (
+    BRONZE_TABLE_INFIX,
+    MAX_TIMESTAMP_MS,
+    OUTPUT_TOPIC_FIELDS,
+    AppConfigError,
+    StreamingAppConfig,
+    load_config,
+)
 from spark_apps.kafka_security import KafkaClientSecurity
-from spark_apps.naming import validate_deployment_id
+from spark_apps.naming import DeploymentNames, validate_deployment_id
+from spark_apps.topic_ownership import describe_conflicts, topic_conflicts
 
 LOG = logging.getLogger(__name__)
 STARTING_POSITIONS = ("earliest", "latest")
 DEFAULT_HEARTBEAT_STALE_S = 60.0
+# Bounds of the deploy form (the DAG's Params carry the same numbers).
+MIN_START_TIMEOUT_S = 10
+MAX_START_TIMEOUT_S = 3600
+# Fields a form never sets: identity and lease come from the request and the registry, where to
+# connect and how to authenticate from the Airflow Kafka connection only (a form that could name the
+# servers would have the driver log in there with the connection's credentials).
+RESERVED_OVERRIDES = ("deployment_id", "app_version", "lease_token", "registry_root")
+CONNECTION_FIELDS = ("kafka.bootstrap_servers", "kafka.security")
 
 
 class DeploymentFailedError(PlatformError):
@@ -67,14 +84,22 @@ class DeployRequest:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
-        """The deploy_streaming_app trigger form as a request (`resolve_config` validates it)."""
+        """The deploy_streaming_app trigger form as a request; ConfigError names a bad field
+        (`resolve_config` then validates the config it asks for)."""
+        from revenue_platform.bluegreen.triggers import validate_version
+
+        overrides = params["config_overrides"]
+        if not isinstance(overrides, Mapping):
+            raise ConfigError("config_overrides: must be an object of dotted config field -> value")
         return cls(
             deployment_id=params["deployment_id"],
             colour=params["colour"],
-            app_version=params["version"],
-            config_overrides=params["config_overrides"],
+            app_version=validate_version(params["version"]),
+            config_overrides=overrides,
             starting_offsets=str(params["starting_offsets"]),
-            start_timeout_s=float(params["start_timeout_s"]),
+            start_timeout_s=bounded_seconds(
+                params["start_timeout_s"], "start_timeout_s", MIN_START_TIMEOUT_S, MAX_START_TIMEOUT_S
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,16 +110,56 @@ class DeployRequest:
         }
 
 
+def bounded_seconds(value: Any, field: str, minimum: float, maximum: float) -> float:
+    """`value` as a finite number of seconds in [minimum, maximum]; else ConfigError naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"{field}: {str(value)[:40]!r} must be a number of seconds")
+    try:
+        seconds = float(value)
+    except ValueError as error:
+        raise ConfigError(f"{field}: {str(value)[:40]!r} must be a number of seconds") from error
+    if not minimum <= seconds <= maximum:  # NaN fails every comparison
+        raise ConfigError(f"{field}: must be between {minimum:g} and {maximum:g} seconds, got {seconds!r}")
+    return seconds
+
+
 def starting_overrides(starting_offsets: str) -> dict[str, Any]:
     """Config overrides for where a new checkpoint starts reading `orders`."""
-    value = str(starting_offsets).strip()
+    value = str(starting_offsets)
     if value in STARTING_POSITIONS:
         return {"kafka.starting_offsets": value, "kafka.starting_timestamp_ms": None}
-    if value.isdigit():
+    if re.fullmatch(r"[0-9]{1,15}", value) and int(value) <= MAX_TIMESTAMP_MS:
         return {"kafka.starting_timestamp_ms": int(value)}
     raise ConfigError(
-        f"starting_offsets: {starting_offsets!r} must be 'earliest', 'latest' or a timestamp in epoch ms"
+        f"starting_offsets: {starting_offsets!r} must be 'earliest', 'latest' or a timestamp in epoch ms "
+        f"(0..{MAX_TIMESTAMP_MS}, i.e. up to 9999-12-31)"
     )
+
+
+def overridden_fields(overrides: Mapping[Any, Any], prefix: str = "") -> list[str]:
+    """Every field an override sets, nested sections included: `{"kafka": {"a": 1}}` sets `kafka.a`."""
+    keys = []
+    for key, value in overrides.items():
+        dotted = f"{prefix}{key}"
+        keys.append(dotted)
+        if isinstance(value, Mapping):
+            keys.extend(overridden_fields(value, f"{dotted}."))
+    return keys
+
+
+def refuse_connection_overrides(overrides: Mapping[Any, Any], field: str = "config_overrides") -> None:
+    """ConfigError unless `overrides` leave identity, lease, servers and security alone.
+
+    `kafka.options` keys are checked by the config model (an allow-list of tuning keys).
+    """
+    for key in overridden_fields(overrides):
+        if key in RESERVED_OVERRIDES:
+            raise ConfigError(f"{field}.{key} is not allowed: it comes from the deploy request / registry")
+        if any(key == name or key.startswith(f"{name}.") for name in CONNECTION_FIELDS):
+            raise ConfigError(
+                f"{field}.{key} is not allowed: Kafka servers and security come only from the Airflow Kafka "
+                "connection (kafka_default); a config names topics, never hosts"
+            )
 
 
 def own_output_topics(
@@ -147,36 +212,57 @@ def resolve_config(
         colour_for(request.deployment_id, request.colour)
     except ValueError as error:
         raise ConfigError(f"invalid deployment request: {error}") from error
+    if not isinstance(request.config_overrides, Mapping):
+        raise ConfigError("config_overrides: must be an object of dotted config field -> value")
     overrides = dict(request.config_overrides)
-    for reserved in ("deployment_id", "app_version", "lease_token", "registry_root"):
-        if reserved in overrides:
-            raise ConfigError(
-                f"config override {reserved!r} is not allowed: it comes from the deploy request / registry"
-            )
-    base: dict[str, Any] = {"lake_root": registry_root}
-    if kafka_bootstrap:
-        base["kafka.bootstrap_servers"] = kafka_bootstrap
+    refuse_connection_overrides(overrides)
     merged = {
-        **base,
+        "lake_root": registry_root,
         **overrides,
         **starting_overrides(request.starting_offsets),
         "deployment_id": request.deployment_id,
         "app_version": request.app_version,
         "registry_root": registry_root,
     }
+    if kafka_bootstrap:
+        # After the overrides: the connection's servers always win.
+        merged["kafka.bootstrap_servers"] = kafka_bootstrap
+    others = registry.deployments() if registry is not None else []
     try:
         config = load_config(APP_CONFIG_PATH, merged)
         if registry is not None:
-            own = own_output_topics(request, config, registry.deployments())
+            own = own_output_topics(request, config, others)
             if own:
                 config = load_config(APP_CONFIG_PATH, {**merged, **own})
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
+    conflicts = topic_conflicts(config, [(other.deployment_id, other.config) for other in others])
+    if conflicts:
+        raise ConfigError(f"config_overrides.{describe_conflicts(conflicts)}")
     # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.
     require_inside_lake(config.lake_root, registry_root, "config_overrides.lake_root")
     if config.history is not None:
-        require_inside_lake(config.history.bronze_table, registry_root, "history.bronze_table")
+        require_registered_bronze(config.history.bronze_table, registry_root, others)
     return config
+
+
+def require_registered_bronze(
+    bronze_table: str, registry_root: str, deployments: Iterable[DeploymentRecord]
+) -> str:
+    """`bronze_table` if it is the bronze archive of a registered deployment inside the lake; a replay
+    from bronze reads the platform's own archive, never any other path."""
+    require_inside_lake(bronze_table, registry_root, "history.bronze_table")
+    archives = {
+        DeploymentNames(str(d.config.get("lake_root") or registry_root), d.deployment_id).bronze_orders_table
+        for d in deployments
+    }
+    if bronze_table not in archives:
+        raise ConfigError(
+            f"history.bronze_table: {bronze_table!r} is not the bronze table of a registered deployment "
+            f"(<lake root>{BRONZE_TABLE_INFIX}<deployment id>); a replay from bronze reads blue's archive, "
+            "which blue_green_replay finds itself (replay_source: bronze)"
+        )
+    return bronze_table
 
 
 def config_document(config: StreamingAppConfig) -> tuple[str, str]:
