@@ -18,6 +18,8 @@ import os
 import secrets
 import signal
 import stat
+import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -191,6 +193,62 @@ def test_clients_without_the_platform_login_are_refused(sasl_broker: KafkaBroker
         future.result(timeout=30)
     platform = AdminClient({**servers, **sasl_broker.sasl.client_config(user)})
     assert platform.list_topics(timeout=10).topics == {}
+
+
+def _acl_command(settings: KafkaBrokerSettings, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """Kafka's AclCommand straight to the controller listener (`--bootstrap-controller`), with no login:
+    what anyone who can reach the controller port can try."""
+    from revenue_platform.paths import KAFKA_TOOLS_JARS_DIR
+
+    quick = Path(tempfile.mkdtemp()) / "client.properties"
+    # Fail within seconds when the listener does not talk to an unauthenticated client.
+    quick.write_text("request.timeout.ms=5000\ndefault.api.timeout.ms=10000\n")
+    command = [
+        "java",
+        "-Xmx128m",
+        "-cp",
+        str(KAFKA_TOOLS_JARS_DIR / "*"),
+        "org.apache.kafka.tools.AclCommand",
+        "--bootstrap-controller",
+        f"localhost:{settings.controller_port}",
+        "--command-config",
+        str(quick),
+        *arguments,
+    ]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired as hung:
+        return subprocess.CompletedProcess(command, -1, str(hung.stdout), str(hung.stderr))
+
+
+def test_the_controller_listener_makes_no_anonymous_super_user(sasl_broker: KafkaBrokerSettings) -> None:
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    intruder = f"User:intruder_{unique_suffix()}"
+    granted = _acl_command(
+        sasl_broker, "--add", "--allow-principal", intruder, "--operation", "All", "--topic", "*"
+    )
+    assert granted.returncode != 0, granted.stdout + granted.stderr
+
+    # Whatever the tool said: the cluster holds no ACL for the intruder.
+    every = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        intruder,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    admin = AdminClient(sasl_broker.admin_client_config())
+    assert admin.describe_acls(every).result(timeout=30) == []
 
 
 def _texts_under(root: Path) -> dict[str, str]:

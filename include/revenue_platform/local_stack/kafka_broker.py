@@ -7,9 +7,10 @@ data and logs under the state dir. Start waits until the broker answers a metada
 are idempotent, and stop escalates from SIGTERM to SIGKILL only after a grace period.
 
 With `BrokerSasl` the client listener is SASL_PLAINTEXT with SCRAM users created at format time,
-and ACLs are enforced (KRaft's StandardAuthorizer, nothing allowed without an ACL): a secured
-cluster on one machine, which the tests use to prove the platform runs with credentials and
-that a client without them is refused.
+the controller listener SASL_PLAINTEXT with the admin's PLAIN login, and ACLs are enforced (KRaft's
+StandardAuthorizer, nothing allowed without an ACL; the admin is the only super user): a secured
+cluster on one machine, which the tests use to prove the platform runs with credentials and that a
+client without them is refused.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ class ScramUser:
 
 @dataclass(frozen=True)
 class BrokerSasl:
-    """SASL/SCRAM on the client listener, and ACLs. `admin` is the super user (and the broker's own
-    login between its listeners); every other principal needs ACLs."""
+    """SASL on both listeners (SCRAM for clients, PLAIN for the controller), and ACLs. `admin` is the
+    only super user (and the broker's own login to both listeners); every other principal needs ACLs."""
 
     admin: ScramUser
     users: tuple[ScramUser, ...] = ()
@@ -151,7 +152,14 @@ def server_properties(settings: KafkaBrokerSettings) -> str:
 
 
 def _sasl_properties(settings: KafkaBrokerSettings) -> dict[str, str]:
-    """The client listener on SASL_PLAINTEXT/SCRAM (the broker logs in to it as the admin), ACLs on."""
+    """SASL on both listeners, ACLs on, the admin the only super user.
+
+    The client listener takes SCRAM (the broker logs in to it as the admin). The controller listener
+    takes PLAIN with the admin's login alone: SCRAM credentials live in the metadata log, which a
+    controller serves only after its listener is up, so KRaft cannot use SCRAM there. Without a login
+    on that listener its principal is ANONYMOUS, which would then have to be a super user: anyone
+    who reaches the controller port could grant themselves every ACL.
+    """
     assert settings.sasl is not None
     sasl = settings.sasl
     admin = sasl.admin
@@ -159,19 +167,23 @@ def _sasl_properties(settings: KafkaBrokerSettings) -> dict[str, str]:
         "listeners": f"SASL_PLAINTEXT://localhost:{settings.port},CONTROLLER://localhost:{settings.controller_port}",
         "advertised.listeners": f"SASL_PLAINTEXT://localhost:{settings.port}",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": sasl.mechanism,
         "sasl.mechanism.inter.broker.protocol": sasl.mechanism,
         f"listener.name.sasl_plaintext.{sasl.mechanism.lower()}.sasl.jaas.config": (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{admin.name}" password="{admin.password}";'
         ),
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        # username/password: the login this JVM's broker half uses; user_<name>: who the listener admits.
+        "listener.name.controller.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{admin.name}" password="{admin.password}" user_{admin.name}="{admin.password}";'
+        ),
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found": "false",
-        # The broker half of this one JVM reaches its controller over the loopback CONTROLLER listener
-        # (PLAINTEXT, principal ANONYMOUS) and needs cluster rights there; clients only ever reach the
-        # SASL listener, where nobody is anonymous.
-        "super.users": f"User:{admin.name};User:ANONYMOUS",
+        "super.users": f"User:{admin.name}",
     }
 
 

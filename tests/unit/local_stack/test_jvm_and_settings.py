@@ -113,7 +113,11 @@ def test_a_sasl_broker_authenticates_its_client_listener_and_enforces_acls(tmp_p
     )
     assert properties["authorizer.class.name"].endswith("StandardAuthorizer")
     assert properties["allow.everyone.if.no.acl.found"] == "false"
-    assert "User:app" not in properties["super.users"]
+    assert properties["super.users"] == "User:admin"  # not ANONYMOUS, not the app
+    assert (
+        properties["listener.security.protocol.map"]
+        == "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+    )
     assert "adm1n-pw" not in repr(settings)
     assert settings.admin_client_config()["sasl.username"] == "admin"
     assert KafkaBrokerSettings(data_dir=tmp_path).admin_client_config() == {
