@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from revenue_platform.child_env import child_environment
 from revenue_platform.paths import PROJECT_PYTHONPATH, REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
 from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
@@ -71,9 +72,10 @@ def spark_python_env() -> dict[str, str]:
 
 
 def spark_submit_env(kafka_security: KafkaClientSecurity | None = None) -> dict[str, str]:
-    """Environment for a local spark-submit: this process's (minus any inherited Kafka login), plus
-    `spark_python_env`, plus the Kafka connection's security settings for the driver (a child's
-    environment is readable only by its owner, unlike its command line)."""
+    """Environment for a spark-submit: the allow-listed part of this process's (`child_env`: never
+    Airflow's secrets, nor any inherited Kafka login), plus `spark_python_env`, plus the Kafka
+    connection's security settings for the driver (a child's environment is readable only by its
+    owner, unlike its command line)."""
     security = kafka_security.environment() if kafka_security is not None else {}
     inherited = {key: value for key, value in os.environ.items() if key != KAFKA_SECURITY_ENV}
-    return {**inherited, **spark_python_env(), **security}
+    return child_environment({**spark_python_env(), **security}, environ=inherited)

@@ -1,0 +1,51 @@
+"""`SparkSubmitOperator` whose spark-submit gets the allow-listed environment, not the worker's.
+
+The Apache Spark provider's hook (`SparkSubmitHook.submit`, provider 6.x) starts spark-submit with
+`os.environ.copy()` plus the task's `env_vars`, or with the whole environment inherited when there
+are none: every Airflow secret of the task process (JWT secret, API secret key, Fernet key,
+AIRFLOW_CONN_*) would reach spark-submit, the JVM and the Python driver. `PlatformSparkSubmitHook`
+hands `submit` the environment `child_env.child_environment` builds from the same `env_vars`, and
+`PlatformSparkSubmitOperator` is the stock operator using that hook; its arguments, templating and
+UI are the provider's.
+
+Not covered: the commands the provider itself runs after a cluster-mode submit (standalone driver
+status polls and kills, `yarn application -kill`, `post_submit_commands`) still inherit the task's
+environment. The platform submits in client mode (its Python jobs cannot run in standalone cluster
+mode), where the hook runs none of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from revenue_platform.child_env import child_environment
+
+
+class PlatformSparkSubmitHook(SparkSubmitHook):
+    """`SparkSubmitHook` that starts spark-submit with the allow-listed environment plus `env_vars`."""
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        env_vars = {key: str(value) for key, value in (self._env_vars or {}).items()}
+        kwargs["env"] = child_environment(env_vars)
+        return super().submit(application, **kwargs)
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        command = super()._build_spark_submit_command(application)
+        # The provider keeps env_vars in `_env` for its own Popen, where `submit` would rebuild the
+        # environment from os.environ over our `env=`; they are already in it.
+        self._env = None
+        return command
+
+
+class PlatformSparkSubmitOperator(SparkSubmitOperator):
+    """`SparkSubmitOperator` running spark-submit through `PlatformSparkSubmitHook`."""
+
+    def _get_hook(self) -> SparkSubmitHook:
+        hook = super()._get_hook()
+        # The provider's own construction (every operator argument, whatever the provider version
+        # adds), then the subclass that only changes how spark-submit's environment is built.
+        hook.__class__ = PlatformSparkSubmitHook
+        return hook
