@@ -22,7 +22,6 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
@@ -31,6 +30,7 @@ from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
+from revenue_platform.spark_submit_operator import PlatformSparkSubmitOperator
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
 
 # Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
@@ -118,7 +118,8 @@ def reprocess_revenue() -> None:
 
         return windows_closed(plan)
 
-    submit_reprocess_job = SparkSubmitOperator(
+    # The provider's operator, but spark-submit gets the allow-listed environment, not the worker's.
+    submit_reprocess_job = PlatformSparkSubmitOperator(
         task_id="submit_reprocess_job",
         conn_id=SPARK_CONN_ID,
         application=str(REPROCESS_JOB),
