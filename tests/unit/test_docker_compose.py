@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -451,3 +452,140 @@ def test_lake_writers_share_one_uid_that_init_chowns_to(services: dict[str, Serv
     (uid,) = uids
     init_script = " ".join(command_args(services["airflow-init"]))
     assert re.search(rf"chown -R {uid}:0 [^\n]*{LAKE_PATH}", init_script), "init must chown the lake"
+
+
+# ----------------------------------------------------------------------------- exposure and secrets
+
+ENV_EXAMPLE = REPO_ROOT / ".env.example"
+# Compose interpolation: $$ is a literal $, ${NAME}, ${NAME:-default}, ${NAME:?error} (compose-spec).
+_INTERPOLATION = re.compile(r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:[-?])(?P<arg>[^}]*))?\}")
+# Values that sign tokens, encrypt connections or log in: never written in the file.
+SECRET_SETTINGS = (
+    "AIRFLOW__API_AUTH__JWT_SECRET",
+    "AIRFLOW__API__SECRET_KEY",
+    "AIRFLOW__CORE__FERNET_KEY",
+)
+
+
+def _strings(node: Any) -> list[str]:
+    """Every string value of a parsed document (comments are gone: compose never reads them)."""
+    if isinstance(node, dict):
+        return [s for key, value in node.items() for s in (*_strings(key), *_strings(value))]
+    if isinstance(node, list):
+        return [s for item in node for s in _strings(item)]
+    return [node] if isinstance(node, str) else []
+
+
+def interpolate(node: Any, env: dict[str, str]) -> Any:
+    """Resolve a parsed document's variables as `docker compose` does; ValueError carries the `:?`
+    message of a required variable without a value."""
+
+    def resolve(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name is None:
+            return "$"
+        value = env.get(name, "")
+        if value:
+            return value
+        if match.group("op") == ":?":
+            raise ValueError(f"required variable {name} is missing a value: {match.group('arg')}")
+        return match.group("arg") or ""
+
+    if isinstance(node, dict):
+        return {interpolate(key, env): interpolate(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [interpolate(item, env) for item in node]
+    return _INTERPOLATION.sub(resolve, node) if isinstance(node, str) else node
+
+
+def required_variables(document: dict[str, Any]) -> dict[str, str]:
+    """``{NAME: error message}`` of every ``${NAME:?message}`` in the document."""
+    return {
+        m.group("name"): m.group("arg")
+        for text in _strings(document)
+        for m in _INTERPOLATION.finditer(text)
+        if m.group("name") and m.group("op") == ":?"
+    }
+
+
+def test_every_published_port_listens_on_loopback_only(services: dict[str, Service]) -> None:
+    exposed = {}
+    for name, svc in services.items():
+        for entry in svc.get("ports") or []:
+            host_ip = entry.get("host_ip") if isinstance(entry, dict) else str(entry).rpartition(":")[0]
+            host_ip = host_ip.rpartition(":")[0] if host_ip.count(":") == 1 else host_ip
+            if host_ip != "127.0.0.1":
+                exposed[name] = entry
+    assert exposed == {}, f"published on every interface (write 127.0.0.1:<host>:<container>): {exposed}"
+
+
+def test_no_secret_is_written_in_the_file(
+    airflow_services: dict[str, Service], services: dict[str, Service]
+) -> None:
+    reference = re.compile(r"^\$\{[A-Z][A-Z0-9_]*:\?[^}]+\}$")
+    for name, svc in airflow_services.items():
+        env = environment(svc)
+        for key in SECRET_SETTINGS:
+            assert reference.match(env.get(key, "")), (
+                f"{name}: {key} must be ${{VAR:?message}}, is {env.get(key)!r}"
+            )
+        password = urlsplit(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).password
+        assert password == "${POSTGRES_PASSWORD}", f"{name}: the metadata DB password is written in the file"
+    # Required (with its message) where postgres sets it: compose resolves the whole file or nothing.
+    assert reference.match(environment(services["postgres"])["POSTGRES_PASSWORD"])
+
+
+def test_the_admin_password_comes_from_the_env_file_not_admin_admin(services: dict[str, Service]) -> None:
+    init = services["airflow-init"]
+    script = " ".join(command_args(init))
+    assert '"admin": "admin"' not in script
+    assert "admin/admin" not in script
+    assert "AIRFLOW_ADMIN_PASSWORD" in script
+    assert re.match(r"^\$\{AIRFLOW_ADMIN_PASSWORD:\?[^}]+\}$", environment(init)["AIRFLOW_ADMIN_PASSWORD"])
+    # Only init needs it: it writes the simple auth manager's passwords file from it.
+    others = [
+        name
+        for name, svc in services.items()
+        if name != "airflow-init" and "AIRFLOW_ADMIN_PASSWORD" in environment(svc)
+    ]
+    assert others == []
+    header = COMPOSE_FILE.read_text(encoding="utf-8").split("\n---", 1)[0]
+    assert "admin / admin" not in header
+
+
+def test_without_an_env_file_compose_stops_saying_what_to_do(compose: dict[str, Any]) -> None:
+    required = required_variables(compose)
+    assert set(required) >= {
+        "AIRFLOW_JWT_SECRET",
+        "AIRFLOW_API_SECRET_KEY",
+        "AIRFLOW_FERNET_KEY",
+        "AIRFLOW_ADMIN_PASSWORD",
+        "POSTGRES_PASSWORD",
+    }
+    for name, message in required.items():
+        assert ".env" in message, f"{name}: {message!r}"
+        assert "docs/docker-compose.md" in message, f"{name}: {message!r}"
+    with pytest.raises(ValueError, match=r"docs/docker-compose\.md"):
+        interpolate(compose, {})
+
+
+def test_env_example_lists_every_required_variable_and_env_is_git_ignored(compose: dict[str, Any]) -> None:
+    example = dict(
+        line.split("=", 1)
+        for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    assert set(required_variables(compose)) == set(example)
+    assert all(value == "" for value in example.values()), "the example must hold no usable secret"
+    # With every variable set, the file resolves completely and the services get the values.
+    values = {name: f"value-of-{name.lower()}" for name in example}
+    resolved = interpolate(compose, values)
+    apiserver = environment(resolved["services"]["airflow-apiserver"])
+    assert apiserver["AIRFLOW__API_AUTH__JWT_SECRET"] == values["AIRFLOW_JWT_SECRET"]
+    assert urlsplit(apiserver["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).password == values["POSTGRES_PASSWORD"]
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO_ROOT, check=False)
+    assert ignored.returncode == 0, ".env must be git-ignored: it holds the stack's secrets"
+    assert (
+        subprocess.run(["git", "check-ignore", "-q", ".env.example"], cwd=REPO_ROOT, check=False).returncode
+        == 1
+    )
