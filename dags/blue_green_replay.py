@@ -35,13 +35,17 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import ReplayGateFailed
+from revenue_platform.bluegreen.logic import REPLAY_FORM_BOUNDS
+from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError, optional_client_config
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
+from revenue_platform.quality.config import THRESHOLD_FIELDS
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
+from spark_apps.config import MAX_OVERRIDES
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
@@ -54,6 +58,18 @@ def _schedule() -> Any:
         return [app_release_asset()]
     return AssetOrTimeSchedule(
         timetable=CronTriggerTimetable(REPLAY_SCHEDULE, timezone="UTC"), assets=[app_release_asset()]
+    )
+
+
+def _bounded(name: str, default: float, kind: str, description: str) -> Param:
+    """A numeric Param with the bounds ReplayRequest checks (REPLAY_FORM_BOUNDS)."""
+    minimum, maximum = REPLAY_FORM_BOUNDS[name]
+    return Param(
+        default,
+        type=kind,
+        minimum=minimum,
+        maximum=maximum,
+        description=f"{description} {minimum:g}..{maximum:,.0f}.",
     )
 
 
@@ -89,14 +105,19 @@ def _schedule() -> Any:
         "blue_deployment_id": Param(
             None,
             type=["null", "string"],
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Deployment to replace; empty = the live one (release/periodic runs: always live).",
         ),
         "version": Param(
-            "dev", type="string", description="Version label of green (release runs: the release's)."
+            "dev",
+            type="string",
+            pattern=VERSION_PATTERN,
+            description="Version label of green (release runs: the release's).",
         ),
         "config_overrides": Param(
             {},
             type="object",
+            maxProperties=MAX_OVERRIDES,
             description="Dotted config field -> value applied over blue's config (release runs: the "
             "release's; periodic runs: none).",
         ),
@@ -118,33 +139,40 @@ def _schedule() -> Any:
                 "retention has deleted history). Validation refuses a source that would lose records."
             ),
         ),
-        "max_offsets_behind": Param(
-            0, type="integer", minimum=0, description="Lag that counts as caught up."
+        "max_offsets_behind": _bounded("max_offsets_behind", 0, "integer", "Lag that counts as caught up."),
+        "catch_up_timeout_s": _bounded(
+            "catch_up_timeout_s", 900, "number", "Bound on waiting to catch up (seconds)."
         ),
-        "catch_up_timeout_s": Param(
-            900, type="number", minimum=0, description="Bound on waiting to catch up."
-        ),
-        "poll_interval_s": Param(
-            5, type="number", minimum=0.1, description="Seconds between two looks at green's lag."
+        "poll_interval_s": _bounded(
+            "poll_interval_s", 5, "number", "Seconds between two looks at green's lag."
         ),
         "revenue_tolerance": Param(
-            "0.00", type="string", description="Allowed absolute revenue difference per closed window."
+            "0.00",
+            type="string",
+            pattern=r"^[0-9]{1,16}(\.[0-9]{1,2})?$(?!\n)",
+            description="Allowed absolute revenue difference per closed window (an amount, e.g. 0.01).",
         ),
-        "count_tolerance": Param(0, type="integer", minimum=0, description="Allowed order-count difference."),
+        "count_tolerance": _bounded("count_tolerance", 0, "integer", "Allowed order-count difference."),
         "quality_thresholds": Param(
-            {}, type="object", description='Quality threshold overrides, e.g. {"revenue_ceiling": "5000.00"}.'
+            {},
+            type="object",
+            propertyNames={"enum": list(THRESHOLD_FIELDS)},
+            description='Quality threshold overrides, e.g. {"revenue_ceiling": "5000.00"}; one of '
+            f"{', '.join(THRESHOLD_FIELDS)} (the window geometry is green's registered config).",
         ),
         "require_approval": Param(
             False,
             type="boolean",
             description="Ask a human before switching live (release runs: the release's, on by default).",
         ),
-        "grace_period_s": Param(300, type="number", minimum=0, description="Blue keeps running this long."),
-        "start_timeout_s": Param(
-            180, type="number", minimum=10, description="Bound on green's first heartbeat after launch."
+        "grace_period_s": _bounded(
+            "grace_period_s", 300, "number", "Blue keeps running this long (seconds)."
         ),
-        "stop_timeout_s": Param(
-            60, type="number", minimum=1, description="Bound on stopping a driver gracefully, then forced."
+        "start_timeout_s": _bounded(
+            "start_timeout_s", 180, "number", "Bound on green's first heartbeat after launch (seconds)."
+        ),
+        "stop_timeout_s": _bounded(
+            "stop_timeout_s", 60, "number", "Bound on stopping a driver gracefully, then forced."
         ),
     },
 )

@@ -19,6 +19,7 @@ from typing import Any
 
 from airflow.sdk import Param, dag, get_current_context, task
 
+from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
@@ -28,7 +29,8 @@ from revenue_platform.kafka_connection import (
     optional_client_config,
 )
 from revenue_platform.registry import RegistryConflictError
-from revenue_platform.streaming.deploy import DeploymentFailedError
+from revenue_platform.streaming.deploy import MAX_START_TIMEOUT_S, MIN_START_TIMEOUT_S, DeploymentFailedError
+from spark_apps.config import MAX_OVERRIDES
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
@@ -71,21 +73,31 @@ from spark_apps.naming import DEPLOYMENT_ID_PATTERN
             },
             description="blue/green/other; empty derives it from the deployment id.",
         ),
-        "version": Param("dev", type="string", description="App version label recorded with the deployment."),
+        "version": Param(
+            "dev",
+            type="string",
+            pattern=VERSION_PATTERN,
+            description="App version label recorded with the deployment (letters, digits, '._+-'; <= 63).",
+        ),
         "config_overrides": Param(
             {},
             type="object",
+            maxProperties=MAX_OVERRIDES,
             description='Dotted config field -> value, e.g. {"window.size": "1 minute", "trigger.interval": '
             '"10 seconds"}; see spark_apps/config.py.',
         ),
         "starting_offsets": Param(
             "earliest",
             type="string",
-            pattern="^(earliest|latest|[0-9]{1,16})$",
+            pattern=r"^(earliest|latest|[0-9]{1,15})$(?!\n)",
             description="Where a NEW checkpoint starts: earliest, latest, or a timestamp in epoch ms.",
         ),
         "start_timeout_s": Param(
-            180, type="integer", minimum=10, description="Bound on waiting for the app's first heartbeat."
+            180,
+            type="integer",
+            minimum=MIN_START_TIMEOUT_S,
+            maximum=MAX_START_TIMEOUT_S,
+            description="Bound on waiting for the app's first heartbeat (seconds).",
         ),
     },
 )

@@ -22,12 +22,15 @@ from airflow.sdk.exceptions import AirflowSkipException
 from revenue_platform.connections import KAFKA_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
+from revenue_platform.forms import MAX_LIST_ITEMS
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
 
 log = logging.getLogger(__name__)
 
 ENVIRONMENTS = ["local", "cluster"]
+# Kafka topic names (the spec then checks they are declared).
+_TOPIC_ITEM = {"type": "string", "pattern": r"^[a-zA-Z0-9._-]{1,249}$(?!\n)"}
 
 # Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not
 # answer through the library's own bounded retries (start it, fix the connection, then re-run).
@@ -61,7 +64,8 @@ ENVIRONMENTS = ["local", "cluster"]
         "topics": Param(
             [],
             type="array",
-            items={"type": "string"},
+            items=_TOPIC_ITEM,
+            maxItems=MAX_LIST_ITEMS,
             description="Topic names to provision; empty means every topic in the spec.",
         ),
         "environment": Param(
@@ -73,7 +77,8 @@ ENVIRONMENTS = ["local", "cluster"]
         "allow_destructive": Param(
             [],
             type="array",
-            items={"type": "string"},
+            items=_TOPIC_ITEM,
+            maxItems=MAX_LIST_ITEMS,
             description="Topics whose refused changes may proceed (compaction removal is applied; "
             "impossible changes are skipped).",
         ),
@@ -82,16 +87,17 @@ ENVIRONMENTS = ["local", "cluster"]
 def provision_topics() -> None:
     @task(multiple_outputs=False)
     def load_spec() -> dict[str, Any]:
+        from revenue_platform.forms import validate_provision_form
         from revenue_platform.topics.provision import load_spec_step
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        params = context["params"]
+        form = validate_provision_form(context["params"], ENVIRONMENTS)
         return load_spec_step(
-            environment=params["environment"],
-            topics=params["topics"],
-            allow_destructive=params["allow_destructive"],
+            environment=form["environment"],
+            topics=form["topics"],
+            allow_destructive=form["allow_destructive"],
         )
 
     @task(multiple_outputs=False)

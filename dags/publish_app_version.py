@@ -21,6 +21,7 @@ from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import RegistryConflictError
+from spark_apps.config import MAX_OVERRIDES
 
 
 @dag(
@@ -41,6 +42,7 @@ from revenue_platform.registry import RegistryConflictError
         "config_overrides": Param(
             {},
             type="object",
+            maxProperties=MAX_OVERRIDES,
             description="Dotted config field -> value this version runs with, over the live deployment's "
             'config, e.g. {"kafka.max_offsets_per_trigger": 20000}.',
         ),
@@ -73,7 +75,7 @@ def publish_app_version() -> None:
             params["version"],
             params["config_overrides"],
             params["require_approval"],
-            params["notes"] or "",
+            params["notes"],
             actor_from_context(context),
         )
         context["outlet_events"][app_release_asset()].extra = release_event_extra(release)

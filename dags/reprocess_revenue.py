@@ -29,8 +29,10 @@ from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import MAX_DATETIME_TEXT, MAX_LIST_ITEMS
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
 from revenue_platform.spark_submit_operator import PlatformSparkSubmitOperator
+from spark_apps.config import MAX_ROOT_LENGTH
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
 
 # Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
@@ -58,10 +60,16 @@ def _plan_field(name: str) -> str:
     default_args=platform_default_args(timedelta(minutes=2), non_retryable=(ConfigError,)),
     params={
         "range_start": Param(
-            None, type=["null", "string"], description="Ad-hoc range start (UTC ISO); empty = data interval."
+            None,
+            type=["null", "string"],
+            maxLength=MAX_DATETIME_TEXT,
+            description="Ad-hoc range start (UTC ISO); empty = data interval.",
         ),
         "range_end": Param(
-            None, type=["null", "string"], description="Ad-hoc range end, exclusive; empty = data interval."
+            None,
+            type=["null", "string"],
+            maxLength=MAX_DATETIME_TEXT,
+            description="Ad-hoc range end, exclusive (at most 24 h after the start); empty = data interval.",
         ),
         "deployment_id": Param(
             None,
@@ -80,6 +88,7 @@ def _plan_field(name: str) -> str:
             type="array",
             # Refused at trigger time; plan_reprocessing applies the same rule to callers without a form.
             items={"type": "string", "pattern": LOCATION_ID_PATTERN.pattern},
+            maxItems=MAX_LIST_ITEMS,
             description="Only these locationIds (e.g. store_1001); empty = every store.",
         ),
         "repair": Param(
@@ -88,6 +97,7 @@ def _plan_field(name: str) -> str:
         "lake_root": Param(
             None,
             type=["null", "string"],
+            maxLength=MAX_ROOT_LENGTH,
             description="Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT "
             "or .local/lake.",
         ),
@@ -98,13 +108,16 @@ def reprocess_revenue() -> None:
     def plan_reprocessing() -> dict[str, Any]:
         from revenue_platform.errors import NoLiveDeploymentYet
         from revenue_platform.registry import resolve_live_deployment
+        from revenue_platform.reprocessing import form_lake_root
         from revenue_platform.reprocessing import plan_reprocessing as plan
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
         params = dict(context["params"])
-        live = None if params.get("deployment_id") else resolve_live_deployment(params.get("lake_root"))
+        # Confined before the registry under it is read for the live deployment.
+        lake = form_lake_root(params)
+        live = None if params.get("deployment_id") else resolve_live_deployment(lake)
         try:
             return plan(params, context.get("data_interval_start"), context.get("data_interval_end"), live)
         except NoLiveDeploymentYet as nothing:

@@ -19,8 +19,10 @@ from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, Param, d
 
 from revenue_platform.assets import revenue_gold_asset
 from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.forms import MAX_DATETIME_TEXT, MAX_QUALITY_SPAN
 from revenue_platform.quality.airflow_tasks import quality_gate
 from revenue_platform.quality.config import QualityConfig
+from spark_apps.config import MAX_ROOT_LENGTH
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 _DEFAULTS = QualityConfig()
@@ -52,25 +54,30 @@ _DEFAULTS = QualityConfig()
             None,
             type=["null", "string"],
             format="date-time",
+            maxLength=MAX_DATETIME_TEXT,
             description="Start (UTC, inclusive) of the checked interval; empty = the range the "
-            "triggering gold event rewrote, else the run's data interval.",
+            f"triggering gold event rewrote, else the run's data interval. A form's interval spans at "
+            f"most {MAX_QUALITY_SPAN}.",
         ),
         "interval_end": Param(
             None,
             type=["null", "string"],
             format="date-time",
+            maxLength=MAX_DATETIME_TEXT,
             description="End (UTC, exclusive); empty = the run's data interval end. Freshness is "
             "measured against it, never against the current time.",
         ),
         "freshness_max_lag": Param(
             _DEFAULTS.freshness_max_lag,
             type="string",
-            description="Max age of the newest closed window at the interval end, e.g. '15 minutes'.",
+            maxLength=40,
+            description="Max age of the newest closed window at the interval end, e.g. '15 minutes' "
+            "(at most 7 days).",
         ),
         "revenue_ceiling": Param(
             str(_DEFAULTS.revenue_ceiling),
             type="string",
-            pattern=r"^\d+(\.\d{1,2})?$",
+            pattern=r"^[0-9]{1,14}(\.[0-9]{1,2})?$(?!\n)",
             description="A window's revenue must be below this (exact decimal, e.g. '1000000.00').",
         ),
         "max_dlq_share": Param(
@@ -90,7 +97,9 @@ _DEFAULTS = QualityConfig()
         "lake_root": Param(
             None,
             type=["null", "string"],
-            description="Lake root (local path); empty = $PLATFORM_LAKE_ROOT or <state dir>/lake.",
+            maxLength=MAX_ROOT_LENGTH,
+            description="Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT "
+            "or <state dir>/lake.",
         ),
     },
 )

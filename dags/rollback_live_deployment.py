@@ -17,7 +17,9 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import MAX_REASON
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(
@@ -33,10 +35,15 @@ from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictE
         "target_deployment_id": Param(
             None,
             type=["null", "string"],
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
             description="Deployment to make live; empty = the previous live one from the audit trail.",
         ),
         "reason": Param(
-            "rollback", type="string", minLength=1, description="Why (recorded in the audit trail)."
+            "rollback",
+            type="string",
+            minLength=1,
+            maxLength=MAX_REASON,
+            description=f"Why (recorded in the audit trail; at most {MAX_REASON} characters).",
         ),
     },
 )
@@ -44,16 +51,17 @@ def rollback_live_deployment() -> None:
     @task(multiple_outputs=False)
     def rollback() -> dict[str, Any]:
         from revenue_platform.bluegreen.replay import rollback as roll_back
+        from revenue_platform.forms import validate_rollback_form
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        params = context["params"]
+        target, reason = validate_rollback_form(context["params"])
         return roll_back(
             DeploymentRegistry(),
-            params["target_deployment_id"] or None,
-            params["reason"],
+            target,
+            reason,
             actor_from_context(context),
         )
 

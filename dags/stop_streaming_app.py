@@ -16,6 +16,7 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import MAX_STOP_TIMEOUT_S, MIN_STOP_TIMEOUT_S
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN
@@ -43,24 +44,29 @@ from spark_apps.naming import DEPLOYMENT_ID_PATTERN
             description="Deployment whose streaming app is stopped (its registry record is kept).",
         ),
         "timeout_s": Param(
-            60, type="integer", minimum=1, description="Graceful-stop budget before the driver is killed."
+            60,
+            type="integer",
+            minimum=MIN_STOP_TIMEOUT_S,
+            maximum=MAX_STOP_TIMEOUT_S,
+            description="Graceful-stop budget before the driver is killed (seconds).",
         ),
     },
 )
 def stop_streaming_app() -> None:
     @task(multiple_outputs=False)
     def stop() -> dict[str, Any]:
+        from revenue_platform.forms import validate_stop_form
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.stop import stop_deployment
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        params = context["params"]
+        deployment_id, timeout_s = validate_stop_form(context["params"])
         return stop_deployment(
             DeploymentRegistry(),
-            params["deployment_id"],
-            float(params["timeout_s"]),
+            deployment_id,
+            timeout_s,
             actor=actor_from_context(context),
             reason="stop_streaming_app",
         )

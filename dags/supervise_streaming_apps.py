@@ -19,6 +19,20 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
+from revenue_platform.forms import MAX_LIST_ITEMS, SUPERVISE_BOUNDS
+from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+
+
+def _bounded(name: str, default: float, kind: str, description: str) -> Param:
+    """A numeric Param with the bounds validate_supervise_form checks (SUPERVISE_BOUNDS)."""
+    minimum, maximum = SUPERVISE_BOUNDS[name]
+    return Param(
+        default,
+        type=kind,
+        minimum=minimum,
+        maximum=maximum,
+        description=f"{description} {minimum:g}..{maximum:g}.",
+    )
 
 
 @dag(
@@ -37,24 +51,27 @@ from revenue_platform.dag_defaults import actor_from_context, platform_default_a
     },
     params={
         "deployment_ids": Param(
-            [], type="array", items={"type": "string"}, description="Only these deployments; empty = all."
+            [],
+            type="array",
+            items={"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern},
+            maxItems=MAX_LIST_ITEMS,
+            description="Only these deployments; empty = all.",
         ),
-        "max_restarts": Param(
-            3, type="integer", minimum=0, description="Restarts allowed within the window."
+        "max_restarts": _bounded("max_restarts", 3, "integer", "Restarts allowed within the window."),
+        "window_minutes": _bounded("window_minutes", 10, "number", "Restart budget window (minutes)."),
+        "backoff_base_s": _bounded(
+            "backoff_base_s", 30, "number", "Back-off after a restart; doubles per further restart."
         ),
-        "window_minutes": Param(10, type="number", minimum=1, description="Restart budget window."),
-        "backoff_base_s": Param(
-            30, type="number", minimum=0, description="Back-off after a restart; doubles per further restart."
+        "heartbeat_stale_s": _bounded(
+            "heartbeat_stale_s", 60, "number", "A driver heartbeat older than this means dead."
         ),
-        "heartbeat_stale_s": Param(
-            60, type="number", minimum=10, description="A driver heartbeat older than this means dead."
-        ),
-        "start_timeout_s": Param(180, type="integer", minimum=10, description="Wait for a restarted driver."),
+        "start_timeout_s": _bounded("start_timeout_s", 180, "integer", "Wait for a restarted driver."),
     },
 )
 def supervise_streaming_apps() -> None:
     @task(multiple_outputs=False)
     def supervise() -> dict[str, Any]:
+        from revenue_platform.forms import validate_supervise_form
         from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
@@ -64,20 +81,20 @@ def supervise_streaming_apps() -> None:
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        params = context["params"]
+        form = validate_supervise_form(context["params"])
         policy = RestartPolicy(
-            max_restarts=int(params["max_restarts"]),
-            window_s=float(params["window_minutes"]) * 60,
-            backoff_base_s=float(params["backoff_base_s"]),
-            heartbeat_stale_s=float(params["heartbeat_stale_s"]),
-            start_timeout_s=float(params["start_timeout_s"]),
+            max_restarts=form.max_restarts,
+            window_s=form.window_s,
+            backoff_base_s=form.backoff_base_s,
+            heartbeat_stale_s=form.heartbeat_stale_s,
+            start_timeout_s=form.start_timeout_s,
         )
         return supervise_deployments(
             DeploymentRegistry(),
             spark_target_from_connection(SPARK_CONN_ID),
             policy,
             actor=actor_from_context(context),
-            deployment_ids=params["deployment_ids"],
+            deployment_ids=form.deployment_ids,
             # Restarted drivers authenticate with the kafka_default connection's credentials.
             kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
         )

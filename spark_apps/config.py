@@ -177,11 +177,12 @@ class KafkaConfig(_Strict):
     """Where a NEW deployment starts: earliest, latest, or Spark's per-partition JSON
     (`{"orders": {"0": 42, "1": -2}}`, at most 64 KiB, offsets -2 (earliest), -1 (latest) or
     0..2**63-1); a checkpoint wins."""
-    starting_timestamp_ms: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS)
+    # strict: "5" or true is a type confusion, not a number (YAML, JSON and the registry give ints).
+    starting_timestamp_ms: int | None = Field(default=None, ge=0, le=MAX_TIMESTAMP_MS, strict=True)
     """If set, a NEW deployment starts at the first offset at/after this time (epoch ms, at most
     253402300799999 = 9999-12-31) in every partition (Spark's `startingTimestamp`, which takes
     precedence over starting_offsets)."""
-    max_offsets_per_trigger: int | None = Field(default=None, ge=1, le=MAX_OFFSETS_PER_TRIGGER)
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1, le=MAX_OFFSETS_PER_TRIGGER, strict=True)
     """Upper bound of records per micro-batch (back-pressure), 1..50,000,000; None = unbounded."""
     options: dict[str, str] = Field(default_factory=dict)
     """Tuning settings of Spark's Kafka source and sink (Java client keys, `kafka.` prefix optional).
@@ -324,6 +325,8 @@ class HistoryConfig(_Strict):
     def _bronze_table(cls, value: str) -> str:
         root, _, deployment_id = value.rpartition(BRONZE_TABLE_INFIX)
         try:
+            if ".." in value.split("/"):
+                raise ValueError("a '..' segment")
             validate_root(root)
             validate_deployment_id(deployment_id)
         except ValueError as error:
@@ -430,7 +433,7 @@ class StreamingAppConfig(_Strict):
     dedupe and windows into gold: a record waits for two. None: one_query for a new deployment, and
     the engine of its checkpoints for an existing one. A deployment keeps the engine it started with;
     change it with a blue-green replay (a new deployment)."""
-    shuffle_partitions: int = Field(default=2, ge=1, le=MAX_SHUFFLE_PARTITIONS)
+    shuffle_partitions: int = Field(default=2, ge=1, le=MAX_SHUFFLE_PARTITIONS, strict=True)
     """spark.sql.shuffle.partitions, 1..10,000: one partition per core of the local stack
     (docs/performance.md, stop 16). The stateful operators keep the count recorded in their
     checkpoint whatever is configured (Spark pins their state store layout); the other shuffles of a

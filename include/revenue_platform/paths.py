@@ -41,6 +41,8 @@ def state_dir() -> Path:
 
 
 LAKE_ROOT_ENV = "PLATFORM_LAKE_ROOT"
+# Longest lake root a form may name (spark_apps.config.MAX_ROOT_LENGTH, the app's own bound).
+MAX_ROOT_LENGTH = 1024
 
 
 def lake_root() -> str:
@@ -55,7 +57,12 @@ def require_inside_lake(root: str, lake: str, field: str) -> str:
     store: the control plane writes tables, checkpoints and reports there. Local roots must be
     absolute and are compared after resolving symlinks; URIs (s3a://...) by normalised prefix.
     """
-    advice = f"{field}: {root!r} must be the platform's lake {lake!r} or a folder inside it"
+    if not isinstance(root, str) or len(root) > MAX_ROOT_LENGTH or "\x00" in root:
+        raise ConfigError(
+            f"{field}: {str(root)[:80]!r} must be a path of at most {MAX_ROOT_LENGTH} characters inside the "
+            f"platform's lake {lake!r}"
+        )
+    advice = f"{field}: {root[:200]!r} must be the platform's lake {lake!r} or a folder inside it"
     if not root:
         raise ConfigError(f"{advice} (it is empty)")
     if "://" in lake or "://" in root:

@@ -29,6 +29,8 @@ REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
 SOURCES = ("auto", "kafka", "bronze")
 # One run recomputes its whole range in one Spark job; longer spans are backfills of hourly runs.
 MAX_RANGE = timedelta(hours=24)
+# A run narrowed to stores names at most this many (the job takes them as one argument).
+MAX_STORES = 100
 
 
 def validate_stores(stores: Any) -> list[str]:
@@ -39,6 +41,10 @@ def validate_stores(stores: Any) -> list[str]:
         return []
     if not isinstance(stores, list):
         raise ConfigError(f"stores: must be a list of store ids, got {type(stores).__name__}")
+    if len(stores) > MAX_STORES:
+        raise ConfigError(
+            f"stores: {len(stores)} store ids, at most {MAX_STORES}: leave it empty for every store"
+        )
     try:
         return [validate_location_id(store) for store in stores]
     except ValueError as error:
@@ -49,16 +55,34 @@ def resolve_range(
     params: dict[str, Any], data_interval_start: Any, data_interval_end: Any
 ) -> tuple[datetime, datetime]:
     """The trigger form's explicit range when given, else the run's data interval; start < end."""
-    start = params.get("range_start") or data_interval_start
-    end = params.get("range_end") or data_interval_end
+    start, end = params.get("range_start"), params.get("range_end")
+    start = data_interval_start if start in (None, "") else start
+    end = data_interval_end if end in (None, "") else end
     if start is None or end is None:
         raise ConfigError("range_start/range_end are required for a run without a data interval")
     # Whole seconds: the range names report files and must align to the window size.
-    begin = parse_utc(start, "range_start").replace(microsecond=0)
-    finish = parse_utc(end, "range_end").replace(microsecond=0)
+    begin = _form_time(start, "range_start").replace(microsecond=0)
+    finish = _form_time(end, "range_end").replace(microsecond=0)
     if begin >= finish:
         raise ConfigError(f"range_start {begin.isoformat()} must be before range_end {finish.isoformat()}")
     return begin, finish
+
+
+def _form_time(value: Any, field: str) -> datetime:
+    from revenue_platform.forms import datetime_text
+
+    moment = datetime_text(value, field)
+    if moment is None:
+        raise ConfigError(f"{field}: required for a run without a data interval")
+    return moment
+
+
+def form_lake_root(params: dict[str, Any]) -> str:
+    """The form's lake root, confined to the platform's lake; empty means the platform's lake."""
+    root = params.get("lake_root")
+    return require_inside_lake(
+        paths_lake_root() if root in (None, "") else root, paths_lake_root(), "lake_root"
+    )
 
 
 def report_path(lake_root: str, deployment_id: str, start: datetime, end: datetime) -> str:
@@ -83,9 +107,13 @@ def plan_reprocessing(
     from revenue_platform.registry import DeploymentRegistry
     from spark_apps.naming import REVENUE_QUERY_ROLE, local_path, validate_deployment_id
 
-    source = params.get("source") or "auto"
+    source = params.get("source")
+    source = "auto" if source in (None, "") else source
     if source not in SOURCES:
-        raise ConfigError(f"source={source!r} must be one of {SOURCES}")
+        raise ConfigError(f"source={str(source)[:40]!r} must be one of {SOURCES}")
+    if not isinstance(params.get("repair", True), bool):
+        # "false" as text is truthy: it would repair gold when the form asked for a report only.
+        raise ConfigError(f"repair: {str(params.get('repair'))[:40]!r} must be true or false")
     start, end = resolve_range(params, data_interval_start, data_interval_end)
     if end - start > MAX_RANGE:
         raise ConfigError(
@@ -93,7 +121,14 @@ def plan_reprocessing(
             "split it, e.g. `airflow backfill create --dag-id reprocess_revenue --from-date ... "
             "--to-date ...` runs one hour per run"
         )
-    deployment_id = params.get("deployment_id") or live_deployment
+    deployment_id = params.get("deployment_id")
+    if deployment_id not in (None, ""):
+        try:
+            validate_deployment_id(deployment_id)
+        except ValueError as error:
+            raise ConfigError(f"deployment_id: {error}") from error
+    else:
+        deployment_id = live_deployment
     if not deployment_id:
         raise NoLiveDeploymentYet(
             f"no deployment is live yet, so there is no gold table to repair for [{start.isoformat()}, "
@@ -105,9 +140,7 @@ def plan_reprocessing(
     except ValueError as error:
         raise ConfigError(f"deployment_id: {error}") from error
     stores = validate_stores(params.get("stores"))
-    lake_root = require_inside_lake(
-        params.get("lake_root") or paths_lake_root(), paths_lake_root(), "lake_root"
-    )
+    lake_root = form_lake_root(params)
     registry = registry or DeploymentRegistry(lake_root)
     record = registry.registered(
         str(deployment_id),

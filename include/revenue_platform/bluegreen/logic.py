@@ -82,7 +82,8 @@ class ReplayRequest:
         source = params.get("replay_source", "kafka_earliest")
         if source not in REPLAY_SOURCES:
             raise ConfigError(f"replay_source: {str(source)[:40]!r} must be one of {REPLAY_SOURCES}")
-        trigger, mode = params.get("trigger", "manual"), params.get("mode") or "promote"
+        trigger, mode = params.get("trigger", "manual"), params.get("mode")
+        mode = "promote" if mode in (None, "") else mode
         if trigger not in TRIGGER_KINDS:
             raise ConfigError(f"trigger: {str(trigger)[:40]!r} must be one of {TRIGGER_KINDS}")
         if mode not in MODES:
@@ -104,9 +105,9 @@ class ReplayRequest:
         }
         ids = {}
         for name in ("green_deployment_id", "blue_deployment_id"):
-            value = params.get(name) or None
+            value = params.get(name)
             try:
-                ids[name] = None if value is None else validate_deployment_id(value)
+                ids[name] = None if value in (None, "") else validate_deployment_id(value)
             except ValueError as error:
                 raise ConfigError(f"{name}: {error}") from error
         green, blue = ids["green_deployment_id"], ids["blue_deployment_id"]

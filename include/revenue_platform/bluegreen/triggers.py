@@ -169,7 +169,8 @@ def effective_params(
     require_approval); `live_version` the live deployment's app version.
     """
     if kind == MANUAL:
-        return {**params, "trigger": MANUAL, "mode": params.get("mode") or PROMOTE}
+        mode = params.get("mode")
+        return {**params, "trigger": MANUAL, "mode": PROMOTE if mode in (None, "") else mode}
     derived: dict[str, Any] = {"trigger": kind, "blue_deployment_id": None}
     if kind == RELEASE:
         if release is None:

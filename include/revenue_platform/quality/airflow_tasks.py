@@ -168,12 +168,16 @@ def check_revenue_quality(
     lake_root: str | None = None,
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
+    from revenue_platform.forms import validate_quality_form, validate_quality_interval
     from revenue_platform.quality.runner import run_revenue_checks
     from revenue_platform.trigger_conf import refuse_unknown_conf
 
     context = get_current_context()
     refuse_unknown_conf(context)
     params = context.get("params") or {}
+    # The form's values are bounded before any of them is used (the lake root names the registry the
+    # live deployment is read from, so it is confined first).
+    form = validate_quality_form(params, default_lake_root())
     try:
         deployment = resolve_deployment(context, deployment_id)
     except NoLiveDeploymentYet as nothing:
@@ -182,8 +186,11 @@ def check_revenue_quality(
         # The hourly run at the first start of a stack: skipped (not failed), the log says why.
         raise AirflowSkipException(str(nothing)) from nothing
     start, end = resolve_interval(context, interval_start, interval_end)
+    if form["interval_start"] is not None or form["interval_end"] is not None:
+        # A form's interval spans at most a day (bronze of the interval is loaded into memory).
+        validate_quality_interval(start, end)
     overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
-    root = lake_root or params.get("lake_root") or default_lake_root()
+    root = lake_root or form["lake_root"] or default_lake_root()
     record = registered_deployment(root, deployment)
     app = record.app_config()
     config = QualityConfig.from_app_config(app).with_overrides(overrides)

@@ -8,6 +8,7 @@ Invalid values raise `ConfigError` naming the field, before any table is read.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,14 @@ class QualityConfig(BaseModel):
     def _lookback(cls, value: str) -> str:
         return bounded_interval(value, MAX_BRONZE_LOOKBACK_SECONDS)
 
+    @field_validator("revenue_ceiling", mode="before")
+    @classmethod
+    def _ascii_amount(cls, value: Any) -> Any:
+        # Decimal() reads any script's digits ("١٢٣"); an amount in a form is ASCII digits only.
+        if isinstance(value, str) and not re.fullmatch(r"[0-9]{1,14}(?:\.[0-9]{1,2})?", value):
+            raise ValueError(f"{value[:40]!r} is not an amount such as 1000000.00")
+        return value
+
     @field_validator("revenue_ceiling")
     @classmethod
     def _cents(cls, value: Decimal) -> Decimal:
@@ -154,6 +163,9 @@ def validate_thresholds(thresholds: Any, field: str = "quality_thresholds") -> d
         raise ConfigError(
             f"{field}: {refused} cannot be set{geometry}; thresholds are {', '.join(THRESHOLD_FIELDS)}"
         )
+    booleans = sorted(str(key) for key, value in thresholds.items() if isinstance(value, bool))
+    if booleans:
+        raise ConfigError(f"{field}: {booleans} must be numbers or text, not true/false")
     try:
         QualityConfig().with_overrides(thresholds)
     except ConfigError as error:

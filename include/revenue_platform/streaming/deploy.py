@@ -26,6 +26,7 @@ from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.paths import APP_CONFIG_PATH, require_inside_lake
 from revenue_platform.registry import (
+    Colour,
     DeploymentRecord,
     DeploymentRegistry,
     DesiredState,
@@ -64,6 +65,8 @@ MAX_START_TIMEOUT_S = 3600
 # servers would have the driver log in there with the connection's credentials).
 RESERVED_OVERRIDES = ("deployment_id", "app_version", "lease_token", "registry_root")
 CONNECTION_FIELDS = ("kafka.bootstrap_servers", "kafka.security")
+# Where a new checkpoint starts is the form's `starting_offsets` field, which would silently replace them.
+STARTING_FIELDS = ("kafka.starting_offsets", "kafka.starting_timestamp_ms")
 
 
 class DeploymentFailedError(PlatformError):
@@ -112,12 +115,9 @@ class DeployRequest:
 
 def bounded_seconds(value: Any, field: str, minimum: float, maximum: float) -> float:
     """`value` as a finite number of seconds in [minimum, maximum]; else ConfigError naming `field`."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{field}: {str(value)[:40]!r} must be a number of seconds")
-    try:
-        seconds = float(value)
-    except ValueError as error:
-        raise ConfigError(f"{field}: {str(value)[:40]!r} must be a number of seconds") from error
+    seconds = float(value)
     if not minimum <= seconds <= maximum:  # NaN fails every comparison
         raise ConfigError(f"{field}: must be between {minimum:g} and {maximum:g} seconds, got {seconds!r}")
     return seconds
@@ -155,6 +155,11 @@ def refuse_connection_overrides(overrides: Mapping[Any, Any], field: str = "conf
     for key in overridden_fields(overrides):
         if key in RESERVED_OVERRIDES:
             raise ConfigError(f"{field}.{key} is not allowed: it comes from the deploy request / registry")
+        if key in STARTING_FIELDS:
+            raise ConfigError(
+                f"{field}.{key} is not allowed: where a new deployment starts is the form's starting_offsets "
+                "(earliest, latest or an epoch-ms timestamp)"
+            )
         if any(key == name or key.startswith(f"{name}.") for name in CONNECTION_FIELDS):
             raise ConfigError(
                 f"{field}.{key} is not allowed: Kafka servers and security come only from the Airflow Kafka "
@@ -209,9 +214,16 @@ def resolve_config(
     """
     try:
         validate_deployment_id(request.deployment_id)
-        colour_for(request.deployment_id, request.colour)
     except ValueError as error:
         raise ConfigError(f"invalid deployment request: {error}") from error
+    try:
+        if request.colour not in (None, "", *(colour.value for colour in Colour)):
+            raise ValueError(request.colour)
+        colour_for(request.deployment_id, request.colour)
+    except ValueError as error:
+        raise ConfigError(
+            f"colour: {str(request.colour)[:40]!r} must be blue, green, other or empty (derived from the id)"
+        ) from error
     if not isinstance(request.config_overrides, Mapping):
         raise ConfigError("config_overrides: must be an object of dotted config field -> value")
     overrides = dict(request.config_overrides)

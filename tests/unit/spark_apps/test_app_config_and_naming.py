@@ -163,10 +163,15 @@ def test_kafka_position_of_the_revenue_query_is_that_of_the_newest_ingest_batch_
 
 
 def test_history_config_validates_cut_over_offsets() -> None:
-    config = load_config(None, {"history": {"bronze_table": "/b", "kafka_offsets": {"0": 10, "1": -2}}})
+    config = load_config(
+        None,
+        {"history": {"bronze_table": "/lake/bronze/orders_raw/blue", "kafka_offsets": {"0": 10, "1": -2}}},
+    )
     assert config.history is not None
     assert config.history.kafka_offsets == {0: 10, 1: -2}
     with pytest.raises(AppConfigError, match=r"history\.kafka_offsets"):
-        load_config(None, {"history": {"bronze_table": "/b", "kafka_offsets": {"0": -1}}})
+        load_config(
+            None, {"history": {"bronze_table": "/lake/bronze/orders_raw/blue", "kafka_offsets": {"0": -1}}}
+        )
     with pytest.raises(AppConfigError, match=r"history\.kafka_offsets"):
-        load_config(None, {"history": {"bronze_table": "/b", "kafka_offsets": {}}})
+        load_config(None, {"history": {"bronze_table": "/lake/bronze/orders_raw/blue", "kafka_offsets": {}}})

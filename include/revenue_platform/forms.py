@@ -1,0 +1,207 @@
+"""The trigger forms of the DAGs that have no request model of their own: bounds and checks.
+
+Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
+form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
+inside the platform's lake). So each DAG's first task calls its form's `validate_*` here, after
+`refuse_unknown_conf`, before anything is registered, launched or written; a bad value is a
+ConfigError naming the field. The numbers are the DAGs' Params' too (they import them from here), and
+docs/security.md ("Input surfaces") lists them. Forms with a request model elsewhere: deploy
+(`streaming.deploy.DeployRequest`), blue-green replay (`bluegreen.logic.ReplayRequest`), publish
+(`bluegreen.release.publish`) and reprocess (`reprocessing.plan_reprocessing`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from revenue_platform.errors import ConfigError
+
+# Lists of names a form may carry (deployments to supervise, topics to provision).
+MAX_LIST_ITEMS: Final = 100
+# A free-text reason recorded in the audit trail.
+MAX_REASON: Final = 500
+# A driver's graceful stop before it is killed.
+MIN_STOP_TIMEOUT_S: Final = 1
+MAX_STOP_TIMEOUT_S: Final = 3600
+# The supervisor's restart policy.
+SUPERVISE_BOUNDS: Final[dict[str, tuple[float, float]]] = {
+    "max_restarts": (0, 100),
+    "window_minutes": (1, 1440),
+    "backoff_base_s": (0, 3600),
+    "heartbeat_stale_s": (10, 3600),
+    "start_timeout_s": (10, 3600),
+}
+# A quality run loads its interval's bronze (plus the lookback) into the worker's memory: one day at
+# most per run; longer checks are several runs (a backfill of the hourly schedule).
+MAX_QUALITY_SPAN: Final = timedelta(days=1)
+# ISO date-times in forms: at most this many characters (2026-11-22T09:00:00.000000+00:00 has 32).
+MAX_DATETIME_TEXT: Final = 40
+# Kafka topic names as the spec and the app accept them.
+_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+# Audit text: printable, tabs and newlines allowed, no other control characters.
+_TEXT: Final = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f]*")
+
+
+def deployment_id(value: Any, field: str, *, optional: bool = False) -> str | None:
+    """A deployment id (spark_apps.naming.DEPLOYMENT_ID_PATTERN, full string); None if optional and empty."""
+    from spark_apps.naming import validate_deployment_id
+
+    if optional and value in (None, ""):
+        return None
+    try:
+        return validate_deployment_id(value)
+    except ValueError as error:
+        raise ConfigError(f"{field}: {error}") from error
+
+
+def number(value: Any, field: str, minimum: float, maximum: float, *, whole: bool = False) -> float:
+    """`value` as a finite number in [minimum, maximum] (a whole one if `whole`); else ConfigError."""
+    ok = isinstance(value, int) or (isinstance(value, float) and not whole)
+    if isinstance(value, bool) or not ok or not minimum <= value <= maximum:  # NaN fails too
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(f"{field}: {str(value)[:40]!r} must be {kind} from {minimum:g} to {maximum:g}")
+    return float(value)
+
+
+def text(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_REASON) -> str:
+    """Audit text of `minimum`..`maximum` characters without control characters (tab, newline allowed)."""
+    if not isinstance(value, str) or not minimum <= len(value) <= maximum or not _TEXT.fullmatch(value):
+        raise ConfigError(
+            f"{field}: must be text of {minimum}-{maximum} characters without control characters"
+        )
+    return value
+
+
+def name_list(value: Any, field: str, check: Any) -> list[str]:
+    """A list of at most MAX_LIST_ITEMS names, each passing `check(name, field)`."""
+    if value in (None, ""):
+        return []
+    if not isinstance(value, list) or len(value) > MAX_LIST_ITEMS:
+        raise ConfigError(f"{field}: must be a list of at most {MAX_LIST_ITEMS} names")
+    return [check(item, field) for item in value]
+
+
+def topic_name(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not _TOPIC.fullmatch(value) or value in (".", ".."):
+        raise ConfigError(
+            f"{field}: {str(value)[:80]!r} is not a Kafka topic name (1-249 letters, digits, '.', '_', '-')"
+        )
+    return value
+
+
+def validate_stop_form(params: Mapping[str, Any]) -> tuple[str, float]:
+    """stop_streaming_app: (deployment id, graceful-stop timeout in seconds)."""
+    target = deployment_id(params.get("deployment_id"), "deployment_id")
+    assert target is not None
+    return target, float(
+        number(params.get("timeout_s"), "timeout_s", MIN_STOP_TIMEOUT_S, MAX_STOP_TIMEOUT_S, whole=True)
+    )
+
+
+def validate_rollback_form(params: Mapping[str, Any]) -> tuple[str | None, str]:
+    """rollback_live_deployment: (target deployment or None = the previous live one, reason)."""
+    target = deployment_id(params.get("target_deployment_id"), "target_deployment_id", optional=True)
+    return target, text(params.get("reason"), "reason", minimum=1)
+
+
+@dataclass(frozen=True)
+class SuperviseForm:
+    deployment_ids: list[str]
+    max_restarts: int
+    window_s: float
+    backoff_base_s: float
+    heartbeat_stale_s: float
+    start_timeout_s: float
+
+
+def validate_supervise_form(params: Mapping[str, Any]) -> SuperviseForm:
+    """supervise_streaming_apps: the deployments to look at and the restart policy, bounded."""
+
+    def bounded(name: str, whole: bool = False) -> float:
+        return number(params.get(name), name, *SUPERVISE_BOUNDS[name], whole=whole)
+
+    ids = name_list(
+        params.get("deployment_ids"), "deployment_ids", lambda item, field: deployment_id(item, field)
+    )
+    return SuperviseForm(
+        deployment_ids=ids,
+        max_restarts=int(bounded("max_restarts", whole=True)),
+        window_s=float(bounded("window_minutes")) * 60,
+        backoff_base_s=float(bounded("backoff_base_s")),
+        heartbeat_stale_s=float(bounded("heartbeat_stale_s")),
+        start_timeout_s=float(bounded("start_timeout_s", whole=True)),
+    )
+
+
+def validate_provision_form(params: Mapping[str, Any], environments: Sequence[str]) -> dict[str, Any]:
+    """provision_topics: dry_run, topic selection, environment and destructive opt-ins (names only;
+    the spec then checks they are declared)."""
+    if not isinstance(params.get("dry_run", False), bool):
+        raise ConfigError("dry_run: must be true or false")
+    environment = params.get("environment")
+    if environment not in environments:
+        raise ConfigError(f"environment: {str(environment)[:40]!r} must be one of {list(environments)}")
+    return {
+        "environment": environment,
+        "topics": name_list(params.get("topics"), "topics", topic_name),
+        "allow_destructive": name_list(params.get("allow_destructive"), "allow_destructive", topic_name),
+    }
+
+
+def datetime_text(value: Any, field: str) -> datetime | None:
+    """An optional ISO date-time from a form, as aware UTC; ConfigError naming `field` otherwise."""
+    from revenue_platform.times import parse_utc
+
+    if value in (None, ""):
+        return None
+    if isinstance(value, str) and len(value) > MAX_DATETIME_TEXT:
+        raise ConfigError(f"{field}: at most {MAX_DATETIME_TEXT} characters of ISO date-time")
+    if not isinstance(value, str | datetime):
+        raise ConfigError(
+            f"{field}: {str(value)[:40]!r} is not an ISO date-time such as 2026-11-22T09:00:00Z"
+        )
+    try:
+        return parse_utc(value, field)
+    except (OverflowError, ValueError) as error:  # year 1 with a positive offset overflows
+        raise ConfigError(f"{field}: {str(value)[:40]!r} is out of range ({error})") from error
+
+
+def validate_quality_interval(start: datetime, end: datetime) -> None:
+    """A quality run checks a non-empty interval of at most MAX_QUALITY_SPAN."""
+    if start >= end:
+        raise ConfigError(f"interval_start {start.isoformat()} must be before interval_end {end.isoformat()}")
+    if end - start > MAX_QUALITY_SPAN:
+        raise ConfigError(
+            f"interval_start..interval_end spans {end - start}, more than the {MAX_QUALITY_SPAN} one quality "
+            "run may check (it loads the interval's bronze into memory): split it into several runs"
+        )
+
+
+def validate_quality_form(params: Mapping[str, Any], lake: str) -> dict[str, Any]:
+    """revenue_quality_checks: deployment, interval bounds, thresholds and lake root, checked.
+
+    The lake root must be the platform's lake or inside it; the interval (when both ends are given)
+    spans at most MAX_QUALITY_SPAN. Returns the checked values (thresholds as given).
+    """
+    from revenue_platform.paths import require_inside_lake
+    from revenue_platform.quality.airflow_tasks import THRESHOLD_PARAMS
+    from revenue_platform.quality.config import validate_thresholds
+
+    target = deployment_id(params.get("deployment_id"), "deployment_id", optional=True)
+    start = datetime_text(params.get("interval_start"), "interval_start")
+    end = datetime_text(params.get("interval_end"), "interval_end")
+    if start is not None and end is not None:
+        validate_quality_interval(start, end)
+    thresholds = {name: params.get(name) for name in THRESHOLD_PARAMS if params.get(name) is not None}
+    for name, value in thresholds.items():
+        validate_thresholds({name: value}, name)
+    root = params.get("lake_root")
+    if root not in (None, ""):
+        if not isinstance(root, str):
+            raise ConfigError("lake_root: must be a path")
+        require_inside_lake(root, lake, "lake_root")
+    return {"deployment_id": target, "interval_start": start, "interval_end": end, "lake_root": root or None}
