@@ -165,6 +165,8 @@ def check_order(
         return DlqReason.UNPARSEABLE_TIMESTAMP
     if event_us > (kafka_timestamp_ms + rules.max_future_skew_s * 1000) * 1000:
         return DlqReason.EVENT_TIME_IN_FUTURE
+    if event_us < (kafka_timestamp_ms - rules.max_past_age_s * 1000) * 1000:
+        return DlqReason.EVENT_TIME_TOO_OLD
     return ValidOrder(order_id, location_id, order_type, cents, event_us)
 
 

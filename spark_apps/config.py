@@ -32,6 +32,13 @@ MAX_TOPIC_NAME = 249
 MAX_WINDOW_SECONDS = 86400
 MAX_WATERMARK_SECONDS = 86400
 MAX_TRIGGER_SECONDS = 3600
+# Window geometry: windows one order adds to (size / slide), and windows a store and order type keep
+# open ((size + watermark) / slide; the shipped 15 s windows with a 30 s watermark keep 3).
+MAX_WINDOWS_PER_ORDER = 60
+MAX_OPEN_WINDOWS_PER_KEY = 2000
+# How far behind its Kafka timestamp an order may be dated (validation.max_past_age) at most: ten
+# years keeps every event time, window and watermark of an accepted order after 1959.
+MAX_PAST_AGE_SECONDS = 3650 * 86400
 # The largest amount DECIMAL(18,2) holds: an order amount must fit the platform's money type.
 MAX_ORDER_AMOUNT = Decimal("9999999999999999.99")
 # Bounds of the values a form, a release or `--set` can reach (docs/security.md, "Input surfaces").
@@ -122,6 +129,14 @@ def bounded_interval(value: str, maximum_s: int) -> str:
         raise ValueError(
             f"{value!r} must be between 1 second and {describe_seconds(maximum_s)}, got {seconds} s"
         )
+    return value
+
+
+def ascii_amount(value: Any, integer_digits: int) -> Any:
+    """`value` unless it is text that is not an amount of ASCII digits (at most `integer_digits`
+    before the point, 2 after): Decimal() reads any script's digits ("١٢٣"), a config or form never."""
+    if isinstance(value, str) and not re.fullmatch(rf"[0-9]{{1,{integer_digits}}}(?:\.[0-9]{{1,2}})?", value):
+        raise ValueError(f"{value[:40]!r} is not an amount such as 1000000.00")
     return value
 
 
@@ -365,9 +380,32 @@ class WindowConfig(_Strict):
 
     @model_validator(mode="after")
     def _slide_within_size(self) -> WindowConfig:
-        if self.slide is not None and interval_seconds(self.slide) > interval_seconds(self.size):
+        size = interval_seconds(self.size)
+        slide = size if self.slide is None else interval_seconds(self.slide)
+        if slide > size:
             raise ValueError("slide must not be longer than size")
+        # Each order adds to size/slide windows, and a store and order type keep every window
+        # from the watermark to the newest event open: bound both, or one config makes the state
+        # (and every batch's gold MERGE) thousands of times larger than the rate calls for.
+        per_order = -(-size // slide)
+        if per_order > MAX_WINDOWS_PER_ORDER:
+            raise ValueError(
+                f"size {self.size!r} / slide {self.slide!r} puts each order into {per_order} windows, "
+                f"more than {MAX_WINDOWS_PER_ORDER}; use a longer slide"
+            )
+        open_windows = -(-(size + interval_seconds(self.watermark)) // slide)
+        if open_windows > MAX_OPEN_WINDOWS_PER_KEY:
+            raise ValueError(
+                f"watermark {self.watermark!r} with windows every {slide} s keeps {open_windows} windows "
+                f"open per store and order type, more than {MAX_OPEN_WINDOWS_PER_KEY}; use a shorter "
+                "watermark or a longer slide"
+            )
         return self
+
+    @property
+    def delay_seconds(self) -> int:
+        """The watermark delay in seconds."""
+        return interval_seconds(self.watermark)
 
 
 class TriggerConfig(_Strict):
@@ -386,16 +424,32 @@ class ValidationConfig(_Strict):
     """Plausibility rules every order must pass (the same in the app, the batch reprocess and, through
     bronze's verdict, the quality checks); a failing order goes to the DLQ with the rule's reason."""
 
-    max_future_skew: str = "5 minutes"
+    max_future_skew: str | None = None
     """How far an order's orderedDateTime may be ahead of its Kafka record timestamp (producer/broker
-    clock skew); further ahead is `event_time_in_future`. Old orders are never refused."""
+    clock skew); further ahead is `event_time_in_future`. None: the watermark delay. Never more than
+    the watermark delay: a larger value is clamped to it (`StreamingAppConfig.order_rules`), since an
+    order further ahead than the delay would move the watermark past the broker's clock."""
+    max_past_age: str = "3650 days"
+    """How far an order's orderedDateTime may be behind its Kafka record timestamp; further behind is
+    `event_time_too_old` (at most 3650 days: an order dated year 1 is broken, not late, and its
+    windows would not fit a timestamp). Late orders within it are archived as always."""
     max_order_amount: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_ORDER_AMOUNT)
     """Largest accepted finalAmount; larger is `amount_too_large`."""
 
     @field_validator("max_future_skew")
     @classmethod
-    def _skew(cls, value: str) -> str:
-        return bounded_interval(value, MAX_WATERMARK_SECONDS)
+    def _skew(cls, value: str | None) -> str | None:
+        return None if value is None else bounded_interval(value, MAX_WATERMARK_SECONDS)
+
+    @field_validator("max_past_age")
+    @classmethod
+    def _past_age(cls, value: str) -> str:
+        return bounded_interval(value, MAX_PAST_AGE_SECONDS)
+
+    @field_validator("max_order_amount", mode="before")
+    @classmethod
+    def _ascii_amount(cls, value: Any) -> Any:
+        return ascii_amount(value, integer_digits=16)
 
     @field_validator("max_order_amount")
     @classmethod
@@ -403,9 +457,6 @@ class ValidationConfig(_Strict):
         if value != value.quantize(Decimal("0.01")):
             raise ValueError("must be a whole number of cents")
         return value
-
-    def rules(self) -> OrderRules:
-        return OrderRules(interval_seconds(self.max_future_skew), self.max_order_amount)
 
 
 class StreamingAppConfig(_Strict):
@@ -503,6 +554,30 @@ class StreamingAppConfig(_Strict):
                     f"characters, more than Kafka's {MAX_TOPIC_NAME}; shorten {field_name}"
                 )
         return self
+
+    def order_rules(self) -> OrderRules:
+        """The validation rules the app and the reprocess job apply (`skew_clamp_reason` says when the
+        configured skew was cut to the watermark delay)."""
+        validation = self.validation
+        delay = self.window.delay_seconds
+        skew = delay if validation.max_future_skew is None else interval_seconds(validation.max_future_skew)
+        return OrderRules(
+            max_future_skew_s=min(skew, delay),
+            max_order_amount=validation.max_order_amount,
+            max_past_age_s=interval_seconds(validation.max_past_age),
+        )
+
+    def skew_clamp_reason(self) -> str | None:
+        """Why `order_rules` allows less skew than `validation.max_future_skew` says (None: it does not)."""
+        skew = self.validation.max_future_skew
+        if skew is None or interval_seconds(skew) <= self.window.delay_seconds:
+            return None
+        return (
+            f"validation.max_future_skew {skew!r} is more than window.watermark {self.window.watermark!r}: "
+            f"orders more than {self.window.watermark} ahead of their Kafka timestamp are refused as "
+            "event_time_in_future (one such order would otherwise move the watermark past the broker's "
+            "clock and make the honest orders behind it late)"
+        )
 
     def output_topics(self) -> dict[str, str]:
         """Config field -> topic of every topic this deployment writes."""

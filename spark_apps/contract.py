@@ -72,13 +72,16 @@ class OrderRules:
 
     Event time is untrusted input: one order dated 2099 would move the watermark to 2099 and
     every later order would be dropped as late. An order may be ahead of its Kafka record's
-    timestamp by at most `max_future_skew_s` (clock skew between producer and broker); older
-    orders stay valid (late data and backfills are real). Amounts are bounded per order so a
-    single absurd order cannot dominate (or, unbounded, overflow) a window.
+    timestamp by at most `max_future_skew_s` (clock skew between producer and broker; the config
+    never lets it exceed the watermark delay), and behind it by at most `max_past_age_s` (an order
+    dated year 1 is not a late order but a broken one, and its windows and watermark would not
+    fit a timestamp). Amounts are bounded per order so a single absurd order cannot dominate
+    (or, unbounded, overflow) a window.
     """
 
-    max_future_skew_s: int = 300
+    max_future_skew_s: int = 30
     max_order_amount: Decimal = Decimal("1000000.00")
+    max_past_age_s: int = 3650 * 86400
 
 
 class DlqReason:
@@ -88,7 +91,8 @@ class DlqReason:
     empty_value, not_utf8, invalid_json, missing_field:<f> (orderId, locationId,
     finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
     orderLineItems), non_finite_amount, unknown_order_type, negative_amount,
-    amount_too_large, unparseable_timestamp, event_time_in_future (see ``OrderRules``).
+    amount_too_large, unparseable_timestamp, event_time_in_future, event_time_too_old
+    (see ``OrderRules``).
     The validator (spark_apps.transformations) and the bench's work-equivalent ceiling use these.
     """
 
@@ -103,6 +107,7 @@ class DlqReason:
     AMOUNT_TOO_LARGE: Final = "amount_too_large"
     UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
     EVENT_TIME_IN_FUTURE: Final = "event_time_in_future"
+    EVENT_TIME_TOO_OLD: Final = "event_time_too_old"
 
     @staticmethod
     def missing_field(name: str) -> str:

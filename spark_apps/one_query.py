@@ -142,15 +142,18 @@ class OneQueryBatch:
         return self._state
 
     def rebuild(self, spark: SparkSession, batch_id: int) -> RevenueState:
-        """The state after batch `batch_id` - 1, from bronze: its watermark is the latest event time of
-        the valid orders before `batch_id` minus the delay, and its ids and windows those of the
-        counted orders (valid, not superseded) that can still be open."""
+        """The state after batch `batch_id` - 1, from bronze: its watermark is the latest event time
+        (each bounded by its Kafka timestamp, as `revenue_state.watermark_event_us`) of the valid
+        orders before `batch_id` minus the delay, and its ids and windows those of the counted
+        orders (valid, not superseded) that can still be open."""
         bronze = (
             spark.read.format("delta")
             .load(self.config.names.bronze_orders_table)
             .filter(F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id)))
         )
-        latest = bronze.agg(F.max(F.unix_micros("ordered_at")).alias("latest")).first()
+        latest = bronze.agg(
+            F.max(F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))).alias("latest")
+        ).first()
         if latest is None or latest["latest"] is None:
             LOG.info("batch %d: no orders in bronze before it; starting with empty revenue state", batch_id)
             return RevenueState(self.windows, self.delay_us)

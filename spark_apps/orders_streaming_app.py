@@ -49,6 +49,7 @@ from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
 from spark_apps.one_query import OneQueryBatch
 from spark_apps.session import DELTA_CONF, build_spark_session
+from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
 from spark_apps.transformations import (
     deduplicate_orders,
     enrich_with_stores,
@@ -241,9 +242,7 @@ def prepare_queries(
 
     def validated_orders() -> DataFrame:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
-        return parse_and_validate_orders(
-            io.read_orders_stream(spark, config), config.validation.rules()
-        ).observe(
+        return parse_and_validate_orders(io.read_orders_stream(spark, config), config.order_rules()).observe(
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
         )
 
@@ -368,6 +367,9 @@ def run(
     session = spark or build_session(config)
     session.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     config = with_engine(session, config)
+    clamped = config.skew_clamp_reason()
+    if clamped:
+        LOG.warning("deployment %s: %s", config.deployment_id, clamped)
     # Restored when the run ends: a caller's session (tests share one) may MERGE other sources next.
     merge_conf_before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
     if config.engine == "one_query":
@@ -509,6 +511,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ERROR: {error}", file=sys.stderr)
             return 3
         LOG.info("lease %s of deployment %s verified", config.lease_token, config.deployment_id)
+    try:
+        # Whoever launched it (a DAG, `--set`, a hand-edited file): its outputs never land in a topic
+        # some deployment reads or another one writes.
+        verify_topic_ownership(config.registry_root or config.lake_root, config)
+    except TopicOwnershipError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 2
     try:
         run(config)
     except LeaseRejectedError as error:

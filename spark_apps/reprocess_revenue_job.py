@@ -147,7 +147,7 @@ def reprocess(
     raw = raw.persist()
     try:
         recomputed = closed_window_revenue(
-            raw, config.window.size, config.window.slide, start, end, config.validation.rules()
+            raw, config.window.size, config.window.slide, start, end, config.order_rules()
         )
         enriched = enrich_with_stores(recomputed, io.read_stores_table(spark, config)).withColumn(
             "batch_id",

@@ -10,7 +10,10 @@ rebuilds it from bronze's counted orders (`RevenueState.rebuilt`), so it needs n
 The rules are Spark's (``withWatermark`` + ``dropDuplicatesWithinWatermark`` + a windowed
 ``groupBy`` in update mode), applied per batch in arrival order:
   * the watermark a batch uses is the maximum event time of every valid order in earlier batches
-    minus the delay (none before the first batch);
+    minus the delay (none before the first batch), where an order's event time counts for the
+    watermark at most up to its Kafka timestamp (`watermark_event_us`): the broker's clock, on
+    LogAppendTime topics. An order dated ahead of it (within `validation.max_future_skew`) is
+    counted in its own window, but cannot make the honest orders behind it late;
   * a later copy of an order id in the same batch is not counted (``ARRIVAL_ORDER``: Kafka
     timestamp, partition, offset within one batch);
   * an order at or before the watermark is late: archived, not counted;
@@ -145,7 +148,7 @@ class RevenueState:
         for loc, kind, start in sorted(changed):
             count, cents = self._totals[loc, kind, start]
             updated.append((loc, kind, start, start + self.windows.size_us, count, cents))
-        candidate = int(event_us.max()) - self.delay_us
+        candidate = int(watermark_event_us(event_us, batch["timestamp_us"]).max()) - self.delay_us
         self.watermark_us = candidate if watermark is None else max(watermark, candidate)
         self._evict()
         return BatchOutcome(np.nonzero(~counted)[0], late, duplicates, updated, self.watermark_us)
@@ -248,6 +251,12 @@ class RevenueState:
         )
         state._evict()
         return state
+
+
+def watermark_event_us(event_us: np.ndarray, timestamp_us: np.ndarray) -> np.ndarray:
+    """The event time each order moves the watermark with: its own, but never past its Kafka timestamp
+    (`OneQueryBatch.rebuild` states the same rule in Spark)."""
+    return np.minimum(np.asarray(event_us, dtype=np.int64), np.asarray(timestamp_us, dtype=np.int64))
 
 
 def lookback_us(windows: WindowSpec, delay_us: int) -> int:

@@ -180,13 +180,16 @@ def _typed_fast_order(fast: Column) -> Column:
 def _value_checks(typed: Column, rules: OrderRules) -> list[tuple[Column, str]]:
     """(is_refused, reason) of the value rules on a structurally valid order, in the documented order."""
     # Compared as epoch microseconds: plain long arithmetic, no interval parsing per record.
-    latest_plausible_us = F.unix_micros(F.col("timestamp")) + F.lit(rules.max_future_skew_s * 1_000_000)
+    appended_us = F.unix_micros(F.col("timestamp"))
+    latest_plausible_us = appended_us + F.lit(rules.max_future_skew_s * 1_000_000)
+    earliest_plausible_us = appended_us - F.lit(rules.max_past_age_s * 1_000_000)
     return [
         (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
         (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),
         (typed["final_amount"] > F.lit(rules.max_order_amount).cast(MONEY_DDL), DlqReason.AMOUNT_TOO_LARGE),
         (typed["ordered_at"].isNull(), DlqReason.UNPARSEABLE_TIMESTAMP),
         (F.unix_micros(typed["ordered_at"]) > latest_plausible_us, DlqReason.EVENT_TIME_IN_FUTURE),
+        (F.unix_micros(typed["ordered_at"]) < earliest_plausible_us, DlqReason.EVENT_TIME_TOO_OLD),
     ]
 
 

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from revenue_platform.errors import PlatformError
@@ -41,6 +41,7 @@ from revenue_platform.registry import registry_lake_root
 
 DEMO_DEPLOYMENT = "demo"
 DEMO_ORDERS = 3000
+DEMO_SPAN_S = 90
 
 
 def _say(message: str) -> None:
@@ -53,20 +54,25 @@ def provision_topics(client: AirflowApiClient) -> None:
 
 
 def produce_sample_data(bootstrap: str) -> tuple[GeneratorSettings, list[GeneratedRecord]]:
-    # Event times start at the current minute, so every demo run adds new windows.
-    now = datetime.now(UTC).replace(second=0, microsecond=0, tzinfo=None)
+    # Event times run up to now, so every demo run adds new windows, and none is ahead of the broker's
+    # clock (an order more than the watermark delay ahead of its Kafka timestamp is a dead letter).
+    now = datetime.now(UTC).replace(microsecond=0, tzinfo=None)
+    start = now - timedelta(seconds=DEMO_SPAN_S)
     settings = GeneratorSettings(
         orders=DEMO_ORDERS,
         stores=5,
-        start=now,
-        span_seconds=90,
+        start=start,
+        span_seconds=DEMO_SPAN_S,
         seed=int(now.timestamp()),
         duplicate_every=50,
         bad_every=100,
         first_order_id=int(now.timestamp()) * 10_000,
     )
     records = list(generate_orders(settings))
-    _say(f"[demo] 3/5 producing 5 stores and {DEMO_ORDERS} orders (event time from {now:%H:%M} UTC) ...")
+    _say(
+        f"[demo] 3/5 producing 5 stores and {DEMO_ORDERS} orders "
+        f"(event times {start:%H:%M:%S}-{now:%H:%M:%S} UTC) ..."
+    )
     produce(bootstrap, "stores", generate_stores(settings.stores), progress=_say)
     produce(bootstrap, "orders", records, total=len(records), progress=_say)
     return settings, records

@@ -8,7 +8,6 @@ Invalid values raise `ConfigError` naming the field, before any table is read.
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
-from spark_apps.config import StreamingAppConfig, bounded_interval, interval_seconds, load_config
+from spark_apps.config import (
+    StreamingAppConfig,
+    ascii_amount,
+    bounded_interval,
+    interval_seconds,
+    load_config,
+)
 
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
@@ -88,10 +93,7 @@ class QualityConfig(BaseModel):
     @field_validator("revenue_ceiling", mode="before")
     @classmethod
     def _ascii_amount(cls, value: Any) -> Any:
-        # Decimal() reads any script's digits ("١٢٣"); an amount in a form is ASCII digits only.
-        if isinstance(value, str) and not re.fullmatch(r"[0-9]{1,14}(?:\.[0-9]{1,2})?", value):
-            raise ValueError(f"{value[:40]!r} is not an amount such as 1000000.00")
-        return value
+        return ascii_amount(value, integer_digits=14)
 
     @field_validator("revenue_ceiling")
     @classmethod

@@ -104,8 +104,17 @@ def test_each_kind_of_invalid_record_has_the_apps_reason(value: bytes | None, re
 
 def test_event_time_may_lead_the_kafka_timestamp_by_the_allowed_skew_only() -> None:
     appended_ms = epoch_us("2026-11-22T09:00:01") // 1000
-    assert isinstance(check(order(), appended_ms - 300_000), work.ValidOrder)
-    assert check(order(), appended_ms - 300_001) == "event_time_in_future"
+    skew_ms = RULES.max_future_skew_s * 1000
+    assert isinstance(check(order(), appended_ms - skew_ms), work.ValidOrder)
+    assert check(order(), appended_ms - skew_ms - 1) == "event_time_in_future"
+
+
+def test_event_time_may_trail_the_kafka_timestamp_by_the_allowed_age_only() -> None:
+    appended_ms = epoch_us("2026-11-22T09:00:01") // 1000
+    age_ms = RULES.max_past_age_s * 1000
+    assert isinstance(check(order(), appended_ms + age_ms), work.ValidOrder)
+    assert check(order(), appended_ms + age_ms + 1) == "event_time_too_old"
+    assert check(order(orderedDateTime="0001-01-01T00:00:00")) == "event_time_too_old"
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,10 @@ from spark_apps.transformations import DEFAULT_ORDER_RULES, DlqReason, parse_and
 KAFKA_TIMESTAMP = datetime(2026, 11, 22, 12, 0, 0)  # every record's Kafka timestamp below
 CAP = DEFAULT_ORDER_RULES.max_order_amount
 SKEW = timedelta(seconds=DEFAULT_ORDER_RULES.max_future_skew_s)
+OLDEST = KAFKA_TIMESTAMP - timedelta(seconds=DEFAULT_ORDER_RULES.max_past_age_s)
 
 cents = st.integers(min_value=0, max_value=int(CAP * 100)).map(lambda c: Decimal(c).scaleb(-2))
-event_times = st.datetimes(min_value=datetime(1970, 1, 1), max_value=KAFKA_TIMESTAMP + SKEW).map(
+event_times = st.datetimes(min_value=OLDEST, max_value=KAFKA_TIMESTAMP + SKEW).map(
     lambda t: t.replace(microsecond=0)
 )
 line_items = st.lists(

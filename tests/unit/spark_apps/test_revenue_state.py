@@ -63,7 +63,8 @@ class Model:
         # Every window the batch changed is published, even one the new watermark closes at once.
         updated = [(k[0], k[1], k[2], k[2] + self.windows.size_us, *self.totals[k]) for k in sorted(changed)]
         if rows:
-            latest = max(r["ordered_at_us"] for r in rows) - self.delay_us
+            # An order moves the watermark with its event time, but never past its Kafka timestamp.
+            latest = max(min(r["ordered_at_us"], r["timestamp_us"]) for r in rows) - self.delay_us
             self.watermark = latest if self.watermark is None else max(self.watermark, latest)
             self.expiry = {k: v for k, v in self.expiry.items() if v > self.watermark}
             self.totals = {
@@ -80,7 +81,9 @@ def _rows(draw: st.DrawFn, batch: int, size: int) -> list[dict[str, Any]]:
             "order_type": draw(st.sampled_from(["GENERAL", "RESTAURANT"])),
             "ordered_at_us": draw(st.integers(0, 120)) * S // 2 + draw(st.sampled_from([0, 1, S // 4])),
             "cents": draw(st.integers(0, 10**8)),
-            "timestamp_us": batch * 1000 + draw(st.integers(0, 5)),
+            # Arrival advances with the batch; event times fall on both sides of it (orders ahead of
+            # the broker's clock and late ones).
+            "timestamp_us": batch * 12 * S + draw(st.integers(0, 5)),
             "partition": draw(st.integers(0, 1)),
             "offset": i,
         }
@@ -120,7 +123,9 @@ def test_a_state_rebuilt_from_counted_orders_continues_exactly_as_the_original(
             skipped = set(outcome.not_counted.tolist())
             counted += [r for i, r in enumerate(rows) if i not in skipped]
         valid = [r for rows in stream[:cut] for r in rows]
-        watermark = max(r["ordered_at_us"] for r in valid) - delay_us if valid else None
+        watermark = (
+            max(min(r["ordered_at_us"], r["timestamp_us"]) for r in valid) - delay_us if valid else None
+        )
         if watermark is not None:
             horizon = watermark - lookback_us(windows, delay_us)
             counted = [r for r in counted if r["ordered_at_us"] > horizon]
@@ -180,24 +185,34 @@ def test_a_late_order_is_not_counted_and_an_expired_id_counts_again() -> None:
     state = RevenueState(TUMBLING, 10 * S)
     base = {"location_id": "L", "order_type": "GENERAL", "cents": 100, "partition": 0}
     first = state.apply(
-        _batch([{**base, "order_id": "a", "ordered_at_us": 100 * S, "timestamp_us": 1, "offset": 0}])
+        _batch(
+            [{**base, "order_id": "a", "ordered_at_us": 100 * S, "timestamp_us": 100 * S + 1, "offset": 0}]
+        )
     )
     assert first.watermark_us == 90 * S
     assert first.not_counted.tolist() == []
     late = state.apply(
-        _batch([{**base, "order_id": "b", "ordered_at_us": 90 * S, "timestamp_us": 2, "offset": 1}])
+        _batch([{**base, "order_id": "b", "ordered_at_us": 90 * S, "timestamp_us": 100 * S + 2, "offset": 1}])
     )
     assert late.late == 1
     assert late.windows == []
     duplicate = state.apply(
-        _batch([{**base, "order_id": "a", "ordered_at_us": 101 * S, "timestamp_us": 3, "offset": 2}])
+        _batch(
+            [{**base, "order_id": "a", "ordered_at_us": 101 * S, "timestamp_us": 101 * S + 3, "offset": 2}]
+        )
     )
     assert duplicate.duplicates == 1
     assert duplicate.windows == []
     # The watermark passes a's expiry (100 s + 10 s): a copy after that is a new order to the stream.
-    state.apply(_batch([{**base, "order_id": "c", "ordered_at_us": 121 * S, "timestamp_us": 4, "offset": 3}]))
+    state.apply(
+        _batch(
+            [{**base, "order_id": "c", "ordered_at_us": 121 * S, "timestamp_us": 121 * S + 4, "offset": 3}]
+        )
+    )
     again = state.apply(
-        _batch([{**base, "order_id": "a", "ordered_at_us": 125 * S, "timestamp_us": 5, "offset": 4}])
+        _batch(
+            [{**base, "order_id": "a", "ordered_at_us": 125 * S, "timestamp_us": 125 * S + 5, "offset": 4}]
+        )
     )
     assert again.not_counted.tolist() == []
     assert again.windows[0][4:] == (2, 200)
@@ -215,7 +230,7 @@ def test_a_rebuilt_state_keeps_the_latest_expiry_of_an_id_counted_twice_whatever
             "order_type": "GENERAL",
             "ordered_at_us": seconds * S,
             "cents": 100,
-            "timestamp_us": batch * 1000,
+            "timestamp_us": seconds * S + batch,  # appended just after it was ordered
             "partition": 0,
             "offset": batch,
         }
@@ -230,3 +245,32 @@ def test_a_rebuilt_state_keeps_the_latest_expiry_of_an_id_counted_twice_whatever
     for order in (counted, counted[::-1]):
         rebuilt = RevenueState.rebuilt(windows, delay_us, 130 * S - delay_us, _batch(order))
         assert rebuilt.apply(_batch(later_copy)).not_counted.tolist() == [0]
+
+
+def test_an_order_dated_ahead_of_the_broker_moves_the_watermark_only_to_its_kafka_timestamp() -> None:
+    # One order dated 299 s ahead of its append time (inside a 5-minute skew), then the honest
+    # orders of the next seconds: none of them is late, and the early order counts in its own window.
+    delay_us = 300 * S
+    state = RevenueState(TUMBLING, delay_us)
+    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100, "partition": 0}
+    ahead = state.apply(
+        _batch(
+            [{**base, "order_id": "ahead", "ordered_at_us": 1299 * S, "timestamp_us": 1000 * S, "offset": 0}]
+        )
+    )
+    assert ahead.watermark_us == 1000 * S - delay_us
+    assert ahead.windows == [("L", "GENERAL", 1290 * S, 1305 * S, 1, 100)]
+    honest = [
+        {
+            **base,
+            "order_id": f"h{i}",
+            "ordered_at_us": (1000 + i) * S,
+            "timestamp_us": (1000 + i) * S + 5,
+            "offset": i,
+        }
+        for i in range(1, 60)
+    ]
+    outcome = state.apply(_batch(honest))
+    assert outcome.late == 0
+    assert outcome.not_counted.tolist() == []
+    assert state.watermark_us == 1059 * S - delay_us

@@ -117,14 +117,14 @@ ACCEPTED_CASES = [
     ),
     # The record's Kafka timestamp (kafka_df) is 2022-12-05 09:00:00; the default skew is 5 minutes.
     pytest.param(
-        {"orderedDateTime": "2022-12-05T09:05:00"},
-        {"ordered_at": datetime(2022, 12, 5, 9, 5)},
+        {"orderedDateTime": "2022-12-05T09:00:30"},
+        {"ordered_at": datetime(2022, 12, 5, 9, 0, 30)},
         id="event-time-at-skew-limit",
     ),
     pytest.param(
-        {"orderedDateTime": "1999-01-01T00:00:00"},
-        {"ordered_at": datetime(1999, 1, 1)},
-        id="old-order-stays-valid",
+        {"orderedDateTime": "2013-01-01T00:00:00"},
+        {"ordered_at": datetime(2013, 1, 1)},
+        id="old-order-within-ten-years-stays-valid",
     ),
     pytest.param({"orderType": "RESTAURANT"}, {"order_type": "RESTAURANT"}, id="restaurant"),
     pytest.param(
@@ -241,7 +241,7 @@ DLQ_CASES = [
         id="max-money",
     ),
     pytest.param(
-        order_text(orderedDateTime="2022-12-05T09:05:00.000001").encode(),
+        order_text(orderedDateTime="2022-12-05T09:00:30.000001").encode(),
         DlqReason.EVENT_TIME_IN_FUTURE,
         id="event-time-past-skew",
     ),
@@ -249,6 +249,16 @@ DLQ_CASES = [
         order_text(orderedDateTime="2099-01-01T00:00:00").encode(),
         DlqReason.EVENT_TIME_IN_FUTURE,
         id="year-2099",
+    ),
+    pytest.param(
+        order_text(orderedDateTime="0001-01-01T00:00:00").encode(),
+        DlqReason.EVENT_TIME_TOO_OLD,
+        id="year-1",
+    ),
+    pytest.param(
+        order_text(orderedDateTime="2012-12-01T00:00:00").encode(),
+        DlqReason.EVENT_TIME_TOO_OLD,
+        id="older-than-ten-years",
     ),
 ]
 
@@ -333,6 +343,20 @@ def test_rules_are_configuration(kafka_df: Any) -> None:
         (DlqReason.EVENT_TIME_IN_FUTURE, None),
         (None, Decimal("27.00")),
     ]
+
+
+def test_the_oldest_accepted_order_is_configuration(kafka_df: Any) -> None:
+    """An order more than max_past_age behind its Kafka timestamp (09:00:00) is refused, not counted late."""
+    values = [
+        order_text(orderedDateTime="2022-12-05T08:58:59.999999").encode(),
+        order_text(orderedDateTime="2022-12-05T08:59:00").encode(),
+    ]
+    rows = (
+        parse_and_validate_orders(kafka_df([{"value": v} for v in values]), OrderRules(max_past_age_s=60))
+        .orderBy("offset")
+        .collect()
+    )
+    assert [r["dlq_reason"] for r in rows] == [DlqReason.EVENT_TIME_TOO_OLD, None]
 
 
 def test_valid_and_invalid_split(kafka_df: Any) -> None:
