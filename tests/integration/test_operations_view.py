@@ -355,3 +355,30 @@ def test_airflow_loads_the_plugin_with_its_nav_entry_and_app() -> None:
     prefixes = [app["url_prefix"] for app in apps]
     assert prefixes.count("/revenue-ops") == 1
     assert len(prefixes) == len(set(prefixes)), f"two plugin apps share a url_prefix: {prefixes}"
+
+
+@pytest.mark.parametrize(("role", "sees_paths"), [("VIEWER", False), ("OP", False), ("ADMIN", True)])
+def test_a_failed_drivers_error_shows_server_paths_to_admins_only(
+    lake: str, role: str, sees_paths: bool
+) -> None:
+    from types import SimpleNamespace
+
+    log = f"{lake}/progress/red/driver-1.log"
+    error = (
+        f'File "{lake}/../spark_apps/one_query.py", line 131, in __call__\n'
+        f"ValueError: bad input; log {log}, file:{lake}/checkpoints/red at 1545.0 rows/s"
+    )
+    DeploymentRegistry(lake).update("red", {"last_error": error}, "tester")
+    app = create_operations_app(lake)
+    app.dependency_overrides[require_airflow_user] = lambda: SimpleNamespace(username="u", role=role)
+    with TestClient(app) as client:
+        [red] = [
+            d for d in client.get("/api/deployments").json()["deployments"] if d["deployment_id"] == "red"
+        ]
+    if sees_paths:
+        assert red["last_error"] == error
+    else:
+        assert lake not in red["last_error"]
+        assert red["last_error"] == (
+            'File "<path>", line 131, in __call__\nValueError: bad input; log <path>, <path> at 1545.0 rows/s'
+        )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -40,7 +41,7 @@ from pydantic import BaseModel, Field
 from revenue_platform.gold_table import Filter, read_gold
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
-from revenue_platform.serving.auth import require_airflow_user
+from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
 from revenue_platform.serving.driver_status import driver_heartbeat
 from spark_apps.contract import GOLD_WINDOW_COLUMNS
 from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
@@ -186,7 +187,16 @@ def _role(record: DeploymentRecord) -> Literal["live", "candidate", "stopped"]:
     return "candidate" if record.desired_state == DesiredState.RUNNING.value else "stopped"
 
 
-def deployment_status(record: DeploymentRecord, lake_root: str) -> DeploymentStatus:
+# An absolute path or file: URI in free text (a driver's log tail), not the "/" inside "rows/s".
+_SERVER_PATH = re.compile(r"(?<![\w/.])(?:file:)?/[^\s'\"(),;]+")
+
+
+def without_server_paths(text: str | None) -> str | None:
+    """`text` with every absolute path replaced by `<path>`: what a non-admin may see of an error."""
+    return None if text is None else _SERVER_PATH.sub("<path>", text)
+
+
+def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool = False) -> DeploymentStatus:
     progress = _revenue_progress(record, lake_root)
     restarts = [entry for entry in record.restart_history if entry.get("outcome") != "gave_up"]
     behind = progress.get("max_offsets_behind_latest")
@@ -199,7 +209,8 @@ def deployment_status(record: DeploymentRecord, lake_root: str) -> DeploymentSta
         observed_state=record.observed_state,
         is_live=record.is_live,
         restarts=len(restarts),
-        last_error=record.last_error,
+        # A driver's log tail names the lake, logs and Python files: for admins only (as in the API).
+        last_error=record.last_error if show_paths else without_server_paths(record.last_error),
         # The driver's heartbeat (every few seconds, idle or not); the progress file only moves
         # when a batch ran, so it would call a healthy idle app minutes old.
         heartbeat_at=_parse_time(driver_heartbeat(_names(record, lake_root))) or record.heartbeat_at,
@@ -211,10 +222,11 @@ def deployment_status(record: DeploymentRecord, lake_root: str) -> DeploymentSta
     )
 
 
-def read_deployments(registry: DeploymentRegistry) -> DeploymentsResponse:
-    """Live first, then candidates, then stopped deployments; by id within each group."""
+def read_deployments(registry: DeploymentRegistry, show_paths: bool = False) -> DeploymentsResponse:
+    """Live first, then candidates, then stopped deployments; by id within each group. Server paths in
+    errors only with `show_paths` (an admin)."""
     order = {"live": 0, "candidate": 1, "stopped": 2}
-    statuses = [deployment_status(r, registry.lake_root) for r in registry.deployments()]
+    statuses = [deployment_status(r, registry.lake_root, show_paths) for r in registry.deployments()]
     statuses.sort(key=lambda s: (order[s.role], s.deployment_id))
     return DeploymentsResponse(live_deployment_id=registry.live_deployment(), deployments=statuses)
 
@@ -382,9 +394,9 @@ def create_operations_app(lake_root: str | None = None) -> FastAPI:
         # Public like the page shell: the UI's nav loads it as an <img>.
         return Response(NAV_ICON_SVG, media_type="image/svg+xml")
 
-    @app.get("/api/deployments", dependencies=authenticated)
-    def deployments() -> DeploymentsResponse:
-        return read_deployments(registry())
+    @app.get("/api/deployments")
+    def deployments(user: AirflowUser) -> DeploymentsResponse:
+        return read_deployments(registry(), show_paths=is_admin(user))
 
     @app.get("/api/quality", dependencies=authenticated)
     def quality(
