@@ -42,6 +42,7 @@ from revenue_platform.registry import registry_lake_root
 DEMO_DEPLOYMENT = "demo"
 DEMO_ORDERS = 3000
 DEMO_SPAN_S = 90
+DEMO_WINDOW_S = 15  # the shipped window.size
 
 
 def _say(message: str) -> None:
@@ -56,8 +57,9 @@ def provision_topics(client: AirflowApiClient) -> None:
 def produce_sample_data(bootstrap: str) -> tuple[GeneratorSettings, list[GeneratedRecord]]:
     # Event times run up to now, so every demo run adds new windows, and none is ahead of the broker's
     # clock (an order more than the watermark delay ahead of its Kafka timestamp is a dead letter).
+    # They start on a window boundary, so the windows printed from `start` on hold every order.
     now = datetime.now(UTC).replace(microsecond=0, tzinfo=None)
-    start = now - timedelta(seconds=DEMO_SPAN_S)
+    start = now - timedelta(seconds=DEMO_SPAN_S + now.second % DEMO_WINDOW_S)
     settings = GeneratorSettings(
         orders=DEMO_ORDERS,
         stores=5,
@@ -71,7 +73,7 @@ def produce_sample_data(bootstrap: str) -> tuple[GeneratorSettings, list[Generat
     records = list(generate_orders(settings))
     _say(
         f"[demo] 3/5 producing 5 stores and {DEMO_ORDERS} orders "
-        f"(event times {start:%H:%M:%S}-{now:%H:%M:%S} UTC) ..."
+        f"(event times from {start:%H:%M:%S} UTC, {DEMO_SPAN_S} s) ..."
     )
     produce(bootstrap, "stores", generate_stores(settings.stores), progress=_say)
     produce(bootstrap, "orders", records, total=len(records), progress=_say)
@@ -141,7 +143,8 @@ def _revenue_lag(lake_root: str) -> int | None:
 
 def wait_until_caught_up(lake_root: str, records: list[GeneratedRecord], timeout_s: float = 300.0) -> None:
     """Block until gold holds exactly this run's windows and the app reports no lag (bounded)."""
-    expected = {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
+    windows = expected_windows(records, DEMO_WINDOW_S)
+    expected = {key: (w.order_count, w.revenue) for key, w in windows.items()}
     _say(f"[demo] 4/5 waiting until the running app has caught up ({len(expected)} windows expected) ...")
     started = time.monotonic()
     while True:
