@@ -33,9 +33,10 @@ MAX_WINDOW_SECONDS = 86400
 MAX_WATERMARK_SECONDS = 86400
 MAX_TRIGGER_SECONDS = 3600
 # Window geometry: windows one order adds to (size / slide), and windows a store and order type keep
-# open ((size + watermark) / slide; the shipped 15 s windows with a 30 s watermark keep 3).
-MAX_WINDOWS_PER_ORDER = 60
-MAX_OPEN_WINDOWS_PER_KEY = 2000
+# open ((size + watermark) / slide; the shipped 15 s windows with a 30 s watermark keep 3, with the
+# longest watermark, a day, 5,761: every window shape allowed before these bounds still loads).
+MAX_WINDOWS_PER_ORDER = 100
+MAX_OPEN_WINDOWS_PER_KEY = 6000
 # How far behind its Kafka timestamp an order may be dated (validation.max_past_age) at most: ten
 # years keeps every event time, window and watermark of an accepted order after 1959.
 MAX_PAST_AGE_SECONDS = 3650 * 86400
@@ -104,10 +105,14 @@ KAFKA_CHOICE_OPTIONS: dict[str, frozenset[str]] = {
     "enable.idempotence": frozenset({"true", "false"}),
     "check.crcs": frozenset({"true", "false"}),
 }
+# Names the clients report to the brokers (quotas, logs, rack-aware fetching): a plain identifier.
+KAFKA_NAME_OPTIONS = frozenset({"client.id", "client.rack"})
+KAFKA_OPTION_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_KAFKA_OPTION_VALUE = 2**31 - 1
 # Comma-separated host:port pairs (the connection's servers, or a config file's for a run by hand).
-_HOST_PORT = r"(?:[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}"
-_BOOTSTRAP_SERVERS = re.compile(rf"{_HOST_PORT}(?: *, *{_HOST_PORT}){{0,31}}")
+# Both Kafka clients also take a listener-name prefix (`PLAINTEXT://host:9092`) and a trailing comma.
+_HOST_PORT = r"(?:[A-Za-z_]{1,32}://)?(?:[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}"
+_BOOTSTRAP_SERVERS = re.compile(rf"{_HOST_PORT}(?: *, *{_HOST_PORT}){{0,31}} *,?")
 
 
 class AppConfigError(ValueError):
@@ -260,13 +265,17 @@ def kafka_option_value(key: str, value: str) -> str:
         if value not in KAFKA_CHOICE_OPTIONS[name]:
             raise ValueError(f"{key}: {value[:40]!r} must be one of {sorted(KAFKA_CHOICE_OPTIONS[name])}")
         return value
+    if name in KAFKA_NAME_OPTIONS:
+        if not KAFKA_OPTION_NAME.fullmatch(value):
+            raise ValueError(f"{key}: {value[:40]!r} must be 1-64 letters, digits, '.', '_' or '-'")
+        return value
     if "server" in name or "host" in name or "url" in name or "dns" in name:
         why = "where to connect comes from the Airflow Kafka connection (kafka_default) only"
     else:
         why = "only tuning settings of Spark's Kafka source and sink are allowed"
     raise ValueError(
         f"{key[:80]!r} is not an allowed setting: {why}. Allowed: "
-        f"{', '.join(sorted(KAFKA_NUMERIC_OPTIONS | set(KAFKA_CHOICE_OPTIONS)))}"
+        f"{', '.join(sorted(KAFKA_NUMERIC_OPTIONS | set(KAFKA_CHOICE_OPTIONS) | KAFKA_NAME_OPTIONS))}"
     )
 
 
@@ -661,4 +670,9 @@ def with_kafka_security(
     was checked when it was built, and the config must not be re-read from a dump that lacks it."""
     if security is None:
         return config
-    return config.model_copy(update={"kafka": config.kafka.model_copy(update={"security": security})})
+    kafka: dict[str, Any] = {"security": security}
+    if security.bootstrap_servers:
+        # The connection's servers as of this launch: a stored config (a restart, a reprocess) never
+        # sends the connection's login to servers it names itself.
+        kafka["bootstrap_servers"] = security.bootstrap_servers
+    return config.model_copy(update={"kafka": config.kafka.model_copy(update=kafka)})

@@ -75,6 +75,9 @@ class KafkaClientSecurity(BaseModel):
     """PEM file of the CA(s) that signed the brokers' certificates (SSL / SASL_SSL); None = system trust."""
     ssl_verify_hostname: bool = True
     """Check the broker's certificate matches its host name (ssl.endpoint.identification.algorithm)."""
+    bootstrap_servers: str | None = None
+    """The connection's servers, which the login is for: a driver given these settings connects there
+    whatever its (stored) config names (`spark_apps.config.with_kafka_security`)."""
 
     @model_validator(mode="after")
     def _complete(self) -> KafkaClientSecurity:
@@ -102,8 +105,9 @@ class KafkaClientSecurity(BaseModel):
     def from_client_config(cls, client_config: Mapping[str, Any], source: str) -> KafkaClientSecurity:
         """The security settings in a librdkafka client config (an Airflow Kafka connection's extra).
 
-        Other settings (bootstrap.servers, group.id, ...) are ignored; a security setting this model
-        cannot carry to both clients is refused, naming it and `source`.
+        `bootstrap.servers` is kept (the login is for those servers), other settings (group.id, ...) are
+        ignored; a security setting this model cannot carry to both clients is refused, naming it and
+        `source`.
         """
         unsupported = sorted(k for k in client_config if is_security_key(k) and k not in _UNDERSTOOD_KEYS)
         if unsupported:
@@ -122,6 +126,7 @@ class KafkaClientSecurity(BaseModel):
                 sasl_password=client_config.get("sasl.password"),
                 ssl_ca_location=client_config.get("ssl.ca.location"),
                 ssl_verify_hostname=algorithm != "none",
+                bootstrap_servers=client_config.get("bootstrap.servers"),
             )
         except ValidationError as error:
             problems = "; ".join(

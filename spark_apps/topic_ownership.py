@@ -63,16 +63,40 @@ def topic_conflicts(
     return conflicts
 
 
+def input_conflicts(
+    config: StreamingAppConfig, others: Iterable[tuple[str, Mapping[str, Any]]]
+) -> dict[str, str]:
+    """Input field (`kafka.orders_topic`) -> why it may not be read: another deployment writes it.
+
+    The other half of the rule, checked before a deployment is registered: reading another's output
+    would make that deployment a writer of a topic someone reads, and refuse its every restart.
+    """
+    writers: dict[str, str] = {}
+    for deployment_id, other in others:
+        if deployment_id == config.deployment_id:
+            continue
+        kafka = other.get("kafka") or {}
+        for name in OUTPUT_TOPIC_FIELDS:
+            if kafka.get(name):
+                writers.setdefault(str(kafka[name]), deployment_id)
+    return {
+        f"kafka.{name}": f"topic {topic!r} is written by deployment {writers[topic]!r}"
+        for name in INPUT_TOPIC_FIELDS
+        if (topic := str(getattr(config.kafka, name))) in writers
+    }
+
+
 def describe_conflicts(conflicts: Mapping[str, str]) -> str:
     return "; ".join(f"{field}: {why}" for field, why in conflicts.items()) + (
-        ". A deployment writes only topics no deployment reads and no other deployment writes: leave the "
-        "output topics unset (a later deployment then writes its own `<topic>_<deployment id>`) or name "
-        "new ones"
+        ". A deployment writes only topics no deployment reads and no other deployment writes, and reads "
+        "no topic another deployment writes: leave the output topics unset (a later deployment then "
+        "writes its own `<topic>_<deployment id>`) or name new ones"
     )
 
 
-def registered_configs(registry_root: str) -> list[tuple[str, dict[str, Any]]]:
-    """(deployment id, registered config) of every deployment in the registry under `registry_root`."""
+def registered_configs(registry_root: str, running_only: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """(deployment id, registered config) of every deployment in the registry under `registry_root`
+    (`running_only`: of those desired running)."""
     import json
 
     from deltalake import DeltaTable
@@ -82,16 +106,29 @@ def registered_configs(registry_root: str) -> list[tuple[str, dict[str, Any]]]:
         table = DeltaTable(RegistryNames(registry_root).deployments_table)
     except TableNotFoundError:
         return []
-    rows = table.to_pyarrow_table(columns=["deployment_id", "config_json"]).to_pylist()
-    return [(row["deployment_id"], json.loads(row["config_json"] or "{}")) for row in rows]
+    rows = table.to_pyarrow_table(columns=["deployment_id", "config_json", "desired_state"]).to_pylist()
+    return [
+        (row["deployment_id"], json.loads(row["config_json"] or "{}"))
+        for row in rows
+        if not running_only or row["desired_state"] == "running"
+    ]
 
 
 def verify_topic_ownership(registry_root: str, config: StreamingAppConfig) -> None:
     """Raise TopicOwnershipError unless every output topic of `config` is free to write.
 
-    The driver calls it at start, before any query runs (after its lease check).
+    The driver calls it at start, before any query runs (after its lease check), against the
+    deployments desired running: a stopped or failed one's registration never keeps a live deployment
+    from restarting (the deploy refused it a topic another writes in the first place).
     """
-    conflicts = topic_conflicts(config, registered_configs(registry_root))
+    try:
+        others = registered_configs(registry_root, running_only=True)
+    except OSError as error:  # an object store the driver cannot read without its settings
+        raise TopicOwnershipError(
+            f"cannot read the deployment registry under {registry_root} to check which topics deployment "
+            f"{config.deployment_id!r} may write: {error}"
+        ) from error
+    conflicts = topic_conflicts(config, others)
     if conflicts:
         raise TopicOwnershipError(
             f"deployment {config.deployment_id!r} may not start: {describe_conflicts(conflicts)}"

@@ -9,9 +9,10 @@ hands `submit` the environment `child_env.child_environment` builds from the sam
 UI are the provider's.
 
 Not covered: the commands the provider itself runs after a cluster-mode submit (standalone driver
-status polls and kills, `yarn application -kill`, `post_submit_commands`) still inherit the task's
-environment. The platform submits in client mode (its Python jobs cannot run in standalone cluster
-mode), where the hook runs none of them.
+status polls and kills, `yarn application -kill`) still inherit the task's environment; the platform
+submits in client mode (its Python jobs cannot run in standalone cluster mode), where the hook runs
+none of them. `post_submit_commands` would run in client mode too, with the task's environment: the
+platform sets none, and `PlatformSparkSubmitOperator` refuses them.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class PlatformSparkSubmitOperator(SparkSubmitOperator):
 
     def _get_hook(self) -> SparkSubmitHook:
         hook = super()._get_hook()
+        if getattr(hook, "_post_submit_commands", None):
+            raise ValueError(
+                "post_submit_commands would run with the task's whole environment (Airflow's secrets "
+                "included): the platform's spark-submit tasks take none"
+            )
         # The provider's own construction (every operator argument, whatever the provider version
         # adds), then the subclass that only changes how spark-submit's environment is built.
         hook.__class__ = PlatformSparkSubmitHook

@@ -382,3 +382,12 @@ def test_a_failed_drivers_error_shows_server_paths_to_admins_only(
         assert red["last_error"] == (
             'File "<path>", line 131, in __call__\nValueError: bad input; log <path>, <path> at 1545.0 rows/s'
         )
+
+
+def test_relative_lake_paths_and_paths_with_spaces_are_hidden_from_non_admins() -> None:
+    from revenue_platform.serving.operations_view import without_server_paths
+
+    error = "DeltaTable at .local/lake/gold/x failed; see /tmp/my lake/driver.log (1545.0 rows/s)"
+    assert without_server_paths(error, [".local/lake", "/tmp/my lake"]) == (
+        "DeltaTable at <path> failed; see <path> (1545.0 rows/s)"
+    )

@@ -122,6 +122,32 @@ def test_a_deployment_cannot_write_what_another_deployment_reads(tmp_path: Path)
     assert _nothing_written(tmp_path)
 
 
+def test_a_deployment_cannot_read_what_another_deployment_writes(tmp_path: Path) -> None:
+    # Reading blue's revenue topic as its "orders" would make blue a writer of a topic someone reads,
+    # and blue's next restart would be refused.
+    register_deployment(tmp_path, None, **{"deployment_id": "blue"})
+    with pytest.raises(
+        ConfigError, match=r"kafka\.orders_topic: topic 'revenue_windows' is written by deployment 'blue'"
+    ):
+        _resolve(tmp_path, {"kafka.orders_topic": "revenue_windows", "kafka.revenue_topic": "evil_revenue"})
+    assert _nothing_written(tmp_path)
+
+
+def test_only_deployments_desired_running_are_checked_at_a_drivers_start(tmp_path: Path) -> None:
+    from revenue_platform.registry import DeploymentRegistry
+    from spark_apps.topic_ownership import verify_topic_ownership
+
+    register_deployment(tmp_path, None, **{"deployment_id": "old", "kafka.orders_topic": "orders_eu"})
+    DeploymentRegistry(str(tmp_path)).update("old", {"desired_state": "stopped"}, "test")
+    # A stopped deployment's registration never keeps another from (re)starting.
+    verify_topic_ownership(
+        str(tmp_path),
+        load_config(
+            None, {"deployment_id": "blue", "lake_root": str(tmp_path), "kafka.dlq_topic": "orders_eu"}
+        ),
+    )
+
+
 def test_a_release_cannot_name_output_topics(tmp_path: Path) -> None:
     registry = DeploymentRegistry(str(tmp_path))
     with pytest.raises(ConfigError, match=r"kafka\.dlq_topic"):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -39,6 +40,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from revenue_platform.gold_table import Filter, read_gold
+from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
 from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
@@ -191,9 +193,22 @@ def _role(record: DeploymentRecord) -> Literal["live", "candidate", "stopped"]:
 _SERVER_PATH = re.compile(r"(?<![\w/.])(?:file:)?/[^\s'\"(),;]+")
 
 
-def without_server_paths(text: str | None) -> str | None:
-    """`text` with every absolute path replaced by `<path>`: what a non-admin may see of an error."""
-    return None if text is None else _SERVER_PATH.sub("<path>", text)
+def without_server_paths(text: str | None, roots: Sequence[str] = ()) -> str | None:
+    """`text` with every absolute path, and every mention of one of `roots` (the lake as configured,
+    relative or not, with spaces or not), replaced by `<path>`: what a non-admin may see of an error."""
+    if text is None:
+        return None
+    known = {root for root in roots if len(root) > 1}
+    known |= {os.path.abspath(root) for root in known}
+    for root in sorted(known, key=len, reverse=True):  # the longest first: one inside another
+        text = re.sub(r"(?:file:)?" + re.escape(root) + r"[^\s'\"(),;]*", "<path>", text)
+    return _SERVER_PATH.sub("<path>", text)
+
+
+def _private_roots(lake_root: str) -> list[str]:
+    """Where the platform's files are, as they may appear in a driver's log: the lake, the state folder,
+    the checkout and the home folder."""
+    return [lake_root, str(state_dir()), str(REPO_ROOT), str(Path.home())]
 
 
 def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool = False) -> DeploymentStatus:
@@ -210,7 +225,11 @@ def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool
         is_live=record.is_live,
         restarts=len(restarts),
         # A driver's log tail names the lake, logs and Python files: for admins only (as in the API).
-        last_error=record.last_error if show_paths else without_server_paths(record.last_error),
+        last_error=(
+            record.last_error
+            if show_paths
+            else without_server_paths(record.last_error, _private_roots(lake_root))
+        ),
         # The driver's heartbeat (every few seconds, idle or not); the progress file only moves
         # when a batch ran, so it would call a healthy idle app minutes old.
         heartbeat_at=_parse_time(driver_heartbeat(_names(record, lake_root))) or record.heartbeat_at,

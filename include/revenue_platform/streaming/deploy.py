@@ -52,7 +52,7 @@ from spark_apps.config import (
 )
 from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import DeploymentNames, validate_deployment_id
-from spark_apps.topic_ownership import describe_conflicts, topic_conflicts
+from spark_apps.topic_ownership import describe_conflicts, input_conflicts, topic_conflicts
 
 LOG = logging.getLogger(__name__)
 STARTING_POSITIONS = ("earliest", "latest")
@@ -248,7 +248,8 @@ def resolve_config(
                 config = load_config(APP_CONFIG_PATH, {**merged, **own})
     except AppConfigError as error:
         raise ConfigError(str(error)) from error
-    conflicts = topic_conflicts(config, [(other.deployment_id, other.config) for other in others])
+    registered = [(other.deployment_id, other.config) for other in others]
+    conflicts = {**topic_conflicts(config, registered), **input_conflicts(config, registered)}
     if conflicts:
         raise ConfigError(f"config_overrides.{describe_conflicts(conflicts)}")
     # Overrides come from a trigger form: whatever the app will write must stay in the registry's lake.

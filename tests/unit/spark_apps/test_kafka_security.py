@@ -144,3 +144,24 @@ def test_spark_gets_java_keys_and_the_side_channels_get_librdkafka_keys_only() -
     plaintext = load_config(None, {"kafka.bootstrap_servers": "b:1"})
     assert kafka_admin_config(plaintext) == {"bootstrap.servers": "b:1"}
     assert _kafka_client_options(plaintext) == {"kafka.bootstrap.servers": "b:1"}
+
+
+def test_a_stored_config_never_takes_the_connections_login_to_its_own_servers() -> None:
+    """A restart or a reprocess launches a config stored in the registry; the servers it names (a form
+    could set them before this was refused) give way to the connection's, whose login it carries."""
+    stored = load_config(None, {"kafka.bootstrap_servers": "elsewhere.example:9092"})
+    security = KafkaClientSecurity.from_client_config(
+        {
+            "bootstrap.servers": "broker-1:9096,broker-2:9096",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "platform",
+            "sasl.password": "s3cret",
+        },
+        "test",
+    )
+    handed_over = KafkaClientSecurity.from_environment(security.environment())
+    assert handed_over is not None
+    launched = with_kafka_security(stored, handed_over)
+    assert launched.kafka.bootstrap_servers == "broker-1:9096,broker-2:9096"
+    assert launched.kafka.security == security
