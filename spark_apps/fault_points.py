@@ -3,6 +3,9 @@
 A kill at a `time.sleep`-chosen moment lands wherever the app happens to be; these points
 put it exactly between two commits, where exactly-once is hardest to keep:
   * `ingest.after_bronze_commit` — bronze appended, dead letters and split topics not yet sent;
+  * `revenue.before_gold_commit` — the lease checked, the gold MERGE not yet committed: here the
+    driver is paused (SIGSTOP of its Python process) rather than killed, the stalled old driver
+    that must not commit after its successor (`fencing.CommitStamp`);
   * `revenue.after_gold_commit` — gold MERGEd, the revenue topic not yet written;
   * `revenue.before_checkpoint_commit` — gold and the revenue topic written, the query's
     checkpoint (its commit log) not yet: the restarted driver must redo this batch.
@@ -29,9 +32,13 @@ FAULT_BATCH_ENV = "ORDERS_APP_FAULT_BATCH"
 FAULT_REPORT_ENV = "ORDERS_APP_FAULT_REPORT"
 FAULT_POINTS = (
     "ingest.after_bronze_commit",
+    "revenue.before_gold_commit",
     "revenue.after_gold_commit",
     "revenue.before_checkpoint_commit",
 )
+# Points where the driver stalls instead of dying: it stops its own Python process (SIGSTOP) right
+# after its lease check, as a GC pause or a frozen VM would, until the test sends SIGCONT.
+PAUSE_POINTS = ("revenue.before_gold_commit",)
 _SPARK_SUBMIT_CLASS = b"org.apache.spark.deploy.SparkSubmit"
 
 
@@ -83,5 +90,8 @@ def reached(point: str, batch_id: int, detail: dict[str, Any] | None = None) -> 
             json.dump(report, out)
             out.flush()
             os.fsync(out.fileno())
+    if point in PAUSE_POINTS:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return  # resumed: carry on exactly where the stall began
     os.kill(jvm, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

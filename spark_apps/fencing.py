@@ -14,7 +14,9 @@ supervisor can tell an idle app from a dead one.
 from __future__ import annotations
 
 import os
+import re
 import socket
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +26,49 @@ from spark_apps.observability import write_json_atomically
 
 class LeaseRejectedError(RuntimeError):
     """This driver's lease token is not (or no longer) the registry's token for its deployment."""
+
+
+GOLD_COMMIT_APP_ID = "revenue-platform-lease"
+"""Delta application transaction id each gold commit of a leased driver carries (`CommitStamp`)."""
+_LEASE_TOKEN_EPOCH = re.compile(r"([0-9]{1,18})-[0-9a-f]{12}")
+
+
+def lease_epoch(token: str | None) -> int | None:
+    """The epoch of a lease token as the registry issues it (`<epoch>-<12 hex>`), else None."""
+    match = _LEASE_TOKEN_EPOCH.fullmatch(token or "")
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class CommitStamp:
+    """What a gold commit records of the driver that made it: its lease epoch and micro-batch.
+
+    The fence in the commit itself: a lease check before a write cannot stop a driver that stalls
+    between the check and its commit (a GC pause, SIGSTOP, a frozen VM) from committing after its
+    successor. So each gold commit carries a Delta application transaction (`GOLD_COMMIT_APP_ID`,
+    `version`), and a commit is refused when the table already records a newer epoch: delta-rs reads
+    the recorded version from the very snapshot it commits against (a successor's commit after that
+    snapshot is a conflict, and the retry reads again); Spark's Delta skips a write whose version is
+    not above the recorded one (idempotent DML). Within an epoch the version grows with the batch.
+    """
+
+    epoch: int
+    batch_id: int
+
+    @property
+    def version(self) -> int:
+        return (self.epoch << 32) | self.batch_id
+
+    def refusal(self, recorded_version: int | None) -> LeaseRejectedError | None:
+        """Why a table whose gold commits record `recorded_version` refuses this commit (None: it takes
+        it): a newer lease has written it."""
+        if recorded_version is None or recorded_version >> 32 <= self.epoch:
+            return None
+        return LeaseRejectedError(
+            f"gold was already committed by lease epoch {recorded_version >> 32}, newer than this "
+            f"driver's {self.epoch}: its successor owns the deployment, and this batch's totals "
+            f"(batch {self.batch_id}) are not written"
+        )
 
 
 def current_lease_token(registry_root: str, deployment_id: str) -> str | None:
@@ -86,6 +131,17 @@ class LeaseFence:
         except TableNotFoundError:
             return True  # verify_lease reports the missing registry
         return bool(self._table.version() != self._verified_version)
+
+    def stamp(self, batch_id: int) -> CommitStamp | None:
+        """The stamp this driver's gold commit of `batch_id` carries (None without a lease)."""
+        epoch = lease_epoch(self.token)
+        return None if epoch is None else CommitStamp(epoch, batch_id)
+
+    def refused(self, error: LeaseRejectedError) -> LeaseRejectedError:
+        """Record a refusal the storage made (a stale commit), so the driver exits as superseded."""
+        if self.rejected is None:
+            self.rejected = error
+        return error
 
     def check(self, before: str) -> None:
         """Raise LeaseRejectedError unless this driver still holds the lease; `before` names the write."""

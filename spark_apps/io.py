@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -22,6 +23,7 @@ from pyspark.sql.window import Window
 
 from spark_apps.config import StreamingAppConfig
 from spark_apps.contract import ARRIVAL_ORDER, GOLD_KEY_COLUMNS
+from spark_apps.fencing import GOLD_COMMIT_APP_ID, CommitStamp
 from spark_apps.schemas import (
     BRONZE_ORDER_COLUMNS,
     BRONZE_SCHEMA,
@@ -361,6 +363,7 @@ def merge_gold(
     first_window: Any = None,
     last_window: Any = None,
     before_commit: Callable[[], None] | None = None,
+    stamp: CommitStamp | None = None,
 ) -> None:
     """Upsert window rows into the existing gold table on (location_id, order_type, window_start).
 
@@ -368,7 +371,10 @@ def merge_gold(
     `first_window`/`last_window` (window starts, both or neither) bound the batch: the range
     predicate lets Delta skip every gold file outside it instead of scanning the whole table.
     `before_commit` runs before every attempt (the streaming app's lease check); what it raises
-    aborts the MERGE.
+    aborts the MERGE. With a `stamp`, the commit records the driver's lease epoch through Delta's
+    idempotent DML (`spark.databricks.delta.write.txnAppId`/`txnVersion`): Delta skips the MERGE when
+    the table records a newer epoch, checked in the commit; `before_commit` runs again after it to
+    report the moved lease.
     """
     from delta.tables import DeltaTable
 
@@ -376,19 +382,49 @@ def merge_gold(
     if first_window is not None and last_window is not None:
         condition = condition & F.col("gold.window_start").between(F.lit(first_window), F.lit(last_window))
 
+    spark = updates.sparkSession
+
     def attempt() -> None:
         if before_commit is not None:
             before_commit()
-        (
-            DeltaTable.forPath(updates.sparkSession, table_path)
-            .alias("gold")
-            .merge(updates.alias("updates"), condition)
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        with _idempotent_dml(spark, stamp):
+            (
+                DeltaTable.forPath(spark, table_path)
+                .alias("gold")
+                .merge(updates.alias("updates"), condition)
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+        if stamp is not None and before_commit is not None:
+            # Delta skips a stale MERGE silently; a newer epoch exists only if the lease moved, which
+            # the check reports before this driver writes anything after gold.
+            before_commit()
 
     retry_concurrent_gold_write(attempt, "gold MERGE")
+
+
+_TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+
+
+@contextmanager
+def _idempotent_dml(spark: SparkSession, stamp: CommitStamp | None) -> Generator[None]:
+    """Delta DML in this block carries `stamp` as its application transaction (none without one).
+
+    Session settings, so they are set for the MERGE alone and removed after it; the other Delta
+    writes that may run meanwhile (the bronze append) set their transaction as writer options,
+    which Delta prefers over these."""
+    if stamp is None:
+        yield
+        return
+    spark.conf.set(_TXN_APP_ID_CONF, GOLD_COMMIT_APP_ID)
+    spark.conf.set(_TXN_VERSION_CONF, str(stamp.version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_TXN_APP_ID_CONF)
+        spark.conf.unset(_TXN_VERSION_CONF)
 
 
 def local_table_path(table_path: str) -> str | None:
@@ -432,6 +468,7 @@ def merge_gold_from_driver(
     table_path: str,
     before_commit: Callable[[], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    stamp: CommitStamp | None = None,
 ) -> None:
     """`merge_gold` for a few hundred rows the driver holds, without Spark: delta-rs, in process.
 
@@ -440,9 +477,12 @@ def merge_gold_from_driver(
     stop 19). The commit is an ordinary Delta commit: Spark's readers and writers (reprocessing,
     repairs) see it, and a commit that conflicts with theirs is retried like Spark's. `rows` are in
     GOLD_SCHEMA's column order, timestamps as aware UTC datetimes, money as Decimal.
+
+    With a `stamp`, the commit records the driver's lease epoch, and a table whose snapshot already
+    records a newer one refuses it with LeaseRejectedError (`fencing.CommitStamp`).
     """
     import pyarrow as pa
-    from deltalake import DeltaTable
+    from deltalake import CommitProperties, DeltaTable, Transaction
     from deltalake.exceptions import CommitFailedError
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -457,9 +497,21 @@ def merge_gold_from_driver(
     def attempt() -> None:
         if before_commit is not None:
             before_commit()
+        table = DeltaTable(local)
+        commit = None
+        if stamp is not None:
+            # Read from the snapshot the MERGE commits against: a newer lease's commit after it makes
+            # this commit conflict, and the retry reads again.
+            refusal = stamp.refusal(table.transaction_version(GOLD_COMMIT_APP_ID))
+            if refusal is not None:
+                raise refusal
+            commit = CommitProperties(
+                app_transactions=[Transaction(app_id=GOLD_COMMIT_APP_ID, version=stamp.version)]
+            )
         (
-            DeltaTable(local)
-            .merge(updates, predicate, source_alias="updates", target_alias="gold")
+            table.merge(
+                updates, predicate, source_alias="updates", target_alias="gold", commit_properties=commit
+            )
             .when_matched_update_all()
             .when_not_matched_insert_all()
             .execute()

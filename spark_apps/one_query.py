@@ -42,7 +42,7 @@ from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, St
 from spark_apps import fault_points, io
 from spark_apps.config import StreamingAppConfig, interval_seconds
 from spark_apps.contract import MONEY_SCALE, STORE_ADDRESS_COLUMNS
-from spark_apps.fencing import LeaseFence
+from spark_apps.fencing import LeaseFence, LeaseRejectedError
 from spark_apps.observability import BatchCounters
 from spark_apps.revenue_state import (
     BATCH_COLUMNS,
@@ -259,18 +259,24 @@ class OneQueryBatch:
 
         def fence() -> None:
             self.fence.check("the gold MERGE")
+            fault_points.reached("revenue.before_gold_commit", batch_id, where)
 
-        if self._gold_from_driver:
-            rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
-            io.merge_gold_from_driver(rows, table, fence)
-        else:
-            io.merge_gold(
-                updates,
-                table,
-                _utc(min(w[2] for w in windows)),
-                _utc(max(w[2] for w in windows)),
-                before_commit=fence,
-            )
+        stamp = self.fence.stamp(batch_id)
+        try:
+            if self._gold_from_driver:
+                rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
+                io.merge_gold_from_driver(rows, table, fence, stamp=stamp)
+            else:
+                io.merge_gold(
+                    updates,
+                    table,
+                    _utc(min(w[2] for w in windows)),
+                    _utc(max(w[2] for w in windows)),
+                    before_commit=fence,
+                    stamp=stamp,
+                )
+        except LeaseRejectedError as error:
+            raise self.fence.refused(error) from None
         fault_points.reached("revenue.after_gold_commit", batch_id, where)
         self.fence.check("the revenue topic write")
         io.write_to_kafka(to_revenue_kafka_records(updates), self.config, self.config.kafka.revenue_topic)

@@ -135,6 +135,7 @@ def revenue_batch(
                 bounds["first"],
                 bounds["last"],
                 before_commit=lambda: fence.check("the gold MERGE"),
+                stamp=fence.stamp(batch_id),
             )
             where = {"windows": int(bounds["windows"])}
             fault_points.reached("revenue.after_gold_commit", batch_id, where)

@@ -17,7 +17,7 @@ import pytest
 from revenue_platform.gold_table import read_gold
 from spark_apps import io
 from spark_apps.contract import STORE_ADDRESS_COLUMNS
-from spark_apps.fencing import LeaseRejectedError
+from spark_apps.fencing import GOLD_COMMIT_APP_ID, CommitStamp, LeaseRejectedError
 from spark_apps.schemas import GOLD_SCHEMA
 
 if TYPE_CHECKING:
@@ -120,3 +120,82 @@ def test_gold_outside_this_filesystem_or_in_an_upgraded_protocol_stays_with_spar
     io.ensure_gold_table(spark, table)
     DeltaTable.forPath(spark, table).upgradeTableProtocol(1, 4)  # e.g. change data feed turned on
     assert not io.gold_writable_from_driver(table)
+
+
+def test_a_driver_that_stalled_after_its_lease_check_cannot_commit_after_its_successor(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The stalled old driver (epoch 5) passed its lease check, then its successor (epoch 6) committed
+    count 9; the old one wakes and MERGEs its count 7. The table refuses it: gold keeps 9."""
+    import threading
+
+    table = str(tmp_path / "gold")
+    io.ensure_gold_table(spark, table)
+    io.merge_gold_from_driver([_row("store_a", T0, 5, "5.00", 3)], table, stamp=CommitStamp(5, 3))
+    checked, successor_done = threading.Event(), threading.Event()
+    refusals: list[BaseException] = []
+
+    def stall_after_the_lease_check() -> None:
+        checked.set()
+        assert successor_done.wait(60)
+
+    def old_driver() -> None:
+        try:
+            io.merge_gold_from_driver(
+                [_row("store_a", T0, 7, "7.00", 4)],
+                table,
+                stall_after_the_lease_check,
+                stamp=CommitStamp(5, 4),
+            )
+        except LeaseRejectedError as error:
+            refusals.append(error)
+
+    stalled = threading.Thread(target=old_driver)
+    stalled.start()
+    assert checked.wait(60)
+    io.merge_gold_from_driver([_row("store_a", T0, 9, "9.00", 4)], table, stamp=CommitStamp(6, 4))
+    successor_done.set()
+    stalled.join(60)
+
+    assert [str(r) for r in refusals] == [
+        "gold was already committed by lease epoch 6, newer than this driver's 5: its successor owns the "
+        "deployment, and this batch's totals (batch 4) are not written"
+    ]
+    assert _gold(spark, table)["store_a", "GENERAL", T0][4:6] == (9, Decimal("9.00"))
+
+
+def test_a_stale_epoch_is_refused_by_the_driver_merge_and_skipped_by_sparks(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """delta-rs refuses a commit whose table records a newer epoch; Spark's MERGE (the object-store
+    path) is skipped by Delta's idempotent DML and the lease is checked again after it."""
+    from deltalake import DeltaTable
+
+    table = str(tmp_path / "gold")
+    io.ensure_gold_table(spark, table)
+    io.merge_gold_from_driver([_row("store_a", T0, 9, "9.00", 4)], table, stamp=CommitStamp(6, 4))
+    assert DeltaTable(table).transaction_version(GOLD_COMMIT_APP_ID) == CommitStamp(6, 4).version
+
+    with pytest.raises(LeaseRejectedError, match="lease epoch 6, newer than this driver's 5"):
+        io.merge_gold_from_driver([_row("store_a", T0, 7, "7.00", 5)], table, stamp=CommitStamp(5, 5))
+
+    lease_checks: list[str] = []
+    io.merge_gold(
+        spark.createDataFrame([_row("store_a", T0, 7, "7.00", 5)], GOLD_SCHEMA),
+        table,
+        before_commit=lambda: lease_checks.append("checked"),
+        stamp=CommitStamp(5, 5),
+    )
+    assert lease_checks == ["checked", "checked"], "the lease is checked again after a stamped MERGE"
+    assert _gold(spark, table)["store_a", "GENERAL", T0][4:6] == (9, Decimal("9.00"))
+    assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None, "the stamp is not left set"
+
+    # The successor's next batches still land, through either path.
+    io.merge_gold(
+        spark.createDataFrame([_row("store_a", T0, 10, "10.00", 5)], GOLD_SCHEMA),
+        table,
+        stamp=CommitStamp(6, 5),
+    )
+    io.merge_gold_from_driver([_row("store_a", T0, 11, "11.00", 6)], table, stamp=CommitStamp(6, 6))
+    assert _gold(spark, table)["store_a", "GENERAL", T0][4:6] == (11, Decimal("11.00"))
+    assert DeltaTable(table).transaction_version(GOLD_COMMIT_APP_ID) == CommitStamp(6, 6).version
