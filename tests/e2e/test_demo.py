@@ -241,7 +241,7 @@ def test_the_first_hour_is_green_and_every_page_renders_offline(demo_stack: Demo
     demo_stack.require_demo_output()
     client = AirflowApiClient(demo_stack.airflow_url, LOCAL_ADMIN_USER, demo_stack.admin_password)
     # The quality gate over the demo's hour: writes the Data Docs the browser looks at below. The demo's
-    # event times run from 90 s before it began up to then; its first 15 s window is closed for the
+    # event times run from 30 s before it began up to then; its first 15 s window is closed for the
     # checks 15 s + the 30 s watermark after that. Waiting that long makes a closed window
     # certain, however fast the demo finished (a quick demo used to make this run fail by timing).
     time.sleep(45)
