@@ -7,6 +7,8 @@ put it exactly between two commits, where exactly-once is hardest to keep:
     driver is paused (SIGSTOP of its Python process) rather than killed, the stalled old driver
     that must not commit after its successor (`fencing.CommitStamp`);
   * `revenue.after_gold_commit` — gold MERGEd, the revenue topic not yet written;
+  * `revenue.before_revenue_topic_write` — the lease checked again, the topic not yet written: a
+    pause point too (spark_apps.revenue_topic's transactional producer);
   * `revenue.before_checkpoint_commit` — gold and the revenue topic written, the query's
     checkpoint (its commit log) not yet: the restarted driver must redo this batch.
 The app calls `reached(point, batch_id)` at each point. It does nothing unless the environment
@@ -34,11 +36,12 @@ FAULT_POINTS = (
     "ingest.after_bronze_commit",
     "revenue.before_gold_commit",
     "revenue.after_gold_commit",
+    "revenue.before_revenue_topic_write",
     "revenue.before_checkpoint_commit",
 )
 # Points where the driver stalls instead of dying: it stops its own Python process (SIGSTOP) right
 # after its lease check, as a GC pause or a frozen VM would, until the test sends SIGCONT.
-PAUSE_POINTS = ("revenue.before_gold_commit",)
+PAUSE_POINTS = ("revenue.before_gold_commit", "revenue.before_revenue_topic_write")
 _SPARK_SUBMIT_CLASS = b"org.apache.spark.deploy.SparkSubmit"
 
 

@@ -114,6 +114,12 @@ class DeploymentNames:
         """Kafka consumer group the app commits processed offsets to (lag tools read it)."""
         return f"orders-revenue-{self.deployment_id}"
 
+    @property
+    def revenue_producer_id(self) -> str:
+        """Kafka `transactional.id` of the revenue topic's producer: one per deployment, so each new
+        driver's producer fences the one before (spark_apps.revenue_topic)."""
+        return f"orders-revenue-{self.deployment_id}-revenue-topic"
+
     def own_topic(self, base_topic: str) -> str:
         """Per-deployment output topic `<base>_<deployment>`: a deployment that is not the first to
         write an output topic (a blue-green green, a second deployment) writes its own instead."""

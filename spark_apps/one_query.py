@@ -51,8 +51,9 @@ from spark_apps.revenue_state import (
     WindowSpec,
     lookback_us,
 )
+from spark_apps.revenue_topic import ProducerFencedError, RevenueTopicWriter
 from spark_apps.schemas import REVENUE_PRECISION
-from spark_apps.transformations import enrich_with_stores, side_output_records, to_revenue_kafka_records
+from spark_apps.transformations import enrich_with_stores, side_output_records
 
 LOG = logging.getLogger("orders_streaming_app.one_query")
 
@@ -118,6 +119,8 @@ class OneQueryBatch:
         self._facts: dict[int, dict[str, Any]] = {}
         self._facts_lock = threading.Lock()
         self._gold_from_driver: bool | None = None
+        # Created with the driver, before its first batch: its producer fences every older driver's.
+        self.revenue_topic = RevenueTopicWriter(config)
 
     def batch_facts(self, batch_id: int) -> dict[str, Any]:
         """What the listener publishes for `batch_id` beyond Spark's progress: the watermark after it
@@ -254,8 +257,8 @@ class OneQueryBatch:
         if self._gold_from_driver is None:
             self._gold_from_driver = io.gold_writable_from_driver(table)
             LOG.info("gold MERGE by %s", "the driver (delta-rs)" if self._gold_from_driver else "Spark")
-        stores = self.stores.current(spark)
-        updates = self._gold_rows(spark, windows, batch_id, stores)
+        stores = self.stores.current(spark)  # refreshes the addresses when the stores topic moved
+        rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
 
         def fence() -> None:
             self.fence.check("the gold MERGE")
@@ -264,11 +267,10 @@ class OneQueryBatch:
         stamp = self.fence.stamp(batch_id)
         try:
             if self._gold_from_driver:
-                rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
                 io.merge_gold_from_driver(rows, table, fence, stamp=stamp)
             else:
                 io.merge_gold(
-                    updates,
+                    self._gold_rows(spark, windows, batch_id, stores),
                     table,
                     _utc(min(w[2] for w in windows)),
                     _utc(max(w[2] for w in windows)),
@@ -279,7 +281,11 @@ class OneQueryBatch:
             raise self.fence.refused(error) from None
         fault_points.reached("revenue.after_gold_commit", batch_id, where)
         self.fence.check("the revenue topic write")
-        io.write_to_kafka(to_revenue_kafka_records(updates), self.config, self.config.kafka.revenue_topic)
+        fault_points.reached("revenue.before_revenue_topic_write", batch_id, where)
+        try:
+            self.revenue_topic.write(rows)
+        except ProducerFencedError as error:
+            raise self.fence.refused(error) from None
 
     def _gold_rows(
         self,

@@ -208,10 +208,11 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
 
 def prepare_queries(
     spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence
-) -> tuple[list[Callable[[], StreamingQuery]], ProgressPublisher, io.StoresTable]:
+) -> tuple[list[Callable[[], StreamingQuery]], ProgressPublisher, Callable[[], None]]:
     """Make one deployment ready to run: its listener, its tables, and a starter per query
     (ingest first, then revenue), each batch writing behind `fence`. Returns the starters, the
-    listener and the stores table (to close when the queries end)."""
+    listener and what closes the clients they hold (the stores table, the revenue topic's producer)
+    when the queries end."""
     names = config.names
     refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
@@ -259,7 +260,11 @@ def prepare_queries(
             )
             return writer.start()
 
-        return [start_one_query], publisher, stores
+        def close_one_query() -> None:
+            stores.close()
+            one_query.revenue_topic.close()
+
+        return [start_one_query], publisher, close_one_query
 
     def start_ingest() -> StreamingQuery:
         validated = validated_orders()
@@ -286,7 +291,7 @@ def prepare_queries(
         )
         return in_pool(REVENUE_QUERY, writer.start)
 
-    return [start_ingest, start_revenue], publisher, stores
+    return [start_ingest, start_revenue], publisher, stores.close
 
 
 CODEGEN_CACHE_ENTRIES = 1000
@@ -380,7 +385,7 @@ def run(
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
     fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
-    starters, publisher, stores = prepare_queries(session, config, fence)
+    starters, publisher, close_clients = prepare_queries(session, config, fence)
     # A bounded run (available_now) runs ingest to its end before revenue starts: revenue reads
     # what ingest appended to bronze, and an available-now query stops at what is there when it
     # starts. A continuous run starts both at once.
@@ -448,7 +453,7 @@ def run(
                 publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
         session.streams.removeListener(publisher)
         publisher.close()
-        stores.close()
+        close_clients()
         for key, previous in merge_conf_before.items():
             if previous is None:
                 session.conf.unset(key)

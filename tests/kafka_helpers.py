@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -50,6 +50,9 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Cons
             "bootstrap.servers": bootstrap,
             "group.id": f"test-reader-{unique_suffix()}",
             "enable.auto.commit": False,
+            # A transactional topic (the revenue topic) ends in commit markers no poll returns:
+            # the end of a partition is librdkafka's end-of-partition event, not its last record.
+            "enable.partition.eof": True,
         }
     )
     try:
@@ -65,7 +68,12 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Cons
         while remaining:
             message = consumer.poll(timeout_s)
             assert message is not None, f"timed out reading {topic}; still waiting on partitions {remaining}"
-            assert message.error() is None, message.error()
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                if message.offset() >= ends[message.partition()]:
+                    remaining.discard(message.partition())
+                continue
+            assert error is None, error
             records.append(
                 ConsumedRecord(
                     message.key(),

@@ -1,15 +1,17 @@
-"""A stalled old driver cannot roll gold back: the fence is in the commit, not only before it.
+"""A stalled old driver cannot roll gold or the revenue topic back: the fence is in the commit.
 
 Two real spark-submit drivers of one deployment (one-query engine, the gold MERGE by delta-rs):
-  1. driver 1 (lease epoch 1) reads the first orders, passes its lease check before the gold MERGE,
-     and stalls there (SIGSTOP of its Python process, as a GC pause or a frozen VM would);
+  1. driver 1 (lease epoch 1) reads the first orders, passes its lease check before the gold MERGE
+     (or, in the second case, commits gold and passes its check before the revenue topic), and
+     stalls there (SIGSTOP of its Python process, as a GC pause or a frozen VM would);
   2. more orders for the same windows arrive; the registry hands the lease to driver 2 (epoch 2),
      which redoes the stalled batch from the checkpoint, reads the new orders too, and ends (a bounded
      run): gold and the revenue topic hold every order;
   3. driver 1 is resumed (SIGCONT) and carries on into its MERGE with the totals of the first orders
-     only. Before the commit stamp, those stale totals landed after the successor's and stayed.
-     Now gold refuses the commit (it records epoch 2), driver 1 exits as superseded (status 3),
-     and gold and the revenue topic keep the successor's totals, to the cent.
+     only. Before the commit stamp and the transactional producer, those stale totals landed after
+     the successor's and stayed. Now gold refuses the commit (it records epoch 2), or Kafka the
+     topic write (the successor's producer fenced driver 1's), driver 1 exits as superseded
+     (status 3), and gold and the revenue topic keep the successor's totals, to the cent.
 """
 
 from __future__ import annotations
@@ -82,8 +84,18 @@ def _latest_revenue(bootstrap: str, topic: str) -> dict[str, tuple[int, Decimal]
     return latest
 
 
-def test_a_driver_stalled_between_its_lease_check_and_its_gold_commit_cannot_roll_gold_back(
-    kafka_bootstrap: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("stall", "refusal"),
+    [
+        # Gold records epoch 2 when it wakes: its MERGE is refused.
+        ("revenue.before_gold_commit", "newer than this driver's 1"),
+        # It committed gold before its successor (who overwrote it), then stalled before the topic:
+        # its producer was fenced by the successor's.
+        ("revenue.before_revenue_topic_write", "was fenced by a newer driver"),
+    ],
+)
+def test_a_stalled_old_driver_cannot_roll_gold_or_the_revenue_topic_back(
+    kafka_bootstrap: str, tmp_path: Path, stall: str, refusal: str
 ) -> None:
     from revenue_platform.gold_table import read_gold
     from spark_apps.naming import DeploymentNames
@@ -116,7 +128,7 @@ def test_a_driver_stalled_between_its_lease_check_and_its_gold_commit_cannot_rol
         first.lease_token,
         lake,
         log,
-        {FAULT_POINT_ENV: "revenue.before_gold_commit", FAULT_BATCH_ENV: "0", FAULT_REPORT_ENV: str(report)},
+        {FAULT_POINT_ENV: stall, FAULT_BATCH_ENV: "0", FAULT_REPORT_ENV: str(report)},
     )
     try:
         deadline = time.monotonic() + 240
@@ -129,7 +141,7 @@ def test_a_driver_stalled_between_its_lease_check_and_its_gold_commit_cannot_rol
         python_driver = int(fired["python_pid"])
         while _state(python_driver) != "T" and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _state(python_driver) == "T", "driver 1 is stalled right after its lease check"
+        assert _state(python_driver) == "T", f"driver 1 is stalled at {stall}"
 
         after = _orders(100_000, seed=22)
         produce(kafka_bootstrap, topics["kafka.orders_topic"], after, total=len(after))
@@ -166,7 +178,7 @@ def test_a_driver_stalled_between_its_lease_check_and_its_gold_commit_cannot_rol
         code = stalled.wait(timeout=180)
         output = log.read_text()
         assert code == 3, f"driver 1 must exit as superseded, got {code}:\n{output[-3000:]}"
-        assert "newer than this driver's 1" in output
+        assert refusal in output
         assert gold() == expected, "the stalled driver's totals of the first orders only landed in gold"
         assert _latest_revenue(kafka_bootstrap, topics["kafka.revenue_topic"]) == topic_expected
     finally:

@@ -1,0 +1,73 @@
+"""The driver writes the revenue topic's records itself; they are the ones Spark's sink wrote."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from spark_apps.revenue_topic import revenue_record
+from spark_apps.schemas import GOLD_SCHEMA
+from spark_apps.transformations import to_revenue_kafka_records
+
+T0 = datetime(2026, 11, 22, 9, 0, 15, tzinfo=UTC)
+ROWS: list[tuple[Any, ...]] = [
+    (
+        "store_1",
+        "GENERAL",
+        T0,
+        datetime(2026, 11, 22, 9, 0, 30, tzinfo=UTC),
+        3,
+        Decimal("27.00"),
+        "1 Main St",
+        "",
+        "Springfield",
+        "IL",
+        "62701",
+        "555-0100",
+        7,
+    ),
+    # No address (a store the stores topic lacks), no revenue, and a quote and non-ASCII in the id.
+    (
+        'store "ü"',
+        "RESTAURANT",
+        T0,
+        datetime(2026, 11, 22, 9, 0, 30, tzinfo=UTC),
+        1,
+        Decimal(0).scaleb(-2),
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        0,
+    ),
+    (
+        "store_2",
+        "GENERAL",
+        datetime(1999, 12, 31, 23, 59, 45, tzinfo=UTC),
+        datetime(2000, 1, 1, tzinfo=UTC),
+        2**40,
+        Decimal("999999999999999999999999999999999999.99"),
+        "Zürich Straße 1",
+        "\\n",
+        "Ünïcode",
+        "ZH",
+        "8000",
+        "+41",
+        2**40,
+    ),
+]
+
+
+def test_the_drivers_records_are_sparks_byte_for_byte(spark: SparkSession) -> None:
+    spark_records = {
+        bytes(r["key"]) if isinstance(r["key"], bytearray) else r["key"].encode(): r["value"].encode()
+        if isinstance(r["value"], str)
+        else bytes(r["value"])
+        for r in to_revenue_kafka_records(spark.createDataFrame(ROWS, GOLD_SCHEMA)).collect()
+    }
+    assert dict(revenue_record(row) for row in ROWS) == spark_records
