@@ -32,6 +32,14 @@ INGEST_METRICS = "ingest_totals"
 REVENUE_INPUT_METRICS = "revenue_input"
 
 
+def query_failure(error: str) -> str:
+    """A failed query's error without the logical plan and JVM stack frames Spark adds to it: pages of
+    them would push the cause out of the driver log's tail, which is what the control plane reports."""
+    described = error.split("=== Streaming Query ===", 1)[0]
+    lines = [line for line in described.splitlines() if not line.startswith(("\tat ", "\t... "))]
+    return "\n".join(lines).strip()
+
+
 class BatchCounters:
     """Per-deployment counters that foreachBatch functions add to (thread-safe)."""
 
@@ -374,7 +382,11 @@ class ProgressPublisher(StreamingQueryListener):
             LOG.exception("could not publish idleness")
 
     def onQueryTerminated(self, event: Any) -> None:
-        LOG.info("query %s terminated (exception: %s)", event.id, event.exception)
+        LOG.info(
+            "query %s terminated (exception: %s)",
+            event.id,
+            None if event.exception is None else query_failure(event.exception),
+        )
 
     def close(self) -> None:
         """Release the Kafka client used for offset commits."""

@@ -46,7 +46,13 @@ from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, wri
 from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
 from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
-from spark_apps.observability import INGEST_METRICS, REVENUE_INPUT_METRICS, BatchCounters, ProgressPublisher
+from spark_apps.observability import (
+    INGEST_METRICS,
+    REVENUE_INPUT_METRICS,
+    BatchCounters,
+    ProgressPublisher,
+    query_failure,
+)
 from spark_apps.one_query import OneQueryBatch
 from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
@@ -465,7 +471,7 @@ def run(
         # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
         raise fence.rejected
     if failures:
-        raise RuntimeError(f"streaming query failed: {failures[0]}")
+        raise RuntimeError(f"streaming query failed: {query_failure(str(failures[0]))}")
     if superseded is not None:
         raise superseded
 
