@@ -7,7 +7,7 @@ from spark_apps.observability import query_failure
 SPARK_ERROR = (
     "java.lang.IllegalArgumentException: No offset matched from request of topic-partition orders-0 and "
     "timestamp 4102444800000.\n"
-    "\tat org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin.readTimestampOffsets(KafkaOffsetReaderAdmin.scala:238)\n"
+    "\tat org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin.readTimestampOffsets(Reader.scala:238)\n"
     "\tat scala.Option.getOrElse(Option.scala:201)\n"
     "Caused by: java.lang.RuntimeException: deeper\n"
     "\t... 42 more\n"
