@@ -337,11 +337,15 @@ def dag_conf(lake: Path, **overrides: Any) -> dict[str, Any]:
 
 
 def test_the_dag_passes_on_correct_gold_and_fails_loudly_on_a_bad_one(
-    quality_dag: Any, tmp_path: Path, base: Any
+    quality_dag: Any, tmp_path: Path, base: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
+    from revenue_platform.paths import LAKE_ROOT_ENV
+
+    # The form's lake_root must be the platform's lake (or inside it): this test's lake is.
+    monkeypatch.setenv(LAKE_ROOT_ENV, str(tmp_path))
     gold, bronze = copy.deepcopy(base)
     write_tables(tmp_path, DEPLOYMENT, gold, bronze)
     # The DAG checks a registered deployment with its registered window geometry and tables.
