@@ -40,6 +40,7 @@ from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import bounded_param
 from revenue_platform.kafka_connection import KafkaConnectionConfigError, optional_client_config
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
 from revenue_platform.quality.config import THRESHOLD_FIELDS
@@ -58,18 +59,6 @@ def _schedule() -> Any:
         return [app_release_asset()]
     return AssetOrTimeSchedule(
         timetable=CronTriggerTimetable(REPLAY_SCHEDULE, timezone="UTC"), assets=[app_release_asset()]
-    )
-
-
-def _bounded(name: str, default: float, kind: str, description: str) -> Param:
-    """A numeric Param with the bounds ReplayRequest checks (REPLAY_FORM_BOUNDS)."""
-    minimum, maximum = REPLAY_FORM_BOUNDS[name]
-    return Param(
-        default,
-        type=kind,
-        minimum=minimum,
-        maximum=maximum,
-        description=f"{description} {minimum:g}..{maximum:,.0f}.",
     )
 
 
@@ -139,12 +128,14 @@ def _bounded(name: str, default: float, kind: str, description: str) -> Param:
                 "retention has deleted history). Validation refuses a source that would lose records."
             ),
         ),
-        "max_offsets_behind": _bounded("max_offsets_behind", 0, "integer", "Lag that counts as caught up."),
-        "catch_up_timeout_s": _bounded(
-            "catch_up_timeout_s", 900, "number", "Bound on waiting to catch up (seconds)."
+        "max_offsets_behind": bounded_param(
+            REPLAY_FORM_BOUNDS, "max_offsets_behind", 0, "integer", "Lag that counts as caught up."
         ),
-        "poll_interval_s": _bounded(
-            "poll_interval_s", 5, "number", "Seconds between two looks at green's lag."
+        "catch_up_timeout_s": bounded_param(
+            REPLAY_FORM_BOUNDS, "catch_up_timeout_s", 900, "number", "Bound on waiting to catch up (seconds)."
+        ),
+        "poll_interval_s": bounded_param(
+            REPLAY_FORM_BOUNDS, "poll_interval_s", 5, "number", "Seconds between two looks at green's lag."
         ),
         "revenue_tolerance": Param(
             "0.00",
@@ -152,7 +143,9 @@ def _bounded(name: str, default: float, kind: str, description: str) -> Param:
             pattern=r"^[0-9]{1,16}(\.[0-9]{1,2})?$(?!\n)",
             description="Allowed absolute revenue difference per closed window (an amount, e.g. 0.01).",
         ),
-        "count_tolerance": _bounded("count_tolerance", 0, "integer", "Allowed order-count difference."),
+        "count_tolerance": bounded_param(
+            REPLAY_FORM_BOUNDS, "count_tolerance", 0, "integer", "Allowed order-count difference."
+        ),
         "quality_thresholds": Param(
             {},
             type="object",
@@ -165,14 +158,22 @@ def _bounded(name: str, default: float, kind: str, description: str) -> Param:
             type="boolean",
             description="Ask a human before switching live (release runs: the release's, on by default).",
         ),
-        "grace_period_s": _bounded(
-            "grace_period_s", 300, "number", "Blue keeps running this long (seconds)."
+        "grace_period_s": bounded_param(
+            REPLAY_FORM_BOUNDS, "grace_period_s", 300, "number", "Blue keeps running this long (seconds)."
         ),
-        "start_timeout_s": _bounded(
-            "start_timeout_s", 180, "number", "Bound on green's first heartbeat after launch (seconds)."
+        "start_timeout_s": bounded_param(
+            REPLAY_FORM_BOUNDS,
+            "start_timeout_s",
+            180,
+            "number",
+            "Bound on green's first heartbeat after launch (seconds).",
         ),
-        "stop_timeout_s": _bounded(
-            "stop_timeout_s", 60, "number", "Bound on stopping a driver gracefully, then forced."
+        "stop_timeout_s": bounded_param(
+            REPLAY_FORM_BOUNDS,
+            "stop_timeout_s",
+            60,
+            "number",
+            "Bound on stopping a driver gracefully, then forced.",
         ),
     },
 )

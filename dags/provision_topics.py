@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 ENVIRONMENTS = ["local", "cluster"]
 # Kafka topic names (the spec then checks they are declared).
-_TOPIC_ITEM = {"type": "string", "pattern": r"^[a-zA-Z0-9._-]{1,249}$(?!\n)"}
+_TOPIC_ITEM = {"type": "string", "pattern": r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$(?!\n)"}
 
 # Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not
 # answer through the library's own bounded retries (start it, fix the connection, then re-run).

@@ -19,20 +19,8 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.forms import MAX_LIST_ITEMS, SUPERVISE_BOUNDS
+from revenue_platform.forms import MAX_LIST_ITEMS, SUPERVISE_BOUNDS, bounded_param
 from spark_apps.naming import DEPLOYMENT_ID_PATTERN
-
-
-def _bounded(name: str, default: float, kind: str, description: str) -> Param:
-    """A numeric Param with the bounds validate_supervise_form checks (SUPERVISE_BOUNDS)."""
-    minimum, maximum = SUPERVISE_BOUNDS[name]
-    return Param(
-        default,
-        type=kind,
-        minimum=minimum,
-        maximum=maximum,
-        description=f"{description} {minimum:g}..{maximum:g}.",
-    )
 
 
 @dag(
@@ -57,15 +45,29 @@ def _bounded(name: str, default: float, kind: str, description: str) -> Param:
             maxItems=MAX_LIST_ITEMS,
             description="Only these deployments; empty = all.",
         ),
-        "max_restarts": _bounded("max_restarts", 3, "integer", "Restarts allowed within the window."),
-        "window_minutes": _bounded("window_minutes", 10, "number", "Restart budget window (minutes)."),
-        "backoff_base_s": _bounded(
-            "backoff_base_s", 30, "number", "Back-off after a restart; doubles per further restart."
+        "max_restarts": bounded_param(
+            SUPERVISE_BOUNDS, "max_restarts", 3, "integer", "Restarts allowed within the window."
         ),
-        "heartbeat_stale_s": _bounded(
-            "heartbeat_stale_s", 60, "number", "A driver heartbeat older than this means dead."
+        "window_minutes": bounded_param(
+            SUPERVISE_BOUNDS, "window_minutes", 10, "number", "Restart budget window (minutes)."
         ),
-        "start_timeout_s": _bounded("start_timeout_s", 180, "integer", "Wait for a restarted driver."),
+        "backoff_base_s": bounded_param(
+            SUPERVISE_BOUNDS,
+            "backoff_base_s",
+            30,
+            "number",
+            "Back-off after a restart; doubles per further restart.",
+        ),
+        "heartbeat_stale_s": bounded_param(
+            SUPERVISE_BOUNDS,
+            "heartbeat_stale_s",
+            60,
+            "number",
+            "A driver heartbeat older than this means dead.",
+        ),
+        "start_timeout_s": bounded_param(
+            SUPERVISE_BOUNDS, "start_timeout_s", 180, "integer", "Wait for a restarted driver."
+        ),
     },
 )
 def supervise_streaming_apps() -> None:

@@ -46,6 +46,27 @@ _TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _TEXT: Final = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f]*")
 
 
+def bounded_param(
+    bounds: Mapping[str, tuple[float, float]], name: str, default: float, kind: str, description: str
+) -> Any:
+    """A numeric DAG `Param` with the bounds its form's validation checks (`bounds[name]`), stated in
+    its description; the form and the validation read the same numbers."""
+    from airflow.sdk import Param
+
+    minimum, maximum = bounds[name]
+    return Param(
+        default,
+        type=kind,
+        minimum=minimum,
+        maximum=maximum,
+        description=f"{description} {_readable(minimum)}..{_readable(maximum)}.",
+    )
+
+
+def _readable(number: float) -> str:
+    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
+
+
 def deployment_id(value: Any, field: str, *, optional: bool = False) -> str | None:
     """A deployment id (spark_apps.naming.DEPLOYMENT_ID_PATTERN, full string); None if optional and empty."""
     from spark_apps.naming import validate_deployment_id
