@@ -55,9 +55,20 @@ def _join(root: str, *parts: str) -> str:
 
 
 def local_path(location: str) -> Path:
-    """A lake location (plain path or `file:` URI) as a local Path, for the small JSON side files
-    (progress, driver heartbeat) that are written and read with plain file I/O, not through Spark."""
-    return Path(location.removeprefix("file:"))
+    """A lake location (plain path, `file:/lake` or `file:///lake`) as a local Path, for the small
+    JSON side files (progress, driver heartbeat) and reports that are written and read with plain file
+    I/O, not through Spark."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(location)
+    return Path(parsed.path) if parsed.scheme == "file" else Path(location)
+
+
+def is_local_location(location: str) -> bool:
+    """Whether a lake location is on this machine's filesystem (a plain path or a `file:` URI)."""
+    from urllib.parse import urlparse
+
+    return urlparse(location).scheme in ("", "file")
 
 
 def query_role(query_name: str) -> str:

@@ -26,7 +26,7 @@ from revenue_platform.quality.report import CheckOutcome, QualityReport
 from revenue_platform.quality.results import results_table_path, store_report
 from revenue_platform.quality.suites import SUITES, build_suite
 from spark_apps.contract import GOLD_KEY_COLUMNS
-from spark_apps.naming import DeploymentNames
+from spark_apps.naming import DeploymentNames, is_local_location, local_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,13 +37,12 @@ log = logging.getLogger(__name__)
 
 def quality_root(lake_root: str) -> Path:
     """Local folder of Data Docs and GX validation results (Data Docs need a local filesystem)."""
-    root = lake_root.removeprefix("file://")
-    if "://" in root:
+    if not is_local_location(lake_root):
         raise ConfigError(
             f"lake_root {lake_root!r}: Data Docs are written to a local folder; "
-            "run the checks against a local or file:// lake root"
+            "run the checks against a local or file: lake root"
         )
-    return Path(root) / "quality"
+    return local_path(lake_root) / "quality"
 
 
 def data_docs_index(lake_root: str) -> Path:

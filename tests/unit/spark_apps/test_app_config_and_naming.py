@@ -175,3 +175,12 @@ def test_history_config_validates_cut_over_offsets() -> None:
         )
     with pytest.raises(AppConfigError, match=r"history\.kafka_offsets"):
         load_config(None, {"history": {"bronze_table": "/lake/bronze/orders_raw/blue", "kafka_offsets": {}}})
+
+
+@pytest.mark.parametrize("location", ["/lake", "file:/lake", "file:///lake"])
+def test_every_spelling_of_a_local_lake_is_the_same_folder(location: str) -> None:
+    from revenue_platform.quality.runner import quality_root
+
+    assert local_path(location) == Path("/lake")
+    # Quality reports used to land in a relative folder named "file:" for a `file:/lake` root.
+    assert quality_root(location) == Path("/lake/quality")
