@@ -85,7 +85,8 @@ def platform_user(settings: KafkaBrokerSettings) -> ScramUser:
 
 
 def grant_platform_acls(settings: KafkaBrokerSettings, topics: list[str], deployment_id: str) -> None:
-    """What the streaming app needs, nothing more: read/write/describe its topics; read its groups."""
+    """What the streaming app needs, nothing more: read/write/describe its topics; read its groups;
+    write its revenue topic's transactional id."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -116,6 +117,16 @@ def grant_platform_acls(settings: KafkaBrokerSettings, topics: list[str], deploy
             AclOperation.READ,
         ),
         allow(ResourceType.GROUP, "stores-watermarks", ResourcePatternType.LITERAL, AclOperation.READ),
+    ]
+    # The one-query driver's transactional producer of the revenue topic (spark_apps.revenue_topic).
+    bindings += [
+        allow(
+            ResourceType.TRANSACTIONAL_ID,
+            DeploymentNames("unused", deployment_id).revenue_producer_id,
+            ResourcePatternType.LITERAL,
+            operation,
+        )
+        for operation in (AclOperation.WRITE, AclOperation.DESCRIBE)
     ]
     admin = AdminClient(settings.admin_client_config())
     for future in admin.create_acls(bindings).values():
