@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,9 @@ def reached(point: str, batch_id: int, detail: dict[str, Any] | None = None) -> 
             os.fsync(out.fileno())
     if point in PAUSE_POINTS:
         os.kill(os.getpid(), signal.SIGSTOP)
+        # The stop reaches every thread of the process, this one not necessarily before kill()
+        # returns: without the wait it could read on a little (a snapshot, say) before it stops.
+        time.sleep(1.0)
         return  # resumed: carry on exactly where the stall began
     os.kill(jvm, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

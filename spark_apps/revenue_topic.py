@@ -71,6 +71,26 @@ class ProducerFencedError(LeaseRejectedError):
     """A newer driver of this deployment initialised the revenue topic's producer: this one is stale."""
 
 
+def fenced_error(
+    error: BaseException, transactional_id: str, what: str, fatal_cause: Any = None
+) -> ProducerFencedError | None:
+    """The platform's error for `error` when it says a newer producer of `transactional_id` fenced
+    this one, whichever call reports it: a send's delivery, a commit, a new transaction, or a later
+    send that only says "fatal error" (`fatal_cause`: the fatal error the producer reported then)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
+    if isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError._FATAL:
+        kafka_error = fatal_cause
+    fencing_codes = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+    if not isinstance(kafka_error, KafkaError) or kafka_error.code() not in fencing_codes:
+        return None
+    return ProducerFencedError(
+        f"the revenue topic's producer {transactional_id} was fenced by a newer driver of this deployment "
+        f"while trying to {what}: nothing this driver sent is committed"
+    )
+
+
 class RevenueTopicWriter:
     """A transactional producer of one deployment's revenue topic (see the module docstring)."""
 
@@ -78,6 +98,7 @@ class RevenueTopicWriter:
         from confluent_kafka import Producer
 
         self.topic = config.kafka.revenue_topic
+        self._fatal: Any = None
         self.transactional_id = config.names.revenue_producer_id
         self._producer = Producer(
             {
@@ -88,6 +109,7 @@ class RevenueTopicWriter:
                 "acks": "all",
                 "linger.ms": 5,
                 "compression.type": "lz4",
+                "error_cb": self._on_error,
             }
         )
         # Fences every older producer of this id (a stalled or presumed-dead driver of the deployment).
@@ -99,18 +121,35 @@ class RevenueTopicWriter:
         if not rows:
             return
         producer = self._producer
-        self._call(producer.begin_transaction, "begin a transaction")
         try:
+            producer.begin_transaction()
             for row in rows:
                 key, value = revenue_record(row)
-                self._call(lambda k=key, v=value: producer.produce(self.topic, value=v, key=k), "produce")
-                producer.poll(0)
-            self._call(lambda: producer.commit_transaction(TRANSACTION_TIMEOUT_S), "commit")
-        except ProducerFencedError:
-            raise
-        except BaseException:
+                producer.produce(self.topic, value=value, key=key)
+                producer.poll(0)  # delivery reports; a fenced producer's first failed send raises here
+            producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+        except BaseException as error:
+            fenced = self._fenced(error, "write a transaction")
+            if fenced is not None:
+                raise fenced from error
             self._abort()
             raise
+
+    def _on_error(self, error: Any) -> None:
+        # librdkafka reports a fatal error (a fenced producer) here once; later calls only say "fatal".
+        if error.fatal():
+            self._fatal = error
+        LOG.warning("revenue topic producer %s: %s", self.transactional_id, error)
+
+    def _fenced(self, error: BaseException, what: str) -> ProducerFencedError | None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.poll(0)  # serve a pending error report: the fatal error's cause
+        except KafkaException as reported:  # poll raises the fatal error itself
+            if self._fatal is None and reported.args:
+                self._fatal = reported.args[0]
+        return fenced_error(error, self.transactional_id, what, self._fatal)
 
     def _abort(self) -> None:
         try:
@@ -119,21 +158,12 @@ class RevenueTopicWriter:
             LOG.warning("revenue topic: aborting the transaction failed: %s", error)
 
     def _call(self, action: Any, what: str) -> Any:
-        from confluent_kafka import KafkaError, KafkaException
-
         try:
             return action()
-        except KafkaException as error:
-            kafka_error = error.args[0] if error.args else None
-            if isinstance(kafka_error, KafkaError) and kafka_error.code() in (
-                KafkaError._FENCED,
-                KafkaError.PRODUCER_FENCED,
-                KafkaError.INVALID_PRODUCER_EPOCH,
-            ):
-                raise ProducerFencedError(
-                    f"the revenue topic's producer {self.transactional_id} was fenced by a newer driver of "
-                    f"this deployment while trying to {what}: nothing this driver sent is committed"
-                ) from error
+        except BaseException as error:
+            fenced = self._fenced(error, what)
+            if fenced is not None:
+                raise fenced from error
             raise
 
     def close(self) -> None:

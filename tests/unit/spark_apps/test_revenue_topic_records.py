@@ -71,3 +71,25 @@ def test_the_drivers_records_are_sparks_byte_for_byte(spark: SparkSession) -> No
         for r in to_revenue_kafka_records(spark.createDataFrame(ROWS, GOLD_SCHEMA)).collect()
     }
     assert dict(revenue_record(row) for row in ROWS) == spark_records
+
+
+def test_a_fenced_producer_is_a_lost_lease_whichever_call_reports_it() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from spark_apps.fencing import LeaseRejectedError
+    from spark_apps.revenue_topic import fenced_error
+
+    # What poll() raised for a fenced producer's failed send (seen in a real run).
+    fatal = KafkaException(
+        KafkaError(KafkaError._FENCED, "transactional producer fenced by newer producer", fatal=True)
+    )
+    refused = fenced_error(fatal, "orders-revenue-blue-revenue-topic", "write a transaction")
+    assert isinstance(refused, LeaseRejectedError)
+    assert "fenced by a newer driver" in str(refused)
+    assert fenced_error(KafkaException(KafkaError(KafkaError.PRODUCER_FENCED)), "t", "commit") is not None
+    assert fenced_error(KafkaException(KafkaError(KafkaError._TIMED_OUT)), "t", "commit") is None
+    # Later sends only say "fatal": the cause is the fatal error the producer reported before.
+    later = KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
+    assert fenced_error(later, "t", "produce", fatal_cause=fatal.args[0]) is not None
+    assert fenced_error(later, "t", "produce", fatal_cause=None) is None
+    assert fenced_error(RuntimeError("x"), "t", "commit") is None
