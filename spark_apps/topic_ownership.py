@@ -33,6 +33,20 @@ class TopicOwnershipError(AppConfigError):
     """An output topic of the config is read by a deployment or written by another one."""
 
 
+def topic_writers(others: Iterable[tuple[str, Mapping[str, Any]]], excluding: str) -> dict[str, str]:
+    """Output topic -> the deployment that writes it, over `others` (deployment id, registered config)
+    but `excluding` (the deployment being checked)."""
+    writers: dict[str, str] = {}
+    for deployment_id, other in others:
+        if deployment_id == excluding:
+            continue
+        kafka = other.get("kafka") or {}
+        for name in OUTPUT_TOPIC_FIELDS:
+            if kafka.get(name):
+                writers.setdefault(str(kafka[name]), deployment_id)
+    return writers
+
+
 def topic_conflicts(
     config: StreamingAppConfig, others: Iterable[tuple[str, Mapping[str, Any]]]
 ) -> dict[str, str]:
@@ -40,8 +54,8 @@ def topic_conflicts(
 
     `others`: (deployment id, registered config as a dict) of every deployment but this one.
     """
+    others = list(others)
     readers = dict(ALWAYS_READ)
-    writers: dict[str, str] = {}
     for deployment_id, other in others:
         if deployment_id == config.deployment_id:
             continue
@@ -49,9 +63,7 @@ def topic_conflicts(
         for name in INPUT_TOPIC_FIELDS:
             topic = str(kafka.get(name) or getattr(_DEFAULTS, name))
             readers.setdefault(topic, f"deployment {deployment_id!r} (its kafka.{name})")
-        for name in OUTPUT_TOPIC_FIELDS:
-            if kafka.get(name):
-                writers.setdefault(str(kafka[name]), deployment_id)
+    writers = topic_writers(others, excluding=config.deployment_id)
     conflicts = {}
     for name, topic in config.output_topics().items():
         if topic in readers:
@@ -71,14 +83,7 @@ def input_conflicts(
     The other half of the rule, checked before a deployment is registered: reading another's output
     would make that deployment a writer of a topic someone reads, and refuse its every restart.
     """
-    writers: dict[str, str] = {}
-    for deployment_id, other in others:
-        if deployment_id == config.deployment_id:
-            continue
-        kafka = other.get("kafka") or {}
-        for name in OUTPUT_TOPIC_FIELDS:
-            if kafka.get(name):
-                writers.setdefault(str(kafka[name]), deployment_id)
+    writers = topic_writers(others, excluding=config.deployment_id)
     return {
         f"kafka.{name}": f"topic {topic!r} is written by deployment {writers[topic]!r}"
         for name in INPUT_TOPIC_FIELDS

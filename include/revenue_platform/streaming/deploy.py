@@ -45,14 +45,13 @@ from revenue_platform.streaming.launcher import (
 from spark_apps.config import (
     BRONZE_TABLE_INFIX,
     MAX_TIMESTAMP_MS,
-    OUTPUT_TOPIC_FIELDS,
     AppConfigError,
     StreamingAppConfig,
     load_config,
 )
 from spark_apps.kafka_security import KafkaClientSecurity
 from spark_apps.naming import DeploymentNames, validate_deployment_id
-from spark_apps.topic_ownership import describe_conflicts, input_conflicts, topic_conflicts
+from spark_apps.topic_ownership import describe_conflicts, input_conflicts, topic_conflicts, topic_writers
 
 LOG = logging.getLogger(__name__)
 STARTING_POSITIONS = ("earliest", "latest")
@@ -177,14 +176,7 @@ def own_output_topics(
     adds records to the topics the live deployment's consumers read. Asking for a taken topic by
     name is refused: two deployments writing one topic would double what its consumers count.
     """
-    taken: dict[str, str] = {}
-    for other in others:
-        if other.deployment_id == config.deployment_id:
-            continue
-        kafka = other.config.get("kafka", {})
-        for field_name in OUTPUT_TOPIC_FIELDS:
-            if kafka.get(field_name):
-                taken.setdefault(str(kafka[field_name]), other.deployment_id)
+    taken = topic_writers(((other.deployment_id, other.config) for other in others), config.deployment_id)
     overrides: dict[str, str] = {}
     for field_name, topic in config.output_topics().items():
         owner = taken.get(topic)
