@@ -163,6 +163,35 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
+    """How cost grows with history: the replay from bronze and the restart with 1-day windows (compare
+    these rows across runs with different `--orders`; docs/performance.md)."""
+    history, restart = phases.get("history") or {}, phases.get("restart") or {}
+    if not history and not restart:
+        return []
+    lines = [
+        "## Cost and history",
+        "",
+        "| measurement | value |",
+        "| --- | ---: |",
+        f"| replay from bronze: records (batches, largest) | {_fmt(history.get('records'))} "
+        f"({_fmt(history.get('history_batches'))}, {_fmt(history.get('largest_batch_records'))}) |",
+        f"| replay from bronze: records/s excl. start | {_fmt(history.get('records_per_s_excl_start'))} |",
+        f"| replay from bronze: records/s incl. start | {_fmt(history.get('records_per_s_incl_start'))} |",
+        f"| replay from bronze: driver conf | {history.get('driver_conf', '')} |",
+        f"| replay from bronze: gold equals the replayed deployment's | "
+        f"{history.get('gold_equals_the_replayed_deployment', '')} |",
+        f"| restart with 1-day windows over {_fmt(restart.get('history_orders'))} orders: submit to first "
+        f"batch committed (s) | {_fmt(restart.get('submit_to_first_batch_committed_s'), 1)} |",
+        f"| restart: first batch (ms) / its state step incl. the resume (ms) | "
+        f"{_fmt(restart.get('first_batch_ms'))} / {_fmt(restart.get('first_batch_state_step_ms'))} |",
+        "",
+    ]
+    if peaks:
+        lines += [f"Peak memory (MiB, PSS) in the history phase: {peaks}", ""]
+    return lines
+
+
 def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     """A human summary of one run (also the source of the tables in docs/performance.md)."""
     phases = results.get("phases") or {}
@@ -218,6 +247,7 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
             "",
         ]
     lines += _gold_cross_check_lines(derived.get("work_ceiling_vs_gold"))
+    lines += _history_lines(phases, (results.get("memory_peaks_mib") or {}).get("history") or {})
     live = live_phases(results)
     if live:
         lines += [

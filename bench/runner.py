@@ -340,8 +340,11 @@ def event_log_conf(folder: Path) -> list[str]:
     ]
 
 
-def start_driver(run: BenchRun, name: str, overrides: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
-    """spark-submit bench/spark_driver.py; returns the process and its run folder (events, timings, log)."""
+def start_driver(
+    run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """spark-submit bench/spark_driver.py (with Spark `conf` on top of the app's); returns the process
+    and its run folder (events, timings, log)."""
     folder = run.work_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     command = spark_submit_command(
@@ -358,7 +361,9 @@ def start_driver(run: BenchRun, name: str, overrides: dict[str, str]) -> tuple[s
     )
     app_index = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
     command[app_index] = str(DRIVER)
-    command[1:1] = event_log_conf(folder)
+    command[1:1] = event_log_conf(folder) + [
+        part for k, v in (conf or {}).items() for part in ("--conf", f"{k}={v}")
+    ]
     with (folder / "driver.log").open("ab") as log:
         process = subprocess.Popen(
             command,
@@ -830,13 +835,19 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
                 run.sampler.watch("airflow", airflow.pid())
         generated = phase_generate(run, start)
         phase_ceiling(run)
+        # bench.history builds on this module's helpers, so it is imported once they exist.
+        from bench.history import phase_history, phase_restart
+
         steps: list[tuple[str, Callable[[], None]]] = [
             ("work_ceiling", lambda: phase_work_ceiling(run)),
             ("replay", lambda: phase_replay(run, generated)),
+            ("history", lambda: phase_history(run, generated)),
             ("reprocess", lambda: phase_reprocess(run, generated)),
             ("quality", lambda: phase_quality(run, generated)),
             ("dag_parse", lambda: phase_dag_parse(run)),
             *((f"live_{rate}", lambda rate=rate: phase_live(run, rate)) for rate in settings.live_rates),
+            # Last: it adds orders to the replay topic.
+            ("restart", lambda: phase_restart(run, generated)),
         ]
         for name, step in steps:
             try:  # one failed phase is reported; the others still run

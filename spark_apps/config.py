@@ -176,6 +176,9 @@ OUTPUT_TOPIC_FIELDS = ("dlq_topic", "general_orders_topic", "restaurant_orders_t
 INPUT_TOPIC_FIELDS = ("orders_topic", "stores_topic")
 
 
+MAX_MIN_PARTITIONS = 10_000
+
+
 class KafkaConfig(_Strict):
     bootstrap_servers: str = "localhost:9092"
     """Comma-separated host:port pairs (at most 32). Deployments get them from the Airflow Kafka
@@ -203,7 +206,13 @@ class KafkaConfig(_Strict):
     253402300799999 = 9999-12-31) in every partition (Spark's `startingTimestamp`, which takes
     precedence over starting_offsets)."""
     max_offsets_per_trigger: int | None = Field(default=None, ge=1, le=MAX_OFFSETS_PER_TRIGGER, strict=True)
-    """Upper bound of records per micro-batch (back-pressure), 1..50,000,000; None = unbounded."""
+    """Upper bound of records per micro-batch (back-pressure), 1..50,000,000; None = unbounded. A
+    replay's history from bronze is read in batches of this many records too (500,000 when None)."""
+    min_partitions: int | None = Field(default=None, ge=1, le=MAX_MIN_PARTITIONS, strict=True)
+    """Spark tasks a micro-batch's Kafka read is split into, at least (Spark's `minPartitions`),
+    1..10,000; None = one per topic partition. Validation and the per-record work of a batch run in
+    these tasks, so set it to the executor cores of a cluster when the orders topic has fewer
+    partitions (docs/cluster.md)."""
     options: dict[str, str] = Field(default_factory=dict)
     """Tuning settings of Spark's Kafka source and sink (Java client keys, `kafka.` prefix optional).
     An allow-list: the numeric keys of KAFKA_NUMERIC_OPTIONS (a decimal 0..2147483647, e.g.

@@ -45,11 +45,16 @@ def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
     return options
 
 
-def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataFrame:
+def read_orders_stream(
+    spark: SparkSession, config: StreamingAppConfig, with_history: bool = True
+) -> DataFrame:
     """The `orders` topic as a stream of raw Kafka records (binary key/value plus position).
 
-    With `config.history` (a replay from bronze) the stream is the archived records before the
-    per-partition cut-over offsets, then Kafka from those offsets on: one stream, each record once.
+    With `config.history` (a replay from bronze) Kafka is read from the per-partition cut-over
+    offsets on; with `with_history` too, the stream is the archived records before them (all in its
+    first micro-batch), then Kafka: one stream, each record once. Deployments started since the
+    history is read in bounded batches by a query of its own (`read_replay_history_stream`) read
+    Kafka alone (`with_history=False`).
     """
     reader = (
         spark.readStream.format("kafka")
@@ -67,8 +72,10 @@ def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataF
             reader = reader.option("startingTimestamp", str(config.kafka.starting_timestamp_ms))
     if config.kafka.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
+    if config.kafka.min_partitions is not None:
+        reader = reader.option("minPartitions", str(config.kafka.min_partitions))
     live = reader.load().select(*KAFKA_RAW_COLUMNS)
-    if config.history is None:
+    if config.history is None or not with_history:
         return live
     history_table = materialize_replay_history(spark, config)
     history = (
@@ -83,6 +90,36 @@ def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataF
     return history.unionByName(live)
 
 
+# A replay's history is read in micro-batches of at most `kafka.max_offsets_per_trigger` records (the
+# same bound as a replay from Kafka's earliest offsets; this many when unset), in this many files
+# each: the files of one batch are read in parallel.
+DEFAULT_HISTORY_RECORDS_PER_BATCH = 500_000
+HISTORY_FILES_PER_BATCH = 8
+
+
+def history_records_per_file(config: StreamingAppConfig) -> int:
+    per_batch = config.kafka.max_offsets_per_trigger or DEFAULT_HISTORY_RECORDS_PER_BATCH
+    return max(1, -(-per_batch // HISTORY_FILES_PER_BATCH))
+
+
+def read_replay_history_stream(spark: SparkSession, config: StreamingAppConfig) -> DataFrame:
+    """The history of a replay from bronze (the archived records before the cut-over) as a stream of
+    raw Kafka records in bounded micro-batches, in the order the archiving deployment received them:
+    the copy's files hold consecutive stretches of that order (`materialize_replay_history`) and the
+    Delta source admits them in the order of its log (read as changes from version 0, the copy's
+    commit: a table's initial snapshot would be ordered by file time instead),
+    `HISTORY_FILES_PER_BATCH` per batch. So a
+    batch's memory does not grow with the history, and the watermark a batch moves never passes
+    history still to come by more than the archiving stream's own batches did."""
+    return (
+        spark.readStream.format("delta")
+        .option("startingVersion", "0")
+        .option("maxFilesPerTrigger", str(HISTORY_FILES_PER_BATCH))
+        .load(materialize_replay_history(spark, config))
+        .select(*KAFKA_RAW_COLUMNS)
+    )
+
+
 def history_cut_over_offsets(config: StreamingAppConfig) -> str:
     """Spark startingOffsets JSON: Kafka is read from the first offset bronze does not hold."""
     assert config.history is not None
@@ -95,7 +132,10 @@ def materialize_replay_history(spark: SparkSession, config: StreamingAppConfig) 
 
     Read as a stream, the source bronze would keep growing while its deployment runs; a frozen copy
     lets the stream finish the history and report it done. The copy is one Delta commit made once:
-    after a crash it either exists whole or is made again, and a restart reuses it.
+    after a crash it either exists whole or is made again, and a restart reuses it. Its rows are
+    range-partitioned and sorted by the archiving deployment's arrival order (`ARRIVAL_ORDER`) into
+    files of at most `history_records_per_file` records, so the commit lists consecutive stretches of
+    that order, in order (Delta records a write's files in the order of its tasks).
     """
     from delta.tables import DeltaTable
 
@@ -113,9 +153,20 @@ def materialize_replay_history(spark: SparkSession, config: StreamingAppConfig) 
         spark.read.format("delta")
         .load(config.history.bronze_table)
         .where((F.col("topic") == config.kafka.orders_topic) & before_cut_over)
-        .select(*KAFKA_RAW_COLUMNS)
+        .select(*KAFKA_RAW_COLUMNS, "ingest_batch_id")
     )
-    history.write.format("delta").mode("overwrite").save(target)
+    per_file = history_records_per_file(config)
+    files = max(1, -(-history.count() // per_file))
+    order = [F.col(column).asc_nulls_last() for column in ARRIVAL_ORDER]
+    (
+        history.repartitionByRange(files, *order)
+        .sortWithinPartitions(*order)
+        .select(*KAFKA_RAW_COLUMNS)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("maxRecordsPerFile", str(per_file))
+        .save(target)
+    )
     return target
 
 
@@ -137,16 +188,17 @@ def read_orders_batch(
     spark: SparkSession, config: StreamingAppConfig, starting: str, ending: str
 ) -> DataFrame:
     """A bounded batch of raw `orders` records between explicit per-partition offsets (JSON)."""
-    return (
+    reader = (
         spark.read.format("kafka")
         .options(**_kafka_client_options(config))
         .option("subscribe", config.kafka.orders_topic)
         .option("startingOffsets", starting)
         .option("endingOffsets", ending)
         .option("failOnDataLoss", "true")
-        .load()
-        .select(*KAFKA_RAW_COLUMNS)
     )
+    if config.kafka.min_partitions is not None:
+        reader = reader.option("minPartitions", str(config.kafka.min_partitions))
+    return reader.load().select(*KAFKA_RAW_COLUMNS)
 
 
 def read_bronze_raw(spark: SparkSession, table_path: str) -> DataFrame:
@@ -282,16 +334,55 @@ def ensure_bronze_table(spark: SparkSession, table_path: str) -> None:
         )
 
 
-def append_bronze_idempotent(rows: DataFrame, table_path: str, writer_id: str, batch_id: int) -> None:
-    """Append to the bronze Delta table once per (writer_id, batch_id), even if the batch is replayed."""
-    (
+def append_bronze_idempotent(
+    rows: DataFrame,
+    table_path: str,
+    writer_id: str,
+    batch_id: int,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Append to the bronze Delta table once per (writer_id, batch_id), even if the batch is replayed.
+
+    `metadata` (JSON) is recorded with the commit (Delta's userMetadata), where
+    `recorded_bronze_batch_metadata` finds it."""
+    writer = (
         rows.write.format("delta")
         .mode("append")
         .option("txnAppId", writer_id)
         .option("txnVersion", str(batch_id))
         .partitionBy("ingest_date")
-        .save(table_path)
     )
+    if metadata is not None:
+        writer = writer.option("userMetadata", json.dumps(metadata, sort_keys=True))
+    writer.save(table_path)
+
+
+# How many of bronze's latest commits `recorded_bronze_batch_metadata` looks through. The app's own
+# appends are its only commits, one per batch, so the batch before a restart is one of the last two.
+_RECENT_BRONZE_COMMITS = 20
+
+
+def recorded_bronze_batch_metadata(
+    spark: SparkSession, table_path: str, before_batch: int
+) -> dict[str, Any] | None:
+    """The metadata recorded by the bronze append of the newest batch before `before_batch`
+    (`append_bronze_idempotent`), if it is among bronze's latest commits; None otherwise (no such
+    commit, or one written without it). Reads only the newest commits of the log, never the data."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, table_path):
+        return None
+    recent = DeltaTable.forPath(spark, table_path).history(_RECENT_BRONZE_COMMITS).select("userMetadata")
+    found: dict[str, Any] | None = None
+    for row in recent.collect():
+        try:
+            metadata = json.loads(row["userMetadata"] or "null")
+        except ValueError:
+            continue
+        batch = metadata.get("batch_id") if isinstance(metadata, dict) else None
+        if isinstance(batch, int) and batch < before_batch and (found is None or batch > found["batch_id"]):
+            found = metadata
+    return found
 
 
 def read_bronze_orders_stream(spark: SparkSession, table_path: str) -> DataFrame:

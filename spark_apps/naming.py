@@ -26,6 +26,9 @@ LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$(?!\n)")
 # `<deployment>__<role>` (`DeploymentNames.query_name`).
 INGEST_QUERY_ROLE: Final = "ingest"
 REVENUE_QUERY_ROLE: Final = "revenue"
+# The one-query engine's query that reads a replay's history from bronze before its revenue query
+# reads Kafka; it publishes its progress as the revenue query's (with `history_pending`).
+HISTORY_QUERY_ROLE: Final = "history"
 _QUERY_NAME_SEPARATOR: Final = "__"
 
 

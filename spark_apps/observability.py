@@ -199,6 +199,8 @@ class ProgressPublisher(StreamingQueryListener):
         ingest_query: str,
         revenue_query: str,
         batch_facts: Callable[[int], dict[str, Any]] | None = None,
+        history_query: str | None = None,
+        history_facts: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
         self.progress_dir = local_path(progress_dir)
         self.counters = counters
@@ -210,6 +212,10 @@ class ProgressPublisher(StreamingQueryListener):
         # no Spark watermark, and its batches tell their own (`batch_facts`).
         self.one_query = ingest_query == revenue_query
         self.batch_facts = batch_facts
+        # A replay's history query (one-query engine) runs before the revenue query starts; its
+        # progress is published as the revenue query's, with `history_pending` (`_on_history`).
+        self.history_query = history_query
+        self.history_facts = history_facts
         self._consumer: Any = None
         self._last_batch: dict[str, int] = {}
         self._seen = threading.Condition()
@@ -247,7 +253,10 @@ class ProgressPublisher(StreamingQueryListener):
                     self._on_ingest(progress)
                 if progress.get("name") == self.revenue_query:
                     self._on_revenue(progress)
-                self._publish_revenue()
+                if self.history_query is not None and progress.get("name") == self.history_query:
+                    self._on_history(progress)
+                else:
+                    self._publish_revenue()
         except Exception:  # a monitoring hiccup must never stop the pipeline
             LOG.exception("could not publish streaming progress")
         finally:
@@ -288,6 +297,29 @@ class ProgressPublisher(StreamingQueryListener):
             # A listener far behind may find a batch's facts gone; the watermark never moves back.
             self._revenue_summary.update({**facts, "watermark": self._engine_watermark})
         self._save_positions()
+
+    def _on_history(self, progress: dict[str, Any]) -> None:
+        """A batch of the replay's history query: the revenue file says the history is still being
+        read, with the history's rates and the engine's watermark; no Kafka position or lag yet."""
+        totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
+        self.counters.add("records_archived", int(totals.get("records") or 0))
+        self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
+        summary = summarize_progress(progress, self.counters.snapshot())
+        facts = self.history_facts(int(progress["batchId"])) if self.history_facts else {}
+        if facts.get("watermark") is not None:
+            self._engine_watermark = facts["watermark"]
+        summary.update(
+            {
+                **facts,
+                "query_name": self.revenue_query,
+                "reading": "history",
+                "watermark": self._engine_watermark,
+                "end_offsets": {},
+                "max_offsets_behind_latest": None,
+                "history_pending": True,
+            }
+        )
+        write_json_atomically(self._progress_file(self.revenue_query), summary)
 
     def _publish_revenue(self, commit: bool = True) -> None:
         if self._revenue_summary is None:

@@ -13,14 +13,18 @@ Spark's Delta otherwise (~10 small jobs; docs/performance.md, stop 19).
 
 Exactly once, per batch N. Its writes, in any order or overlap:
   - bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
-    marks every valid order the stream did not count (a later copy or late);
+    marks every valid order the stream did not count (a later copy or late), and whose commit
+    records the watermark after the batch;
   - dead letters and split-topic orders (at least once, as in the two-query engine);
   - the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op), then the
     revenue topic (absolute totals, compacted by window key).
 Once all have ended, Spark commits the batch's offsets. The state after batch N is a function of
-bronze's rows up to N. After a crash anywhere, Spark runs batch N again and the engine rebuilds the
-state from bronze's batches before N, so the bronze append is skipped (already committed) or made
-with the same verdicts, and gold and the revenue topic get the same totals.
+bronze's rows up to N. After a crash anywhere, Spark runs batch N again and the engine resumes the
+state after N - 1 (`OneQueryBatch.resume`): the watermark batch N - 1's bronze commit recorded, the
+ids bronze counted within the delay of it, and the open windows' totals from gold. When gold already
+holds batch N's MERGE, the batch is redone without adding to those totals. So the bronze append is
+skipped (already committed) or made with the same verdicts, and gold and the revenue topic get the
+same totals.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from spark_apps.revenue_state import (
     MICROS_PER_SECOND,
     RevenueState,
     WindowSpec,
-    lookback_us,
+    ids_horizon_us,
 )
 from spark_apps.revenue_topic import ProducerFencedError, RevenueTopicWriter
 from spark_apps.schemas import REVENUE_PRECISION
@@ -76,6 +80,10 @@ _WINDOW_ROWS_SCHEMA = StructType(
 )
 # How many batches' watermarks the listener may still ask for (it runs behind the batches).
 _KEEP_BATCH_FACTS = 64
+# The engine's first batch id of the Kafka query that follows a replay's history query (whose batches
+# are 0, 1, ...): far above any history's batch count, and with room for 2^31 more below 2^32, the
+# bound of a batch in a gold commit stamp (`fencing.CommitStamp`).
+LIVE_AFTER_HISTORY_BATCH_BASE = 1 << 30
 
 
 def window_spec(config: StreamingAppConfig) -> WindowSpec:
@@ -106,77 +114,121 @@ class OneQueryBatch:
     it from the query's thread, one batch at a time; `batch_facts` may be read from the listener's."""
 
     def __init__(
-        self, config: StreamingAppConfig, fence: LeaseFence, counters: BatchCounters, stores: io.StoresTable
+        self,
+        config: StreamingAppConfig,
+        fence: LeaseFence,
+        counters: BatchCounters,
+        stores: io.StoresTable,
+        revenue_topic: RevenueTopicWriter | None = None,
+        batch_base: int = 0,
     ) -> None:
+        """`batch_base` is added to the query's batch ids: a replay's history is read by a query of
+        its own first (batches 0, 1, ...), and the Kafka query after it counts on from
+        `LIVE_AFTER_HISTORY_BATCH_BASE`, so the engine's batch ids (bronze's ingest batch, gold's
+        batch and commit stamp) keep growing across the two."""
         self.config = config
+        self.batch_base = batch_base
         self.fence = fence
         self.counters = counters
         self.stores = stores
         self.windows = window_spec(config)
         self.delay_us = interval_seconds(config.window.watermark) * MICROS_PER_SECOND
         self._state: RevenueState | None = None
+        # Set when the state was resumed after this batch's gold commit: the windows it wrote.
+        self._redo_windows: list[tuple[str, str, int, int, int, int]] | None = None
         self._next_batch: int | None = None
         self._facts: dict[int, dict[str, Any]] = {}
         self._facts_lock = threading.Lock()
         self._gold_from_driver: bool | None = None
         # Created with the driver, before its first batch: its producer fences every older driver's.
-        self.revenue_topic = RevenueTopicWriter(config)
+        self.revenue_topic = revenue_topic or RevenueTopicWriter(config)
 
-    def batch_facts(self, batch_id: int) -> dict[str, Any]:
-        """What the listener publishes for `batch_id` beyond Spark's progress: the watermark after it
-        (the event time up to which windows are final once it committed) and the late orders."""
+    def batch_facts(self, query_batch_id: int) -> dict[str, Any]:
+        """What the listener publishes for the query's batch `query_batch_id` beyond Spark's progress:
+        the watermark after it (the event time up to which windows are final once it committed) and
+        the late orders."""
         with self._facts_lock:
-            return dict(self._facts.get(batch_id, {}))
+            return dict(self._facts.get(query_batch_id, {}))
 
-    def __call__(self, validated: DataFrame, batch_id: int) -> None:
+    def __call__(self, validated: DataFrame, query_batch_id: int) -> None:
+        batch_id = self.batch_base + query_batch_id
         validated.persist()
         try:
-            self._run(validated, batch_id)
+            self._run(validated, batch_id, query_batch_id)
             self._next_batch = batch_id + 1
         except BaseException:
-            self._state = None  # half-applied: rebuild from bronze before the next batch
+            self._state = None  # half-applied: resume from bronze and gold before the next batch
             raise
         finally:
             validated.unpersist()
 
     def _state_for(self, spark: SparkSession, batch_id: int) -> RevenueState:
         if self._state is None or self._next_batch != batch_id:
-            self._state = self.rebuild(spark, batch_id)
+            self._state, self._redo_windows = self.resume(spark, batch_id)
         return self._state
 
-    def rebuild(self, spark: SparkSession, batch_id: int) -> RevenueState:
-        """The state after batch `batch_id` - 1, from bronze: its watermark is the latest event time
-        (each bounded by its Kafka timestamp, as `revenue_state.watermark_event_us`) of the valid
-        orders before `batch_id` minus the delay, and its ids and windows those of the counted
-        orders (valid, not superseded) that can still be open."""
+    def resume(
+        self, spark: SparkSession, batch_id: int
+    ) -> tuple[RevenueState, list[tuple[str, str, int, int, int, int]] | None]:
+        """The state after batch `batch_id` - 1, from what that batch left rather than from the orders:
+        the watermark its bronze commit recorded, the ids of bronze's counted orders (valid, not
+        superseded) within the delay of it, and the open windows' totals from gold. Nothing here
+        grows with the window size or the history. Also returns, when gold already holds batch
+        `batch_id`'s own MERGE (a crash after it), the windows that MERGE wrote: the batch is then
+        redone without adding to them (`RevenueState.apply(add_to_windows=False)`)."""
         bronze = (
             spark.read.format("delta")
             .load(self.config.names.bronze_orders_table)
             .filter(F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id)))
         )
-        latest = bronze.agg(
-            F.max(F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))).alias("latest")
-        ).first()
-        if latest is None or latest["latest"] is None:
+        recorded = io.recorded_bronze_batch_metadata(spark, self.config.names.bronze_orders_table, batch_id)
+        if recorded is not None:
+            watermark = recorded.get("watermark_us")
+            source = "the watermark bronze recorded"
+        else:  # a batch before the watermark was recorded with bronze's commits: scan bronze once
+            watermark = _scanned_watermark(bronze, self.delay_us)
+            source = "a scan of bronze"
+        if watermark is None:
             LOG.info("batch %d: no orders in bronze before it; starting with empty revenue state", batch_id)
-            return RevenueState(self.windows, self.delay_us)
-        watermark = int(latest["latest"]) - self.delay_us
-        horizon = watermark - lookback_us(self.windows, self.delay_us)
-        counted = bronze.filter(
-            ~F.coalesce(F.col("superseded"), F.lit(False))
-            & (F.col("ordered_at") > F.timestamp_micros(F.lit(horizon)))
+            return RevenueState(self.windows, self.delay_us), None
+        counted_ids = (
+            bronze.filter(
+                ~F.coalesce(F.col("superseded"), F.lit(False))
+                & (F.col("ordered_at") > F.timestamp_micros(F.lit(ids_horizon_us(watermark, self.delay_us))))
+            )
+            .select("order_id", F.unix_micros("ordered_at").alias("ordered_at_us"))
+            .toArrow()
         )
-        state = RevenueState.rebuilt(self.windows, self.delay_us, watermark, _order_arrays(counted))
+        gold = _open_gold_windows(spark, self.config.names.gold_revenue_table, watermark)
+        state = RevenueState.resumed(
+            self.windows,
+            self.delay_us,
+            watermark,
+            {
+                name: counted_ids.column(name).to_numpy(zero_copy_only=False)
+                for name in counted_ids.column_names
+            },
+            [(loc, kind, start, count, cents) for loc, kind, start, count, cents, _ in gold],
+        )
+        # A batch's windows all end after the watermark it started from: gold holds every one of them.
+        redo = [
+            (loc, kind, start, start + self.windows.size_us, count, cents)
+            for loc, kind, start, count, cents, written_by in gold
+            if written_by == batch_id
+        ]
         LOG.info(
-            "batch %d: rebuilt revenue state from bronze: watermark %s, %d order ids, %d open windows",
+            "batch %d: resumed revenue state (watermark %s from %s): %d order ids from bronze, %d open "
+            "windows from gold%s",
             batch_id,
             _iso_us(watermark),
+            source,
             state.ids,
             state.open_windows,
+            f"; gold already holds this batch's {len(redo)} windows" if redo else "",
         )
-        return state
+        return state, (redo or None)
 
-    def _run(self, validated: DataFrame, batch_id: int) -> None:
+    def _run(self, validated: DataFrame, batch_id: int, query_batch_id: int) -> None:
         spark = validated.sparkSession
         steps = _Steps()
         with steps.timed("validate_and_collect"):
@@ -189,12 +241,18 @@ class OneQueryBatch:
         try:
             with steps.timed("state"):
                 state = self._state_for(spark, batch_id)
-                outcome = state.apply(orders)
+                redo, self._redo_windows = self._redo_windows, None
+                outcome = state.apply(orders, add_to_windows=redo is None)
+                if redo is not None:
+                    outcome.windows = redo  # gold's totals after this batch: written again, published
                 positions = [
                     (str(orders["topic"][row]), int(orders["partition"][row]), int(orders["offset"][row]))
                     for row in outcome.not_counted.tolist()
                 ]
-            writes.start("bronze", lambda: self._append_bronze(validated, batch_id, positions))
+            watermark_after = outcome.watermark_us
+            writes.start(
+                "bronze", lambda: self._append_bronze(validated, batch_id, positions, watermark_after)
+            )
             where = {"windows": len(outcome.windows)}
             if outcome.windows:
                 writes.start("gold", lambda: self._write_gold(spark, outcome.windows, batch_id, where))
@@ -206,12 +264,12 @@ class OneQueryBatch:
         self.counters.add("orders_late", outcome.late)
         self.counters.add("orders_duplicate", outcome.duplicates)
         with self._facts_lock:
-            self._facts[batch_id] = {
+            self._facts[query_batch_id] = {
                 "watermark": _iso_us(outcome.watermark_us),
                 "rows_dropped_by_watermark": outcome.late,
                 "batch_steps_ms": steps.elapsed_ms,
             }
-            for old in [b for b in self._facts if b <= batch_id - _KEEP_BATCH_FACTS]:
+            for old in [b for b in self._facts if b <= query_batch_id - _KEEP_BATCH_FACTS]:
                 del self._facts[old]
         LOG.info(
             "batch %d: %d valid orders (%d late, %d duplicates), %d windows; ms per step %s",
@@ -233,7 +291,11 @@ class OneQueryBatch:
         io.write_to_kafka(side_outputs, self.config)
 
     def _append_bronze(
-        self, validated: DataFrame, batch_id: int, not_counted: list[tuple[str, int, int]]
+        self,
+        validated: DataFrame,
+        batch_id: int,
+        not_counted: list[tuple[str, int, int]],
+        watermark_us: int | None,
     ) -> None:
         spark = validated.sparkSession
         marks = io.local_table(spark, not_counted, _POSITIONS_SCHEMA) if not_counted else None
@@ -243,6 +305,8 @@ class OneQueryBatch:
             self.config.names.bronze_orders_table,
             f"{self.config.deployment_id}-bronze",
             batch_id,
+            # What a restart resumes from (`resume`): the watermark after this batch.
+            metadata={"batch_id": batch_id, "watermark_us": watermark_us},
         )
         fault_points.reached("ingest.after_bronze_commit", batch_id)
 
@@ -381,6 +445,51 @@ def _enriched_gold_rows(
             batch_id,
         )
         for location, kind, start, end, count, cents in windows
+    ]
+
+
+def _scanned_watermark(valid_bronze: DataFrame, delay_us: int) -> int | None:
+    """The watermark after bronze's valid orders: the latest event time, each bounded by its Kafka
+    timestamp (as `revenue_state.watermark_event_us`), minus the delay. Reads all of bronze."""
+    latest = valid_bronze.agg(
+        F.max(F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))).alias("latest")
+    ).first()
+    if latest is None or latest["latest"] is None:
+        return None
+    return int(latest["latest"]) - delay_us
+
+
+def _open_gold_windows(
+    spark: SparkSession, table: str, watermark_us: int
+) -> list[tuple[str, str, int, int, int, int]]:
+    """Gold's windows that end after `watermark_us` (the ones the state keeps open) as (location,
+    type, start us, count, cents, batch that wrote it). Data skipping on window_end reads only the
+    files that can hold them."""
+    rows = (
+        spark.read.format("delta")
+        .load(table)
+        .filter(F.col("window_end") > F.timestamp_micros(F.lit(watermark_us)))
+        .select(
+            "location_id",
+            "order_type",
+            F.unix_micros("window_start").alias("start_us"),
+            "order_count",
+            "revenue",
+            "batch_id",
+        )
+        .toArrow()
+        .to_pylist()
+    )
+    return [
+        (
+            row["location_id"],
+            row["order_type"],
+            int(row["start_us"]),
+            int(row["order_count"]),
+            int(row["revenue"].scaleb(MONEY_SCALE)),
+            -1 if row["batch_id"] is None else int(row["batch_id"]),
+        )
+        for row in rows
     ]
 
 

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,7 @@ from spark_apps import fault_points, io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
 from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
+from spark_apps.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
 from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
 from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import (
@@ -53,7 +55,7 @@ from spark_apps.observability import (
     ProgressPublisher,
     query_failure,
 )
-from spark_apps.one_query import OneQueryBatch
+from spark_apps.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
 from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
 from spark_apps.transformations import (
@@ -170,6 +172,8 @@ def _path_exists(spark: SparkSession, path: str) -> bool:
 # The checkpoint of the one-query engine's query (its name has the revenue role: the control plane
 # reads its progress where it reads the revenue query's).
 ONE_QUERY_CHECKPOINT = "pipeline"
+# The checkpoint of the query that reads a replay's history from bronze before that one starts.
+HISTORY_CHECKPOINT = "history"
 
 
 def with_engine(spark: SparkSession, config: StreamingAppConfig) -> StreamingAppConfig:
@@ -212,27 +216,67 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
         )
 
 
-def prepare_queries(
-    spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence
-) -> tuple[list[Callable[[], StreamingQuery]], ProgressPublisher, Callable[[], None]]:
-    """Make one deployment ready to run: its listener, its tables, and a starter per query
-    (ingest first, then revenue), each batch writing behind `fence`. Returns the starters, the
-    listener and what closes the clients they hold (the stores table, the revenue topic's producer)
-    when the queries end."""
+@dataclass
+class PreparedQueries:
+    """What `prepare_queries` made ready: a starter per query, in the order they start; whether they
+    run one after another (each once the one before has ended) rather than side by side; the
+    listener; what closes the clients they hold (the stores table, the revenue topic's producer); and
+    how many queries must have got through their first trigger for the driver to report ready (a
+    replay's history query may run for hours before the Kafka query starts)."""
+
+    starters: list[Callable[[], StreamingQuery]]
+    sequential: bool
+    publisher: ProgressPublisher
+    close_clients: Callable[[], None]
+    ready_after: int = 0
+
+    def __post_init__(self) -> None:
+        self.ready_after = self.ready_after or len(self.starters)
+
+
+def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence) -> PreparedQueries:
+    """Make one deployment ready to run: its listener, its tables, and a starter per query, each
+    batch writing behind `fence`. Two-query engine: ingest, then revenue. One-query engine: its
+    query; for a replay from bronze, first a query that reads the history in bounded batches to its
+    end, then the query that reads Kafka from the cut-over."""
     names = config.names
     refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
     stores = io.StoresTable(config)
-    one_query = OneQueryBatch(config, fence, counters, stores) if config.engine == "one_query" else None
+    one_query = config.engine == "one_query"
+    # Deployments that began their replay before the history had a query of its own continue as
+    # they began: history and Kafka in one query, the history in its first batch.
+    history_first = (
+        one_query
+        and config.history is not None
+        and not (
+            _path_exists(spark, names.checkpoint(ONE_QUERY_CHECKPOINT))
+            and not _path_exists(spark, names.checkpoint(HISTORY_CHECKPOINT))
+        )
+    )
+    live: OneQueryBatch | None = None
+    history: OneQueryBatch | None = None
+    if one_query:
+        live = OneQueryBatch(
+            config,
+            fence,
+            counters,
+            stores,
+            batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0,
+        )
+        if history_first:
+            history = OneQueryBatch(config, fence, counters, stores, revenue_topic=live.revenue_topic)
     publisher = ProgressPublisher(
         names.progress_dir,
         counters,
         names.consumer_group,
         io.kafka_admin_config(config),
         # The one-query engine's query is both: it reads Kafka and commits gold.
-        ingest_query=names.query_name(REVENUE_QUERY if one_query else INGEST_QUERY),
+        ingest_query=names.query_name(REVENUE_QUERY if live else INGEST_QUERY),
         revenue_query=names.query_name(REVENUE_QUERY),
-        batch_facts=one_query.batch_facts if one_query else None,
+        batch_facts=live.batch_facts if live else None,
+        history_query=names.query_name(HISTORY_QUERY) if history else None,
+        history_facts=history.batch_facts if history else None,
     )
     spark.streams.addListener(publisher)
     # Both tables exist before either query starts: the revenue query streams from bronze, and
@@ -248,19 +292,22 @@ def prepare_queries(
         finally:
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
-    def validated_orders() -> DataFrame:
+    def validated(raw: DataFrame) -> DataFrame:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
-        return parse_and_validate_orders(io.read_orders_stream(spark, config), config.order_rules()).observe(
+        return parse_and_validate_orders(raw, config.order_rules()).observe(
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
         )
 
-    if one_query is not None:
+    def validated_orders() -> DataFrame:
+        return validated(io.read_orders_stream(spark, config, with_history=not history_first))
+
+    if live is not None:
 
         def start_one_query() -> StreamingQuery:
             writer = (
                 validated_orders()
                 .writeStream.queryName(names.query_name(REVENUE_QUERY))
-                .foreachBatch(one_query)
+                .foreachBatch(live)
                 .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
                 .trigger(**_trigger(config))
             )
@@ -268,9 +315,25 @@ def prepare_queries(
 
         def close_one_query() -> None:
             stores.close()
-            one_query.revenue_topic.close()
+            live.revenue_topic.close()
 
-        return [start_one_query], publisher, close_one_query
+        if history is None:
+            return PreparedQueries([start_one_query], False, publisher, close_one_query)
+
+        def start_history() -> StreamingQuery:
+            writer = (
+                validated(io.read_replay_history_stream(spark, config))
+                .writeStream.queryName(names.query_name(HISTORY_QUERY))
+                .foreachBatch(history)
+                .option("checkpointLocation", names.checkpoint(HISTORY_CHECKPOINT))
+                # To its end, then it stops and the Kafka query starts (a restart finds it ended).
+                .trigger(availableNow=True)
+            )
+            return writer.start()
+
+        return PreparedQueries(
+            [start_history, start_one_query], True, publisher, close_one_query, ready_after=1
+        )
 
     def start_ingest() -> StreamingQuery:
         validated = validated_orders()
@@ -297,7 +360,9 @@ def prepare_queries(
         )
         return in_pool(REVENUE_QUERY, writer.start)
 
-    return [start_ingest, start_revenue], publisher, stores.close
+    return PreparedQueries(
+        [start_ingest, start_revenue], config.trigger.mode == "available_now", publisher, stores.close
+    )
 
 
 CODEGEN_CACHE_ENTRIES = 1000
@@ -391,11 +456,12 @@ def run(
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
     fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
-    starters, publisher, close_clients = prepare_queries(session, config, fence)
+    prepared = prepare_queries(session, config, fence)
+    starters, publisher, close_clients = prepared.starters, prepared.publisher, prepared.close_clients
     # A bounded run (available_now) runs ingest to its end before revenue starts: revenue reads
     # what ingest appended to bronze, and an available-now query stops at what is there when it
-    # starts. A continuous run starts both at once.
-    sequential = config.trigger.mode == "available_now"
+    # starts. A continuous run starts both at once. A replay's history query always runs first.
+    sequential = prepared.sequential
     queries: list[StreamingQuery] = []
 
     def start_next() -> None:
@@ -433,10 +499,10 @@ def run(
             now = time.monotonic()
             # Until every query is ready, check each turn: the first "ready" heartbeat is what a
             # deploy waits for, so an app that fails on its first trigger is reported as failed.
-            if now >= next_heartbeat or len(ready) < len(starters):
+            if now >= next_heartbeat or len(ready) < prepared.ready_after:
                 states = _query_states(queries, ready)
                 write_driver_status(
-                    names, config.lease_token, started_at, states, len(ready) == len(starters)
+                    names, config.lease_token, started_at, states, len(ready) >= prepared.ready_after
                 )
                 next_heartbeat = now + HEARTBEAT_INTERVAL_S
             if config.lease_token is not None and now >= next_lease_check:

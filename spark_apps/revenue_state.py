@@ -4,8 +4,10 @@ held in the driver and applied to one micro-batch at a time. Pure Python, NumPy 
 Why in the driver: Spark's stateful operators need a second streaming query (or a shuffle and a
 state store commit per operator per batch). A live batch holds ~10^5 orders; the state of a 30 s
 watermark at 20,000 orders/s is ~10^6 order ids and a few thousand windows, which a dict holds in
-~150 MB and updates in milliseconds. The state is never the source of truth: bronze is. A restart
-rebuilds it from bronze's counted orders (`RevenueState.rebuilt`), so it needs no checkpoint.
+~150 MB and updates in milliseconds. The state is never the source of truth: bronze and gold are. A
+restart resumes it from what the last batch left (`RevenueState.resumed`): the watermark its bronze
+commit recorded, the ids of bronze's counted orders still within the delay and the open windows'
+totals from gold, so it needs no checkpoint and its cost does not grow with the window size.
 
 The rules are Spark's (``withWatermark`` + ``dropDuplicatesWithinWatermark`` + a windowed
 ``groupBy`` in update mode), applied per batch in arrival order:
@@ -113,8 +115,12 @@ class RevenueState:
         found = self._totals.get((location_id, order_type, window_start_us))
         return None if found is None else (found[0], found[1])
 
-    def apply(self, batch: dict[str, np.ndarray]) -> BatchOutcome:
-        """Count one batch of valid orders (``BATCH_COLUMNS``) and move the watermark."""
+    def apply(self, batch: dict[str, np.ndarray], add_to_windows: bool = True) -> BatchOutcome:
+        """Count one batch of valid orders (``BATCH_COLUMNS``) and move the watermark.
+
+        `add_to_windows=False` redoes a batch whose window totals the state already holds (they were
+        resumed from gold after the batch's own gold commit): the verdicts, ids and watermark are
+        computed as always, the totals are left as they are and no window is reported changed."""
         size = len(batch["order_id"])
         if size == 0:
             return BatchOutcome(np.zeros(0, dtype=np.int64), 0, 0, [], self.watermark_us)
@@ -138,6 +144,8 @@ class RevenueState:
         duplicates = int(size - first.sum() + known.sum())
         rows = np.nonzero(counted)[0]
         self._remember(ids[rows], event_us[rows])
+        if not add_to_windows:
+            rows = rows[:0]
         changed = self._add(
             np.asarray(batch["location_id"], dtype=object)[rows],
             np.asarray(batch["order_type"], dtype=object)[rows],
@@ -225,43 +233,44 @@ class RevenueState:
             del self._totals[key]
 
     @classmethod
-    def rebuilt(
+    def resumed(
         cls,
         windows: WindowSpec,
         delay_us: int,
-        watermark_us: int | None,
-        counted: dict[str, np.ndarray],
+        watermark_us: int,
+        counted_ids: dict[str, np.ndarray],
+        open_totals: list[tuple[str, str, int, int, int]],
     ) -> RevenueState:
-        """The state after the last batch before a restart: `watermark_us` is that batch's watermark
-        and `counted` every order the stream counted whose id or window may still be open (at least
-        those with event time after watermark - max(delay, size)); older rows are ignored."""
+        """The state after the last batch before a restart, from what that batch left behind rather
+        than from the orders: `watermark_us` is its watermark, `counted_ids` (``order_id`` and
+        ``ordered_at_us``) the counted orders with event time after `ids_horizon_us` (older ones are
+        ignored), and `open_totals` (location, type, window start, count, cents) the windows' totals
+        (those the watermark has closed are ignored). Costs the ids within the delay plus the open
+        windows, whatever the window size and however long the history."""
         state = cls(windows, delay_us, watermark_us)
-        event_us = np.asarray(counted["ordered_at_us"], dtype=np.int64)
+        event_us = np.asarray(counted_ids["ordered_at_us"], dtype=np.int64)
         # An id counted again after it expired has two counted rows; the later one's expiry holds.
         # Bronze returns rows in no particular order, so remember them in event-time order (the
         # last write of an id wins).
         in_time_order = np.argsort(event_us, kind="stable")
-        # Ids and windows the watermark has already passed are dropped by the eviction below.
-        state._remember(np.asarray(counted["order_id"], dtype=object)[in_time_order], event_us[in_time_order])
-        state._add(
-            np.asarray(counted["location_id"], dtype=object),
-            np.asarray(counted["order_type"], dtype=object),
-            event_us,
-            np.asarray(counted["cents"], dtype=np.int64),
+        state._remember(
+            np.asarray(counted_ids["order_id"], dtype=object)[in_time_order], event_us[in_time_order]
         )
+        for location, kind, start, count, cents in open_totals:
+            state._totals[location, kind, start] = [count, cents]
         state._evict()
         return state
+
+
+def ids_horizon_us(watermark_us: int, delay_us: int) -> int:
+    """Counted orders with event time after this still hold their id in state after `watermark_us`."""
+    return watermark_us - delay_us
 
 
 def watermark_event_us(event_us: np.ndarray, timestamp_us: np.ndarray) -> np.ndarray:
     """The event time each order moves the watermark with: its own, but never past its Kafka timestamp
     (`OneQueryBatch.rebuild` states the same rule in Spark)."""
     return np.minimum(np.asarray(event_us, dtype=np.int64), np.asarray(timestamp_us, dtype=np.int64))
-
-
-def lookback_us(windows: WindowSpec, delay_us: int) -> int:
-    """How far before the watermark a counted order can still hold state (an id or an open window)."""
-    return max(windows.size_us, delay_us)
 
 
 def as_arrays(columns: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -6,7 +6,7 @@ and bad records. Three runs are each SIGKILLed at a named point of a later batch
     in flight in their threads);
   * right after the bronze append;
   * after every write of the batch, before Spark commits its offsets.
-Each restart rebuilds the revenue state from bronze and redoes the killed batch. A bounded run
+Each restart resumes the revenue state from bronze and gold and redoes the killed batch. A bounded run
 drains the rest. Gold and the revenue topic must equal the generator's Decimal oracle, and bronze
 must hold every record exactly once.
 """
@@ -72,7 +72,9 @@ def _kill_at_each_point_then_drain(overrides: dict[str, object], log: Path) -> N
         assert fired["batch_id"] >= batch
         assert code != 0, "a killed driver cannot exit cleanly"
     assert _run_app(overrides, log, "available_now", {}) == 0, log.read_text()[-3000:]
-    assert "rebuilt revenue state from bronze" in log.read_text()
+    assert "resumed revenue state (watermark" in log.read_text()
+    assert "from the watermark bronze recorded" in log.read_text()
+    assert "gold already holds this batch" in log.read_text()
 
 
 def _gold(spark: SparkSession, table: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
@@ -149,8 +151,8 @@ def test_with_a_short_watermark_a_killed_run_ends_as_an_uninterrupted_one(
     kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     """A 5 s watermark on 15 s windows: between batches windows close, ids expire and orders turn
-    late, and a restart rebuilds only what is still open (bronze rows within 15 s of the
-    watermark). The oracle is the same app run once without a kill: with every record in Kafka
+    late, and a restart resumes only what is still open (ids within 5 s of the watermark from bronze,
+    open windows from gold). The oracle is the same app run once without a kill: with every record in Kafka
     before either starts, both cut the same batches (3,000 offsets each), so lateness falls alike."""
     suffix, reference_suffix = unique_suffix(), unique_suffix()
     topics = app_topic_overrides(suffix)

@@ -194,6 +194,8 @@ def test_the_app_checks_the_registry_at_start(tmp_path: Path) -> None:
     [
         ({"shuffle_partitions": 10**9}, "shuffle_partitions"),
         ({"kafka.max_offsets_per_trigger": 10**18}, "kafka.max_offsets_per_trigger"),
+        ({"kafka.min_partitions": 10**6}, "kafka.min_partitions"),
+        ({"kafka.min_partitions": 0}, "kafka.min_partitions"),
         ({"kafka.starting_timestamp_ms": 9 * 10**18}, "kafka.starting_timestamp_ms"),
         ({"app_version": "v" * 1_000_000}, "app_version"),
         ({"app_version": "1.0\n"}, "app_version"),
@@ -218,6 +220,7 @@ def test_the_shipped_config_and_ordinary_values_stay_valid() -> None:
         {
             "shuffle_partitions": 10_000,
             "kafka.max_offsets_per_trigger": 50_000_000,
+            "kafka.min_partitions": 10_000,
             "kafka.starting_offsets": '{"orders": {"0": 5, "1": -2}}',
             "app_version": "2.1.0+build.7",
             "history": {"bronze_table": "/lake/bronze/orders_raw/blue", "kafka_offsets": {0: 5}},

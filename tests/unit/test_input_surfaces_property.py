@@ -532,6 +532,7 @@ CONFIG_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     | st.sampled_from(['{"orders": {"0": ' + "9" * 70_000 + "}}", '{"orders": {"x": 1}}', "{}", "[]"]),
     "kafka.starting_timestamp_ms": bounded_number(0, 253_402_300_799_999, whole=True, null_is_default=True),
     "kafka.max_offsets_per_trigger": bounded_number(1, 50_000_000, whole=True, null_is_default=True),
+    "kafka.min_partitions": bounded_number(1, 10_000, whole=True, null_is_default=True),
     "kafka.options": st.sampled_from(
         [
             {"bootstrap.servers": "evil.example:9092"},

@@ -1,6 +1,7 @@
 """The one-query engine's driver-side revenue state (spark_apps.revenue_state) against a plain
 row-by-row model of Spark's watermark, dedupe-within-watermark and windowed update semantics, and
-its rebuild from what bronze records (the counted orders) against the state it replaces."""
+its resume from what bronze and gold record (the watermark, the counted ids, the window totals)
+against the state it replaces."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_apps.revenue_state import BATCH_COLUMNS, RevenueState, WindowSpec, lookback_us
+from spark_apps.revenue_state import BATCH_COLUMNS, RevenueState, WindowSpec, ids_horizon_us
 
 S = 1_000_000
 TUMBLING = WindowSpec(15 * S, 15 * S)
@@ -111,30 +112,60 @@ def test_the_state_counts_as_the_row_by_row_rules_say(
 
 
 @settings(max_examples=150, deadline=None)
-@given(batches(), st.sampled_from([TUMBLING, HOPPING]), st.sampled_from([5 * S, 30 * S]), st.randoms())
-def test_a_state_rebuilt_from_counted_orders_continues_exactly_as_the_original(
-    stream: list[list[dict[str, Any]]], windows: WindowSpec, delay_us: int, shuffler: random.Random
+@given(
+    batches(),
+    st.sampled_from([TUMBLING, HOPPING, WindowSpec(60 * S, 60 * S)]),
+    st.sampled_from([5 * S, 30 * S]),
+    st.randoms(),
+    st.booleans(),
+)
+def test_a_state_resumed_from_bronze_and_gold_continues_exactly_as_the_original(
+    stream: list[list[dict[str, Any]]],
+    windows: WindowSpec,
+    delay_us: int,
+    shuffler: random.Random,
+    gold_holds_the_cut_batch: bool,
 ) -> None:
+    """What a restart resumes from: the watermark the last batch recorded, bronze's counted orders
+    within the delay of it (in no particular order) and gold (the latest totals of every window
+    ever written, closed ones too). When the crash came after the next batch's gold commit, gold
+    already holds that batch's totals and the batch is redone without adding to them."""
     for cut in range(1, len(stream)):
         original = RevenueState(windows, delay_us)
         counted: list[dict[str, Any]] = []
+        gold: dict[tuple[str, str, int], tuple[int, int]] = {}
         for rows in stream[:cut]:
             outcome = original.apply(_batch(rows))
             skipped = set(outcome.not_counted.tolist())
             counted += [r for i, r in enumerate(rows) if i not in skipped]
-        valid = [r for rows in stream[:cut] for r in rows]
-        watermark = (
-            max(min(r["ordered_at_us"], r["timestamp_us"]) for r in valid) - delay_us if valid else None
-        )
-        if watermark is not None:
-            horizon = watermark - lookback_us(windows, delay_us)
-            counted = [r for r in counted if r["ordered_at_us"] > horizon]
-        # Bronze gives the rows back in no particular order.
+            gold.update({(loc, kind, start): (n, cents) for loc, kind, start, _, n, cents in outcome.windows})
+        watermark = original.watermark_us
+        if watermark is None:
+            continue  # no valid order yet: a restart starts with an empty state
+        horizon = ids_horizon_us(watermark, delay_us)
+        counted = [r for r in counted if r["ordered_at_us"] > horizon]
         shuffler.shuffle(counted)
-        rebuilt = RevenueState.rebuilt(windows, delay_us, watermark, _batch(counted))
-        assert rebuilt.watermark_us == original.watermark_us
-        for rows in stream[cut:]:
-            a, b = original.apply(_batch(rows)), rebuilt.apply(_batch(rows))
+        redone = stream[cut]
+        expected = original.apply(_batch(redone))
+        if gold_holds_the_cut_batch:
+            gold.update(
+                {(loc, kind, start): (n, cents) for loc, kind, start, _, n, cents in expected.windows}
+            )
+        resumed = RevenueState.resumed(
+            windows,
+            delay_us,
+            watermark,
+            _batch(counted),
+            [(loc, kind, start, n, cents) for (loc, kind, start), (n, cents) in gold.items()],
+        )
+        assert resumed.watermark_us == watermark
+        again = resumed.apply(_batch(redone), add_to_windows=not gold_holds_the_cut_batch)
+        assert again.not_counted.tolist() == expected.not_counted.tolist()
+        assert again.watermark_us == expected.watermark_us
+        if not gold_holds_the_cut_batch:
+            assert again.windows == expected.windows
+        for rows in stream[cut + 1 :]:
+            a, b = original.apply(_batch(rows)), resumed.apply(_batch(rows))
             assert a.not_counted.tolist() == b.not_counted.tolist()
             assert a.windows == b.windows
             assert a.watermark_us == b.watermark_us
@@ -218,9 +249,9 @@ def test_a_late_order_is_not_counted_and_an_expired_id_counts_again() -> None:
     assert again.windows[0][4:] == (2, 200)
 
 
-def test_a_rebuilt_state_keeps_the_latest_expiry_of_an_id_counted_twice_whatever_the_row_order() -> None:
+def test_a_resumed_state_keeps_the_latest_expiry_of_an_id_counted_twice_whatever_the_row_order() -> None:
     # Windows longer than the delay: an id can expire, be counted again by a later copy, and both
-    # copies still lie within the rebuild's horizon. The later copy's expiry is the one that holds.
+    # copies are given to the resume. The later copy's expiry is the one that holds.
     windows, delay_us = WindowSpec(60 * S, 60 * S), 10 * S
 
     def row(order_id: str, seconds: int, batch: int) -> dict[str, Any]:
@@ -243,8 +274,8 @@ def test_a_rebuilt_state_keeps_the_latest_expiry_of_an_id_counted_twice_whatever
     later_copy = [row("x", 131, 3)]
     assert original.apply(_batch(later_copy)).not_counted.tolist() == [0]
     for order in (counted, counted[::-1]):
-        rebuilt = RevenueState.rebuilt(windows, delay_us, 130 * S - delay_us, _batch(order))
-        assert rebuilt.apply(_batch(later_copy)).not_counted.tolist() == [0]
+        resumed = RevenueState.resumed(windows, delay_us, 130 * S - delay_us, _batch(order), [])
+        assert resumed.apply(_batch(later_copy)).not_counted.tolist() == [0]
 
 
 def test_an_order_dated_ahead_of_the_broker_moves_the_watermark_only_to_its_kafka_timestamp() -> None:

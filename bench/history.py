@@ -1,0 +1,156 @@
+"""Bench phases that measure how the app's cost grows with history (docs/performance.md).
+
+* `history`: a blue-green replay from the replay phase's bronze into a new deployment (all of the
+  topic comes from bronze, none from Kafka), with the driver's result size capped at 256 MiB: its
+  history is read in bounded batches, so records/s and the driver's peak memory should not depend
+  on how many orders bronze holds (compare runs with `--orders`).
+* `restart`: a deployment with 1-day windows reads the whole topic, then a few more orders arrive
+  and it is started again: the time to its first committed batch, and the resume's own share of it,
+  should not depend on the history either.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from bench.runner import (
+    BenchRun,
+    app_overrides,
+    ceiling_consumer,
+    duration_profile,
+    end_offsets,
+    epoch_ms,
+    gold_stats,
+    read_events,
+    start_driver,
+)
+from revenue_platform import processes
+from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
+from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+
+SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze is the history
+HISTORY_DRIVER_CONF = {"spark.driver.maxResultSize": "256m"}
+RESTART_NEW_ORDERS = 1_000
+
+
+def _run_to_end(
+    run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] | None = None
+) -> Any:
+    submitted = time.time()
+    process, folder = start_driver(run, name, overrides, conf)
+    code = process.wait()
+    run.sampler.watch("spark", None)
+    return submitted, time.time(), code, folder
+
+
+def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
+    deployment = "bench-history"
+    consumer = ceiling_consumer(run.bootstrap, "bench-history-ends")
+    try:
+        ends = end_offsets(consumer, "orders")
+    finally:
+        consumer.close()
+    history = {
+        "bronze_table": DeploymentNames(run.lake_root, SOURCE_DEPLOYMENT).bronze_orders_table,
+        "kafka_offsets": {str(partition): offset for partition, offset in ends.items()},
+    }
+    with run.phase("history") as record:
+        overrides = {
+            **app_overrides(run, deployment, "orders", "available_now"),
+            "history": json.dumps(history),
+        }
+        submitted, finished, code, folder = _run_to_end(run, "history", overrides, HISTORY_DRIVER_CONF)
+        record["exit_code"] = code
+        if code != 0:
+            record["error"] = processes.tail(folder / "driver.log", 30)
+            return
+        events = read_events(folder)
+        history_events = [e for e in events if e["name"].endswith("__history")]
+        first_start = min(epoch_ms(e["timestamp"]) for e in history_events) / 1000
+        last_end = (
+            max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in history_events) / 1000
+        )
+        records = sum(int(e["numInputRows"]) for e in history_events)
+        gold = gold_stats(run.lake_root, deployment)
+        source = gold_stats(run.lake_root, SOURCE_DEPLOYMENT)
+        record.update(
+            {
+                "records": records,
+                "history_batches": len(history_events),
+                "largest_batch_records": max(int(e["numInputRows"]) for e in history_events),
+                "driver_conf": HISTORY_DRIVER_CONF,
+                "processing_s": last_end - first_start,
+                "wall_incl_start_s": finished - submitted,
+                "records_per_s_excl_start": records / (last_end - first_start),
+                "records_per_s_incl_start": records / (finished - submitted),
+                "profile_ms": duration_profile(events),
+                "gold": gold,
+                "gold_equals_the_replayed_deployment": {
+                    k: gold[k] for k in ("rows", "orders_counted", "revenue_cents")
+                }
+                == {k: source[k] for k in ("rows", "orders_counted", "revenue_cents")},
+                "expected_orders_counted": generated.orders,
+            }
+        )
+
+
+def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
+    deployment = "bench-day-windows"
+    overrides = {
+        **app_overrides(run, deployment, "orders", "available_now"),
+        "window.size": "1 day",
+    }
+    with run.phase("restart_first_run") as record:
+        submitted, finished, code, folder = _run_to_end(run, "restart-first", overrides)
+        record.update({"exit_code": code, "wall_incl_start_s": finished - submitted})
+        if code != 0:
+            record["error"] = processes.tail(folder / "driver.log", 30)
+            return
+    # A few orders just after the history, so the restarted app has a batch to run.
+    start = generated.start + timedelta(seconds=generated.span_seconds)
+    newer = list(
+        generate_orders(
+            GeneratorSettings(
+                orders=RESTART_NEW_ORDERS,
+                stores=generated.stores,
+                start=start,
+                span_seconds=5,
+                first_order_id=10**9,
+                seed=generated.seed + 1,
+            )
+        )
+    )
+    produce(run.bootstrap, "orders", newer)
+    with run.phase("restart") as record:
+        submitted, finished, code, folder = _run_to_end(run, "restart", overrides)
+        record["exit_code"] = code
+        if code != 0:
+            record["error"] = processes.tail(folder / "driver.log", 30)
+            return
+        events = read_events(folder)
+        first = min(events, key=lambda e: int(e["batchId"]))
+        first_end = (epoch_ms(first["timestamp"]) + first["durationMs"]["triggerExecution"]) / 1000
+        progress = json.loads(
+            local_path(
+                DeploymentNames(run.lake_root, deployment).progress_file(REVENUE_QUERY_ROLE)
+            ).read_text()
+        )
+        resumed = [
+            line
+            for line in (folder / "driver.log").read_text().splitlines()
+            if "resumed revenue state" in line
+        ]
+        record.update(
+            {
+                "history_orders": generated.orders,
+                "window_size": "1 day",
+                "submit_to_first_batch_committed_s": first_end - submitted,
+                "first_batch_ms": first["durationMs"]["triggerExecution"],
+                "first_batch_state_step_ms": (progress.get("batch_steps_ms") or {}).get("state"),
+                "resume_log": resumed[-1][-300:] if resumed else None,
+                "first_batch_at": datetime.fromtimestamp(first_end).isoformat(),
+            }
+        )
