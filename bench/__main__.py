@@ -65,9 +65,6 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help="seconds each live phase produces before its measured window (default 30; quick 10)",
     )
-    parser.add_argument(
-        "--engine", choices=("two_queries", "one_query"), help="the app's engine (default: the app's)"
-    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     args = parser.parse_args(argv)
     if args.render:
@@ -94,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, live_seconds=args.live_seconds)
     if args.warmup_seconds is not None:
         settings = replace(settings, live_warmup_seconds=args.warmup_seconds)
-    if args.engine:
-        settings = replace(settings, engine=args.engine)
     if args.airflow is not None:
         settings = replace(settings, with_airflow=args.airflow)
     if args.seed is not None:

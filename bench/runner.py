@@ -53,8 +53,6 @@ class BenchSettings:
     """Each live phase first produces at its rate for this long (a fresh app JIT-compiles and warms up
     meanwhile); latency is measured over the `live_seconds` after it. The whole run's latency,
     from the cold start, is reported too (`latency_from_cold_start`)."""
-    engine: str | None = None
-    """The app's `engine` (None: the app's default)."""
     trigger_interval_s: int = 2
     kafka_port: int = 23092
     controller_port: int = 23093
@@ -317,7 +315,6 @@ def app_overrides(run: BenchRun, deployment_id: str, orders_topic: str, mode: st
         "kafka.orders_topic": orders_topic,
         "trigger.mode": mode,
         "trigger.interval": f"{run.settings.trigger_interval_s} seconds",
-        **({"engine": run.settings.engine} if run.settings.engine else {}),
     }
 
 

@@ -496,12 +496,10 @@ class StreamingAppConfig(_Strict):
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     engine: Literal["two_queries", "one_query"] | None = None
-    """one_query: one micro-batch goes from Kafka to gold, with the revenue state in the driver
-    (spark_apps.one_query): a record waits for one batch. two_queries: an ingest query (Kafka ->
-    bronze and side outputs), then a revenue query streaming from bronze through Spark's stateful
-    dedupe and windows into gold: a record waits for two. None: one_query for a new deployment, and
-    the engine of its checkpoints for an existing one. A deployment keeps the engine it started with;
-    change it with a blue-green replay (a new deployment)."""
+    """one_query (or None, the same): one micro-batch goes from Kafka to gold (spark_apps.one_query).
+    two_queries names the retired two-query engine: it is still read in registered configs, and a
+    deployment that names it (or whose checkpoints it wrote) is refused at start with the way out,
+    a blue-green replay into a new deployment, which does not inherit it."""
     shuffle_partitions: int = Field(default=2, ge=1, le=MAX_SHUFFLE_PARTITIONS, strict=True)
     """spark.sql.shuffle.partitions, 1..10,000: one partition per core of the local stack
     (docs/performance.md, stop 16). The stateful operators keep the count recorded in their

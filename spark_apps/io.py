@@ -19,7 +19,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
-from pyspark.sql.window import Window
 
 from spark_apps.config import StreamingAppConfig
 from spark_apps.contract import ARRIVAL_ORDER, GOLD_KEY_COLUMNS
@@ -240,8 +239,8 @@ def bronze_rows(
     validated: DataFrame, ingest_batch_id: int | None = None, superseded: DataFrame | None = None
 ) -> DataFrame:
     """Archive shape (``BRONZE_SCHEMA``): the raw record, its validation outcome, typed fields when
-    valid, whether a valid order is a superseded copy (`superseded`: the (topic, partition, offset)
-    of those, see `superseded_copies`), the ingest batch and the ingest date."""
+    valid, whether a valid order is one the stream did not count (`superseded`: the (topic,
+    partition, offset) of those: later copies and late orders), the ingest batch and the ingest date."""
     flagged = validated.withColumn("superseded", F.lit(False))
     if superseded is not None:
         # Few rows (duplicates only): broadcast, so the cached batch is not shuffled for this.
@@ -260,51 +259,6 @@ def bronze_rows(
 
 
 _POSITION = ("topic", "partition", "offset")
-
-
-def arrival_order() -> list[Column]:
-    """Sort order of ``ARRIVAL_ORDER`` (copies not ingested yet, with no ingest batch, last)."""
-    return [F.col(c).asc_nulls_last() for c in ARRIVAL_ORDER]
-
-
-def superseded_copies(
-    validated: DataFrame, bronze_path: str, ingest_batch_id: int, revenue_read_batch: int | None
-) -> DataFrame:
-    """(topic, partition, offset) of this ingest batch's valid orders that are not the first-arrived
-    copy of their order id (``ARRIVAL_ORDER``) among this batch and the bronze commits the revenue
-    query has not read yet (ingest batches after `revenue_read_batch`, None: all).
-
-    Why: the revenue query's dedupe keeps the first copy it meets, and one revenue batch may hold
-    several copies from several ingest commits in no defined order. Marking the later copies here
-    leaves it at most one unmarked copy per order id it has not seen; copies in commits it already
-    read are dropped by its dedupe state. So the stream counts exactly the copy the rule names.
-    """
-    columns = ("order_id", *ARRIVAL_ORDER)
-    current = validated.filter(F.col("dlq_reason").isNull()).select(
-        "order_id",
-        F.lit(ingest_batch_id).cast("long").alias("ingest_batch_id"),
-        "timestamp",
-        *_POSITION,
-    )
-    unread = (
-        F.col("ingest_batch_id") < F.lit(ingest_batch_id)
-        if revenue_read_batch is None
-        else F.col("ingest_batch_id").between(revenue_read_batch + 1, ingest_batch_id - 1)
-    )
-    pending = (
-        validated.sparkSession.read.format("delta")
-        .load(bronze_path)
-        .filter(F.col("dlq_reason").isNull() & unread)
-        .select(*columns, "topic")
-        # Only ids this batch holds can make one of its rows a later copy: a broadcast semi-join keeps
-        # the unread commits (large after a long bounded ingest) out of the shuffle below.
-        .join(F.broadcast(current.select("order_id")), "order_id", "left_semi")
-    )
-    first_arrived = Window.partitionBy("order_id").orderBy(*arrival_order())
-    ranked = current.unionByName(pending).withColumn("_arrival", F.row_number().over(first_arrived))
-    return ranked.filter(
-        (F.col("_arrival") > 1) & (F.col("ingest_batch_id") == F.lit(ingest_batch_id))
-    ).select(*_POSITION)
 
 
 def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType, *partition_by: str) -> None:
@@ -383,21 +337,6 @@ def recorded_bronze_batch_metadata(
         if isinstance(batch, int) and batch < before_batch and (found is None or batch > found["batch_id"]):
             found = metadata
     return found
-
-
-def read_bronze_orders_stream(spark: SparkSession, table_path: str) -> DataFrame:
-    """Valid orders appended to bronze, as a stream: the revenue query's input (typed, never re-parsed).
-
-    Every bronze commit is admitted whole (no file limit): one ingest batch is never split across
-    revenue batches, so `ingest_batch_id` tells exactly which Kafka offsets a revenue batch covers.
-    """
-    return (
-        spark.readStream.format("delta")
-        .option("maxFilesPerTrigger", str(2**31 - 1))
-        .load(table_path)
-        .filter(F.col("dlq_reason").isNull() & ~F.coalesce(F.col("superseded"), F.lit(False)))
-        .select(*BRONZE_ORDER_COLUMNS, "ingest_batch_id")
-    )
 
 
 # Gold has two writers by design: the app's MERGE per micro-batch and a reprocess repair. Delta's

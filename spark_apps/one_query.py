@@ -1,8 +1,8 @@
-"""The one-query engine (config `engine: one_query`): each micro-batch reads Kafka once and commits
-bronze, the side outputs and gold before the next one starts.
+"""The app's engine (the one-query engine): each micro-batch reads Kafka once and commits bronze, the
+side outputs and gold before the next one starts.
 
-The two-query engine (ingest, then revenue streaming from bronze) makes a record wait for two
-pipeline stages, each with its own trigger and batch; live latency is about four batch times
+The retired two-query engine (ingest, then revenue streaming from bronze) made a record wait for two
+pipeline stages, each with its own trigger and batch; live latency was about four batch times
 (docs/performance.md, stop 16). Here a record waits for one. Revenue state (dedupe ids, the
 watermark, open window totals) lives in the driver (`spark_apps.revenue_state`), so a batch runs no
 shuffle and no state store: one job validates the batch and collects its valid orders (a cache
@@ -15,7 +15,7 @@ Exactly once, per batch N. Its writes, in any order or overlap:
   - bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
     marks every valid order the stream did not count (a later copy or late), and whose commit
     records the watermark after the batch;
-  - dead letters and split-topic orders (at least once, as in the two-query engine);
+  - dead letters and split-topic orders (at least once);
   - the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op), then the
     revenue topic (absolute totals, compacted by window key).
 Once all have ended, Spark commits the batch's offsets. The state after batch N is a function of

@@ -1,20 +1,17 @@
 """The orders revenue streaming app: Kafka orders in, exact windowed revenue out.
 
-Two streaming queries per deployment, each with its own checkpoint; each Kafka record is
-read once and parsed once:
-  * ingest — read the orders topic, validate every record, append it to the bronze Delta
-    archive with its typed fields (idempotent per batch), then send dead letters (with a
-    reason) and valid orders (split by type) to Kafka in one write. Stateless.
-  * revenue — stream the valid orders from bronze (the Delta source; already typed),
-    deduplicate them by orderId within the watermark, aggregate count and DECIMAL revenue
-    per (location, order type, event-time window), enrich with the latest store address,
-    MERGE the full window totals into the gold table and publish them to the compacted
-    revenue topic keyed location|type|window_start.
-Bad data never stops the app: it is routed, counted and kept.
+One streaming query per deployment (spark_apps.one_query): each micro-batch reads the orders topic
+once, validates every record once, appends it to the bronze Delta archive with its typed fields
+(idempotent per batch), sends dead letters (with a reason) and valid orders (split by type) to
+Kafka, deduplicates by orderId and counts each order into its event-time windows, enriches them with
+the latest store address, MERGEs the window totals into gold and publishes them to the compacted
+revenue topic keyed location|type|window_start. A replay from another deployment's bronze reads
+that history first, by a query of its own in bounded batches. Bad data never stops the app: it is
+routed, counted and kept.
 
-That is the two-query engine (`engine: two_queries`). New deployments run the one-query engine
-(`engine: one_query`, spark_apps.one_query): one query whose batches do both jobs, with the
-revenue state in the driver, so a record waits for one batch instead of two.
+The two-query engine (an ingest query, then a revenue query streaming from bronze) is retired: a
+deployment whose checkpoints it wrote is refused with the way out, a blue-green replay into a new
+deployment (docs/streaming-app.md).
 
 Fencing: every write of a batch (bronze, Kafka side outputs, each gold MERGE attempt, the
 revenue topic) is preceded by a lease check (`fencing.LeaseFence`), so a driver whose
@@ -46,11 +43,9 @@ from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, w
 from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
-from spark_apps.naming import INGEST_QUERY_ROLE as INGEST_QUERY
 from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.observability import (
     INGEST_METRICS,
-    REVENUE_INPUT_METRICS,
     BatchCounters,
     ProgressPublisher,
     query_failure,
@@ -59,102 +54,19 @@ from spark_apps.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
 from spark_apps.session import DELTA_CONF, build_spark_session
 from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
 from spark_apps.transformations import (
-    deduplicate_orders,
-    enrich_with_stores,
     parse_and_validate_orders,
-    side_output_records,
-    to_revenue_kafka_records,
-    windowed_revenue,
 )
 
 LOG = logging.getLogger("orders_streaming_app")
-# The query of the two-Kafka-reader design this app replaced; its checkpoint cannot be continued.
+# Checkpoints of designs this app replaced, which it cannot continue: the two-query engine's ingest
+# query and the two-Kafka-reader design's archive query.
+RETIRED_TWO_QUERY_CHECKPOINT = "ingest"
 RETIRED_ARCHIVE_QUERY = "archive"
 
 
 class CheckpointMigrationError(RuntimeError):
-    """The deployment's checkpoints were written by the earlier two-query design."""
-
-
-def ingest_batch(
-    config: StreamingAppConfig, fence: LeaseFence, revenue_read_batch: Callable[[], int | None]
-) -> Callable[[DataFrame, int], None]:
-    """foreachBatch of the ingest query: bronze (typed, idempotent) first, then one Kafka write of
-    dead letters and split-topic orders. The batch is read from Kafka and validated once (cached).
-
-    `revenue_read_batch` gives the newest ingest batch the revenue query has read and committed (a
-    stale, lower answer is safe): later copies of an order id in this batch or in the commits after
-    it are marked superseded (see `io.superseded_copies`)."""
-    names = config.names
-    kafka = config.kafka
-
-    def handle(validated: DataFrame, batch_id: int) -> None:
-        validated.persist()
-        try:
-            superseded = io.superseded_copies(
-                validated, names.bronze_orders_table, batch_id, revenue_read_batch()
-            )
-            fence.check("the bronze append")
-            io.append_bronze_idempotent(
-                io.bronze_rows(validated, batch_id, superseded),
-                names.bronze_orders_table,
-                f"{config.deployment_id}-bronze",
-                batch_id,
-            )
-            fault_points.reached("ingest.after_bronze_commit", batch_id)
-            side_outputs = side_output_records(
-                validated, kafka.dlq_topic, kafka.general_orders_topic, kafka.restaurant_orders_topic
-            )
-            fence.check("the dead-letter and split-topic write")
-            io.write_to_kafka(side_outputs, config)
-        finally:
-            validated.unpersist()
-
-    return handle
-
-
-def revenue_batch(
-    config: StreamingAppConfig, counters: BatchCounters, stores: io.StoresTable, fence: LeaseFence
-) -> Callable[[DataFrame, int], None]:
-    """foreachBatch of the revenue query: enrich, MERGE into gold, publish to the revenue topic.
-
-    The lease is checked before each gold MERGE attempt and before the revenue topic write."""
-    names = config.names
-
-    def handle(windows: DataFrame, batch_id: int) -> None:
-        spark = windows.sparkSession
-        enriched = enrich_with_stores(windows, stores.current(spark))
-        enriched.persist()
-        try:
-            # One job runs the stateful plan (filling the cache) and bounds the batch's windows.
-            bounds = enriched.agg(
-                F.count(F.lit(1)).alias("windows"),
-                F.min("window_start").alias("first"),
-                F.max("window_start").alias("last"),
-            ).first()
-            if bounds is None or not bounds["windows"]:
-                return  # no window changed: nothing to MERGE or publish
-            # The batch id is added above the cache: a literal that changes every batch inside the
-            # stateful stage would make Spark generate and compile that stage's code anew each batch.
-            updates = enriched.withColumn("batch_id", F.lit(batch_id).cast("long"))
-            io.merge_gold(
-                updates,
-                names.gold_revenue_table,
-                bounds["first"],
-                bounds["last"],
-                before_commit=lambda: fence.check("the gold MERGE"),
-                stamp=fence.stamp(batch_id),
-            )
-            where = {"windows": int(bounds["windows"])}
-            fault_points.reached("revenue.after_gold_commit", batch_id, where)
-            fence.check("the revenue topic write")
-            io.write_to_kafka(to_revenue_kafka_records(updates), config, config.kafka.revenue_topic)
-            counters.add("windows_updated", int(bounds["windows"]))
-            fault_points.reached("revenue.before_checkpoint_commit", batch_id, where)
-        finally:
-            enriched.unpersist()
-
-    return handle
+    """The deployment's checkpoints were written by a retired design (the two-query engine or the
+    two-Kafka-reader design before it)."""
 
 
 def _trigger(config: StreamingAppConfig) -> dict[str, Any]:
@@ -169,63 +81,42 @@ def _path_exists(spark: SparkSession, path: str) -> bool:
     return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
 
 
-# The checkpoint of the one-query engine's query (its name has the revenue role: the control plane
-# reads its progress where it reads the revenue query's).
+# The checkpoint of the app's query (its name has the revenue role: the control plane reads its
+# progress where it read the two-query engine's revenue query's).
 ONE_QUERY_CHECKPOINT = "pipeline"
 # The checkpoint of the query that reads a replay's history from bronze before that one starts.
 HISTORY_CHECKPOINT = "history"
 
 
-def with_engine(spark: SparkSession, config: StreamingAppConfig) -> StreamingAppConfig:
-    """`config` with its engine decided: as configured, else the engine of the deployment's
-    checkpoints, else one_query (a new deployment). A deployment cannot change engines: neither
-    engine's checkpoints (offsets, Spark's state or none) mean anything to the other."""
-    names = config.names
-    checkpoints: list[tuple[str, str]] = [("two_queries", INGEST_QUERY), ("one_query", ONE_QUERY_CHECKPOINT)]
-    started = {
-        engine: names.checkpoint(checkpoint)
-        for engine, checkpoint in checkpoints
-        if _path_exists(spark, names.checkpoint(checkpoint))
-    }
-    engine: str = config.engine or next(iter(started), "one_query")
-    other = {name: path for name, path in started.items() if name != engine}
-    if other:
-        name, path = next(iter(other.items()))
-        raise CheckpointMigrationError(
-            f"deployment {config.deployment_id} was started with engine {name} ({path} exists) and "
-            f"cannot continue with engine {engine}. Roll the engine out as a new deployment with the "
-            "blue_green_replay DAG and retire the old one; see docs/streaming-app.md."
-        )
-    if config.engine is None:
-        LOG.info("deployment %s runs engine %s", config.deployment_id, engine)
-    return config.model_copy(update={"engine": engine})
-
-
 def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
-    """A deployment started by the two-Kafka-reader design cannot continue from its checkpoints:
-    its archive offsets do not carry over to the ingest query (bronze would get every record again)."""
+    """A deployment started by an earlier design cannot continue from its checkpoints: the two-query
+    engine's (`ingest`: its offsets, its revenue query's Spark state and bronze's `superseded` marks
+    mean nothing to this engine) and the two-Kafka-reader design's before it (`archive`). A config
+    that still names `engine: two_queries` is refused the same way."""
     names = config.names
-    if _path_exists(spark, names.checkpoint(RETIRED_ARCHIVE_QUERY)) and not _path_exists(
-        spark, names.checkpoint(INGEST_QUERY)
-    ):
+    retired = [
+        names.checkpoint(query)
+        for query in (RETIRED_TWO_QUERY_CHECKPOINT, RETIRED_ARCHIVE_QUERY)
+        if _path_exists(spark, names.checkpoint(query))
+    ]
+    if config.engine == "two_queries" or retired:
+        found = f" ({retired[0]} exists)" if retired else " (its config says engine: two_queries)"
         raise CheckpointMigrationError(
-            f"deployment {config.deployment_id} has checkpoints of the earlier app design "
-            f"({names.checkpoint(RETIRED_ARCHIVE_QUERY)}); this version cannot continue them. "
-            "Roll it out as a new deployment with the blue_green_replay DAG (a replay from earliest "
-            "offsets or from bronze) and retire the old one; see docs/streaming-app.md."
+            f"deployment {config.deployment_id} was started by a retired engine{found}; this version "
+            "cannot continue it. Roll it out as a new deployment with the blue_green_replay DAG (a "
+            "replay from earliest offsets or from its bronze archive) and retire the old one; see "
+            "docs/streaming-app.md."
         )
 
 
 @dataclass
 class PreparedQueries:
-    """What `prepare_queries` made ready: a starter per query, in the order they start; whether they
-    run one after another (each once the one before has ended) rather than side by side; the
-    listener; what closes the clients they hold (the stores table, the revenue topic's producer); and
-    how many queries must have got through their first trigger for the driver to report ready (a
-    replay's history query may run for hours before the Kafka query starts)."""
+    """What `prepare_queries` made ready: a starter per query, in the order they run (each once the one
+    before has ended); the listener; what closes the clients they hold (the stores table, the revenue
+    topic's producer); and how many queries must have got through their first trigger for the driver
+    to report ready (a replay's history query may run for hours before the Kafka query starts)."""
 
     starters: list[Callable[[], StreamingQuery]]
-    sequential: bool
     publisher: ProgressPublisher
     close_clients: Callable[[], None]
     ready_after: int = 0
@@ -236,61 +127,42 @@ class PreparedQueries:
 
 def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence) -> PreparedQueries:
     """Make one deployment ready to run: its listener, its tables, and a starter per query, each
-    batch writing behind `fence`. Two-query engine: ingest, then revenue. One-query engine: its
-    query; for a replay from bronze, first a query that reads the history in bounded batches to its
-    end, then the query that reads Kafka from the cut-over."""
+    batch writing behind `fence`: its query; for a replay from bronze, first a query that reads the
+    history in bounded batches to its end, then the query that reads Kafka from the cut-over."""
     names = config.names
     refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
     stores = io.StoresTable(config)
-    one_query = config.engine == "one_query"
     # Deployments that began their replay before the history had a query of its own continue as
     # they began: history and Kafka in one query, the history in its first batch.
-    history_first = (
-        one_query
-        and config.history is not None
-        and not (
-            _path_exists(spark, names.checkpoint(ONE_QUERY_CHECKPOINT))
-            and not _path_exists(spark, names.checkpoint(HISTORY_CHECKPOINT))
-        )
+    history_first = config.history is not None and not (
+        _path_exists(spark, names.checkpoint(ONE_QUERY_CHECKPOINT))
+        and not _path_exists(spark, names.checkpoint(HISTORY_CHECKPOINT))
     )
-    live: OneQueryBatch | None = None
-    history: OneQueryBatch | None = None
-    if one_query:
-        live = OneQueryBatch(
-            config,
-            fence,
-            counters,
-            stores,
-            batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0,
-        )
-        if history_first:
-            history = OneQueryBatch(config, fence, counters, stores, revenue_topic=live.revenue_topic)
+    live = OneQueryBatch(
+        config, fence, counters, stores, batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0
+    )
+    history = (
+        OneQueryBatch(config, fence, counters, stores, revenue_topic=live.revenue_topic)
+        if history_first
+        else None
+    )
     publisher = ProgressPublisher(
         names.progress_dir,
         counters,
         names.consumer_group,
         io.kafka_admin_config(config),
-        # The one-query engine's query is both: it reads Kafka and commits gold.
-        ingest_query=names.query_name(REVENUE_QUERY if live else INGEST_QUERY),
+        # The query is both: it reads Kafka and commits gold.
+        ingest_query=names.query_name(REVENUE_QUERY),
         revenue_query=names.query_name(REVENUE_QUERY),
-        batch_facts=live.batch_facts if live else None,
+        batch_facts=live.batch_facts,
         history_query=names.query_name(HISTORY_QUERY) if history else None,
         history_facts=history.batch_facts if history else None,
     )
     spark.streams.addListener(publisher)
-    # Both tables exist before either query starts: the revenue query streams from bronze, and
-    # no batch has to ask whether gold exists.
+    # Both tables exist before the query starts: no batch has to ask whether they exist.
     io.ensure_bronze_table(spark, names.bronze_orders_table)
     io.ensure_gold_table(spark, names.gold_revenue_table)
-
-    def in_pool(pool: str, start: Callable[[], StreamingQuery]) -> StreamingQuery:
-        # The stream's thread inherits the local property set while it starts: its jobs run in `pool`.
-        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
-        try:
-            return start()
-        finally:
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
 
     def validated(raw: DataFrame) -> DataFrame:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
@@ -298,71 +170,35 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
         )
 
-    def validated_orders() -> DataFrame:
-        return validated(io.read_orders_stream(spark, config, with_history=not history_first))
-
-    if live is not None:
-
-        def start_one_query() -> StreamingQuery:
-            writer = (
-                validated_orders()
-                .writeStream.queryName(names.query_name(REVENUE_QUERY))
-                .foreachBatch(live)
-                .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
-                .trigger(**_trigger(config))
-            )
-            return writer.start()
-
-        def close_one_query() -> None:
-            stores.close()
-            live.revenue_topic.close()
-
-        if history is None:
-            return PreparedQueries([start_one_query], False, publisher, close_one_query)
-
-        def start_history() -> StreamingQuery:
-            writer = (
-                validated(io.read_replay_history_stream(spark, config))
-                .writeStream.queryName(names.query_name(HISTORY_QUERY))
-                .foreachBatch(history)
-                .option("checkpointLocation", names.checkpoint(HISTORY_CHECKPOINT))
-                # To its end, then it stops and the Kafka query starts (a restart finds it ended).
-                .trigger(availableNow=True)
-            )
-            return writer.start()
-
-        return PreparedQueries(
-            [start_history, start_one_query], True, publisher, close_one_query, ready_after=1
-        )
-
-    def start_ingest() -> StreamingQuery:
-        validated = validated_orders()
+    def start_one_query() -> StreamingQuery:
         writer = (
-            validated.writeStream.queryName(names.query_name(INGEST_QUERY))
-            .foreachBatch(ingest_batch(config, fence, publisher.revenue_read_batch))
-            .option("checkpointLocation", names.checkpoint(INGEST_QUERY))
+            validated(io.read_orders_stream(spark, config, with_history=not history_first))
+            .writeStream.queryName(names.query_name(REVENUE_QUERY))
+            .foreachBatch(live)
+            .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
             .trigger(**_trigger(config))
         )
-        return in_pool(INGEST_QUERY, writer.start)
+        return writer.start()
 
-    def start_revenue() -> StreamingQuery:
-        orders = io.read_bronze_orders_stream(spark, names.bronze_orders_table).observe(
-            REVENUE_INPUT_METRICS, F.max("ingest_batch_id").alias("ingest_batch_id")
-        )
-        deduplicated = deduplicate_orders(orders, config.window.watermark)
-        windows = windowed_revenue(deduplicated, config.window.size, config.window.slide)
+    def close_clients() -> None:
+        stores.close()
+        live.revenue_topic.close()
+
+    if history is None:
+        return PreparedQueries([start_one_query], publisher, close_clients)
+
+    def start_history() -> StreamingQuery:
         writer = (
-            windows.writeStream.queryName(names.query_name(REVENUE_QUERY))
-            .outputMode("update")
-            .foreachBatch(revenue_batch(config, counters, stores, fence))
-            .option("checkpointLocation", names.checkpoint(REVENUE_QUERY))
-            .trigger(**_trigger(config))
+            validated(io.read_replay_history_stream(spark, config))
+            .writeStream.queryName(names.query_name(HISTORY_QUERY))
+            .foreachBatch(history)
+            .option("checkpointLocation", names.checkpoint(HISTORY_CHECKPOINT))
+            # To its end, then it stops and the Kafka query starts (a restart finds it ended).
+            .trigger(availableNow=True)
         )
-        return in_pool(REVENUE_QUERY, writer.start)
+        return writer.start()
 
-    return PreparedQueries(
-        [start_ingest, start_revenue], config.trigger.mode == "available_now", publisher, stores.close
-    )
+    return PreparedQueries([start_history, start_one_query], publisher, close_clients, ready_after=1)
 
 
 CODEGEN_CACHE_ENTRIES = 1000
@@ -383,8 +219,9 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
         extra_conf={
             **DELTA_CONF,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
-            # Both queries share the driver; FAIR with a pool per query (see in_pool) keeps a
-            # long replay batch of one from starving the other.
+            # A batch's writes (bronze, the Kafka side outputs, gold) run side by side in threads
+            # of the driver: FAIR shares the executors among their jobs instead of queueing the
+            # small ones behind the largest.
             "spark.scheduler.mode": "FAIR",
             # The ingest batch is cached once and read by the bronze append and the Kafka write:
             # compressing the cache cost ~2.5 s per 500,000 records (docs/performance.md, stop 15),
@@ -443,25 +280,20 @@ def run(
     """
     session = spark or build_session(config)
     session.conf.set("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
-    config = with_engine(session, config)
     clamped = config.skew_clamp_reason()
     if clamped:
         LOG.warning("deployment %s: %s", config.deployment_id, clamped)
     # Restored when the run ends: a caller's session (tests share one) may MERGE other sources next.
     merge_conf_before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
-    if config.engine == "one_query":
-        for key, value in ONE_QUERY_MERGE_CONF.items():
-            session.conf.set(key, value)
+    for key, value in ONE_QUERY_MERGE_CONF.items():
+        session.conf.set(key, value)
     names = config.names
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
     fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
     prepared = prepare_queries(session, config, fence)
     starters, publisher, close_clients = prepared.starters, prepared.publisher, prepared.close_clients
-    # A bounded run (available_now) runs ingest to its end before revenue starts: revenue reads
-    # what ingest appended to bronze, and an available-now query stops at what is there when it
-    # starts. A continuous run starts both at once. A replay's history query always runs first.
-    sequential = prepared.sequential
+    # The queries run one after the other: a replay's history query to its end, then the Kafka one.
     queries: list[StreamingQuery] = []
 
     def start_next() -> None:
@@ -469,8 +301,6 @@ def run(
         LOG.info("deployment %s started query %s", config.deployment_id, queries[-1].name)
 
     start_next()
-    while not sequential and len(queries) < len(starters):
-        start_next()
     stop_requested = threading.Event()
 
     def request_stop(signum: int, _frame: Any) -> None:

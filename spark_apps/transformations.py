@@ -471,9 +471,8 @@ def deduplicate_orders(orders: DataFrame, watermark: str) -> DataFrame:
     """Keep one row per ``order_id``: its first-arrived copy (``spark_apps.contract.ARRIVAL_ORDER``).
 
     Streaming: ``dropDuplicatesWithinWatermark`` on an ``ordered_at`` watermark keeps the first copy
-    it meets and forgets the id once the watermark passes it. It meets copies in arrival order
-    because the ingest query marks later copies that one revenue batch could hold together as
-    superseded (``io.superseded_copies``), and they are filtered out before this.
+    it meets and forgets the id once the watermark passes it (the retired two-query engine's rule;
+    the app's engine applies the same rule in `spark_apps.revenue_state`).
     Batch (Spark rejects dropDuplicatesWithinWatermark there): the first copy by ingest batch (not
     ingested yet: last), Kafka timestamp, partition, offset — the same rule; rows without lineage
     fall back to the earliest ``ordered_at``.

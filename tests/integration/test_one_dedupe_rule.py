@@ -78,29 +78,23 @@ def first_arrived_windows(
     return {key: (len(amounts), sum(amounts, Decimal("0"))) for key, amounts in windows.items()}
 
 
-@pytest.mark.parametrize(
-    ("engine", "max_offsets"),
-    [
-        # Several ingest commits per run, all read by one revenue batch: the two-query hard case.
-        ("two_queries", 40),
-        # One batch per run: copies of one batch sorted into arrival order, and in the second run
-        # copies of orders counted by the first, known only to the state rebuilt from bronze. (Batches
-        # of 40 would make orders late under the 10 s watermark, which the rule by hand ignores.)
-        ("one_query", 100_000),
-    ],
-)
+# One batch per run: copies of one batch sorted into arrival order, and in the second run copies of
+# orders counted by the first, known only to the state resumed from bronze. (Batches of 40 would make
+# orders late under the 10 s watermark, which the rule by hand ignores.)
+MAX_OFFSETS = 100_000
+
+
 def test_stream_reprocess_and_quality_count_the_same_copy(
-    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, engine: str, max_offsets: int
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     suffix = unique_suffix()
     lake = tmp_path / "lake"
     config = load_config(
         overrides={
             "deployment_id": "dedupe",
-            "engine": engine,
             "lake_root": str(lake),
             "kafka.bootstrap_servers": kafka_bootstrap,
-            "kafka.max_offsets_per_trigger": max_offsets,
+            "kafka.max_offsets_per_trigger": MAX_OFFSETS,
             "trigger.mode": "available_now",
             "window.watermark": "10 seconds",
             "shuffle_partitions": 2,
@@ -156,9 +150,7 @@ def test_stream_reprocess_and_quality_count_the_same_copy(
         .to_pylist()
     )
     batches = {r["ingest_batch_id"] for r in bronze}
-    # Two-query: the small batch cap spreads the copies over several ingest batches. One-query: a batch
-    # per run.
-    assert len(batches) >= (4 if engine == "two_queries" else 2)
+    assert len(batches) >= 2  # a batch per run
     assert any(r["superseded"] for r in bronze), "later copies are marked in bronze"
 
     # 1. Stream (gold) against the rule applied by hand to bronze.

@@ -30,7 +30,7 @@ from revenue_platform.orders_generator import (
 )
 from spark_apps import io
 from spark_apps.config import StreamingAppConfig, load_config
-from spark_apps.orders_streaming_app import run
+from spark_apps.orders_streaming_app import CheckpointMigrationError, run
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -57,17 +57,11 @@ def gold_as_dict(
     return {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
 
 
-ENGINES = pytest.mark.parametrize("engine", ["two_queries", "one_query"])
-
-
-@ENGINES
 def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
-    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, engine: str
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     suffix = unique_suffix()
-    config = app_config(
-        kafka_bootstrap, tmp_path / "lake", suffix, **{"kafka.max_offsets_per_trigger": 150, "engine": engine}
-    )
+    config = app_config(kafka_bootstrap, tmp_path / "lake", suffix, **{"kafka.max_offsets_per_trigger": 150})
     create_app_topics(kafka_bootstrap, suffix)
     on_time = list(
         generate_orders(
@@ -149,9 +143,8 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     assert progress["rows_dropped_by_watermark"] >= 1
 
 
-@ENGINES
 def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_revenue(
-    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, engine: str
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     """Hostile but well-formed orders: an order dated 2099, first on its partition, used to move the
     watermark to 2099 so every later order was dropped as late (60 % of revenue missing); two orders
@@ -162,7 +155,7 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
         kafka_bootstrap,
         tmp_path / "lake",
         suffix,
-        **{"validation.max_order_amount": str(largest), "engine": engine},
+        **{"validation.max_order_amount": str(largest)},
     )
     create_app_topics(kafka_bootstrap, suffix)
     from_2099 = next(iter(generate_orders(GeneratorSettings(orders=1, stores=1, first_order_id=90_000))))
@@ -199,3 +192,25 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
         ]
         == "2099-01-01T00:00:00"
     )
+
+
+@pytest.mark.parametrize(
+    ("leftover", "overrides"),
+    [
+        ("ingest", {}),  # the retired two-query engine's ingest query
+        ("archive", {}),  # the two-Kafka-reader design before it
+        (None, {"engine": "two_queries"}),  # a registered config that still names the engine
+    ],
+)
+def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothing_is_written(
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, leftover: str | None, overrides: dict[str, str]
+) -> None:
+    config = app_config(kafka_bootstrap, tmp_path / "lake", unique_suffix(), **overrides)
+    if leftover is not None:
+        (Path(config.names.checkpoint(leftover)) / "offsets").mkdir(parents=True)
+
+    with pytest.raises(CheckpointMigrationError, match=r"retired engine.*blue_green_replay"):
+        run(config, spark)
+
+    assert not Path(config.names.bronze_orders_table).exists()
+    assert not Path(config.names.checkpoint("pipeline")).exists()

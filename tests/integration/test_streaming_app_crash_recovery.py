@@ -113,9 +113,9 @@ def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
     # Kill 1: during the very first micro-batch (the JVM is up, nothing committed yet).
     app = _launch(overrides, log, "processing_time")
     checkpoints = tmp_path / "lake" / "checkpoints" / "crash"
-    # The offsets log of the query that reads Kafka: the one-query engine's, or the two-query ingest's.
+    # The offsets log of the query that reads Kafka.
     _wait_for(
-        lambda: any((checkpoints / name / "offsets").is_dir() for name in ("pipeline", "ingest")),
+        lambda: any((checkpoints / name / "offsets").is_dir() for name in ("pipeline",)),
         app,
         log,
         180,

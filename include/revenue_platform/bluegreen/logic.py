@@ -189,7 +189,11 @@ def green_overrides(
         k: v
         for k, v in flatten(blue_config).items()
         # Where blue's own history came from is blue's business: green gets its source from the plan.
-        if k not in NOT_INHERITED and k != "history" and not k.startswith("history.")
+        # A blue on the retired two-query engine is migrated by its replay: green runs today's engine.
+        if k not in NOT_INHERITED
+        and k != "history"
+        and not k.startswith("history.")
+        and not (k == "engine" and v == "two_queries")
     }
     for key, topic in green_topics.items():
         if key in overrides:

@@ -98,6 +98,14 @@ def test_green_inherits_blue_config_but_not_identity_start_or_topic() -> None:
     assert flatten({"a": {"b": {"c": 1}}}) == {"a.b.c": 1}
 
 
+def test_a_green_of_a_blue_on_the_retired_two_query_engine_runs_todays_engine() -> None:
+    own = {"kafka.revenue_topic": "rev_green"}
+    retired = green_overrides({"engine": "two_queries", "window": {"size": "1 minute"}}, {}, own)
+    assert "engine" not in retired
+    assert retired["window.size"] == "1 minute"
+    assert green_overrides({"engine": "one_query"}, {}, own)["engine"] == "one_query"
+
+
 def test_catch_up_needs_every_query_within_the_threshold() -> None:
     def summary(*behind: int | None, rate: float | None = 10.0) -> dict[str, Any]:
         queries = {f"q{i}": {"max_offsets_behind_latest": b} for i, b in enumerate(behind)}
