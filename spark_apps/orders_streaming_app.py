@@ -267,6 +267,14 @@ def _query_states(queries: list[StreamingQuery], ready: set[str]) -> list[dict[s
     return states
 
 
+def _restore_conf(session: SparkSession, before: dict[str, str | None]) -> None:
+    for key, previous in before.items():
+        if previous is None:
+            session.conf.unset(key)
+        else:
+            session.conf.set(key, previous)
+
+
 def run(
     config: StreamingAppConfig, spark: SparkSession | None = None, fence: LeaseFence | None = None
 ) -> None:
@@ -291,7 +299,11 @@ def run(
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
     fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
-    prepared = prepare_queries(session, config, fence)
+    try:
+        prepared = prepare_queries(session, config, fence)
+    except BaseException:
+        _restore_conf(session, merge_conf_before)  # a caller's session must not keep them
+        raise
     starters, publisher, close_clients = prepared.starters, prepared.publisher, prepared.close_clients
     # The queries run one after the other: a replay's history query to its end, then the Kafka one.
     queries: list[StreamingQuery] = []
@@ -356,11 +368,7 @@ def run(
         session.streams.removeListener(publisher)
         publisher.close()
         close_clients()
-        for key, previous in merge_conf_before.items():
-            if previous is None:
-                session.conf.unset(key)
-            else:
-                session.conf.set(key, previous)
+        _restore_conf(session, merge_conf_before)
         write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
     failures = [q.exception() for q in queries if q.exception() is not None]
     if fence.rejected is not None:

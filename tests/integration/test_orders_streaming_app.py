@@ -30,7 +30,7 @@ from revenue_platform.orders_generator import (
 )
 from spark_apps import io
 from spark_apps.config import StreamingAppConfig, load_config
-from spark_apps.orders_streaming_app import CheckpointMigrationError, run
+from spark_apps.orders_streaming_app import ONE_QUERY_MERGE_CONF, CheckpointMigrationError, run
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -209,8 +209,12 @@ def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothin
     if leftover is not None:
         (Path(config.names.checkpoint(leftover)) / "offsets").mkdir(parents=True)
 
+    merge_conf_before = {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
     with pytest.raises(CheckpointMigrationError, match=r"retired engine.*blue_green_replay"):
         run(config, spark)
+
+    # The shared session gets its settings back (a later MERGE of a cached source depends on them).
+    assert {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF} == merge_conf_before
 
     assert not Path(config.names.bronze_orders_table).exists()
     assert not Path(config.names.checkpoint("pipeline")).exists()
