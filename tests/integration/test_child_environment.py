@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,18 @@ def assert_nothing_leaked(environment: dict[str, str], planted: dict[str, str]) 
     assert [name for name, value in planted.items() if len(value) >= 16 and value in values] == []
 
 
+def _environment_once_set(pid: int, timeout_s: float = 10.0) -> dict[str, str]:
+    """The environment of `pid`, read again while it comes back empty and the process lives: in the
+    middle of an exec (spark-submit is a script that execs the JVM) /proc/<pid>/environ reads as
+    nothing until the new program's stack is set up."""
+    deadline = time.monotonic() + timeout_s
+    environment = processes.environment(pid)
+    while not environment and processes.is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        environment = processes.environment(pid)
+    return environment
+
+
 def test_a_launched_streaming_driver_gets_no_airflow_secret(
     secrets_in_the_task: dict[str, str], tmp_path: Path
 ) -> None:
@@ -75,7 +88,7 @@ def test_a_launched_streaming_driver_gets_no_airflow_secret(
     handle = launch(SparkTarget("local[1]"), deployment_id, {}, secrets.token_hex(8), str(tmp_path), security)
     assert handle.pid is not None
     try:
-        environment = processes.environment(handle.pid)
+        environment = _environment_once_set(handle.pid)
     finally:
         processes.terminate(handle.pid, 10.0)
     assert environment, "the driver was gone before its environment could be read"
