@@ -265,9 +265,7 @@ class ProgressPublisher(StreamingQueryListener):
                 self._seen.notify_all()
 
     def _on_ingest(self, progress: dict[str, Any]) -> None:
-        totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
-        self.counters.add("records_archived", int(totals.get("records") or 0))
-        self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
+        self._count_ingested(progress)
         summary = summarize_progress(progress, self.counters.snapshot())
         if not self.one_query:
             # With one query the file is the revenue one, which `_publish_revenue` writes whole:
@@ -298,12 +296,16 @@ class ProgressPublisher(StreamingQueryListener):
             self._revenue_summary.update({**facts, "watermark": self._engine_watermark})
         self._save_positions()
 
-    def _on_history(self, progress: dict[str, Any]) -> None:
-        """A batch of the replay's history query: the revenue file says the history is still being
-        read, with the history's rates and the engine's watermark; no Kafka position or lag yet."""
+    def _count_ingested(self, progress: dict[str, Any]) -> None:
+        """Add a batch's records and dead letters (its `INGEST_METRICS` observation) to the counters."""
         totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
         self.counters.add("records_archived", int(totals.get("records") or 0))
         self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
+
+    def _on_history(self, progress: dict[str, Any]) -> None:
+        """A batch of the replay's history query: the revenue file says the history is still being
+        read, with the history's rates and the engine's watermark; no Kafka position or lag yet."""
+        self._count_ingested(progress)
         summary = summarize_progress(progress, self.counters.snapshot())
         facts = self.history_facts(int(progress["batchId"])) if self.history_facts else {}
         if facts.get("watermark") is not None:
