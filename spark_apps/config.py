@@ -31,6 +31,9 @@ MAX_TOPIC_NAME = 249
 # more than a day would hold state the app is not sized for, and makes reprocessing wait as long.
 MAX_WINDOW_SECONDS = 86400
 MAX_WATERMARK_SECONDS = 86400
+# The dedupe horizon is bounded at a week: the state holds one horizon of order ids (~60 B each in
+# RocksDB, on disk), so a week at 1,000 orders/s is ~36 GB; a longer memory belongs to a batch check.
+MAX_DEDUPE_HORIZON_SECONDS = 7 * 86400
 MAX_TRIGGER_SECONDS = 3600
 # Window geometry: windows one order adds to (size / slide), and windows a store and order type keep
 # open ((size + watermark) / slide; the shipped 15 s windows with a 30 s watermark keep 3, with the
@@ -426,6 +429,23 @@ class WindowConfig(_Strict):
         return interval_seconds(self.watermark)
 
 
+class DedupeConfig(_Strict):
+    horizon: str = "1 hour"
+    """How far back a copy of an order is recognised as a repeat of the one before it (Kafka
+    timestamps; spark_apps.contract.DEDUPE_RULE), 1 s..7 days. The stream keeps one horizon of order
+    ids in Spark's state store; the reprocess job and the quality suite read one horizon more. A
+    deployment keeps the horizon it started with in its state: a new one takes a blue-green replay."""
+
+    @field_validator("horizon")
+    @classmethod
+    def _horizon(cls, value: str) -> str:
+        return bounded_interval(value, MAX_DEDUPE_HORIZON_SECONDS)
+
+    @property
+    def horizon_seconds(self) -> int:
+        return interval_seconds(self.horizon)
+
+
 class TriggerConfig(_Strict):
     mode: Literal["processing_time", "available_now"] = "processing_time"
     """processing_time: run forever; available_now: process what is there, then stop (tests, backfills)."""
@@ -493,6 +513,7 @@ class StreamingAppConfig(_Strict):
     lake (revenue_platform.paths.require_inside_lake)."""
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     window: WindowConfig = Field(default_factory=WindowConfig)
+    dedupe: DedupeConfig = Field(default_factory=DedupeConfig)
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     engine: Literal["two_queries", "one_query"] | None = None

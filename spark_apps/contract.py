@@ -55,14 +55,18 @@ GOLD_DELTA_TYPES: Final[dict[str, str]] = {
 GOLD_COLUMNS: Final = tuple(GOLD_DELTA_TYPES)
 
 
-# THE dedupe rule, one for the streaming app, the batch reprocess and the quality checks: an order id
-# counts once, as its first-arrived copy. Copies are ordered by the ingest micro-batch that archived
-# them (bronze's `ingest_batch_id`; a copy not ingested yet comes last), then by Kafka timestamp,
-# partition and offset. Why arrival and not event time: a stream can only ever count the copy it has
-# seen, so "earliest orderedDateTime" would need retractions; arrival is what all three can see. The
-# horizon: the stream forgets an order id once its watermark passes the first copy's event time plus
-# `window.watermark`; a copy arriving later still (a re-send hours after) is counted by the stream
-# and repaired away by a reprocess whose range holds both copies (docs/streaming-app.md).
+# THE dedupe rule, one for the streaming app, the batch reprocess and the quality checks (each
+# applies it in its own engine: `spark_apps.dedupe` for Spark's state store and batch Spark,
+# `revenue_platform.quality.frames.repeat_flags` for pandas; one table of cases checks all three).
+# Copies of a valid order are put in arrival order: the ingest micro-batch that archived them
+# (bronze's `ingest_batch_id`; a copy not ingested yet comes last), then Kafka timestamp, partition
+# and offset. A copy is a *repeat* when the copy just before it in that order has a Kafka timestamp
+# at most `dedupe.horizon` before its own; a repeat is never counted. So an order re-sent within the
+# horizon of its previous copy counts once, and one re-sent after a longer silence counts again.
+# Why arrival and Kafka time, not event time: a stream can only ever count the copy it has seen
+# (the earliest `orderedDateTime` would need retractions), and the Kafka timestamp is the broker's
+# clock, which no producer can set ahead.
+DEDUPE_RULE: Final = "repeat = previous copy (arrival order) has a Kafka timestamp within dedupe.horizon"
 ARRIVAL_ORDER: Final = ("ingest_batch_id", "timestamp", "partition", "offset")
 
 

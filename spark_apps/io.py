@@ -44,17 +44,10 @@ def _kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
     return options
 
 
-def read_orders_stream(
-    spark: SparkSession, config: StreamingAppConfig, with_history: bool = True
-) -> DataFrame:
-    """The `orders` topic as a stream of raw Kafka records (binary key/value plus position).
-
-    With `config.history` (a replay from bronze) Kafka is read from the per-partition cut-over
-    offsets on; with `with_history` too, the stream is the archived records before them (all in its
-    first micro-batch), then Kafka: one stream, each record once. Deployments started since the
-    history is read in bounded batches by a query of its own (`read_replay_history_stream`) read
-    Kafka alone (`with_history=False`).
-    """
+def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataFrame:
+    """The `orders` topic as a stream of raw Kafka records (binary key/value plus position). With
+    `config.history` (a replay from bronze) Kafka is read from the per-partition cut-over offsets on:
+    the history before them is read by a query of its own first (`read_replay_history_stream`)."""
     reader = (
         spark.readStream.format("kafka")
         .options(**_kafka_client_options(config))
@@ -73,20 +66,12 @@ def read_orders_stream(
         reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
     if config.kafka.min_partitions is not None:
         reader = reader.option("minPartitions", str(config.kafka.min_partitions))
-    live = reader.load().select(*KAFKA_RAW_COLUMNS)
-    if config.history is None or not with_history:
-        return live
-    history_table = materialize_replay_history(spark, config)
-    history = (
-        spark.readStream.format("delta")
-        # All of the history in the first micro-batch: were it spread over several, the Kafka tail
-        # (newer) read in the first batch would move the watermark past history still to come, and
-        # history records would be dropped as late.
-        .option("maxFilesPerTrigger", str(2**31 - 1))
-        .load(history_table)
-        .select(*KAFKA_RAW_COLUMNS)
-    )
-    return history.unionByName(live)
+    return reader.load().select(*KAFKA_RAW_COLUMNS)
+
+
+def read_bronze(spark: SparkSession, table_path: str) -> DataFrame:
+    """A batch read of one deployment's bronze table (``BRONZE_SCHEMA``)."""
+    return spark.read.format("delta").load(table_path)
 
 
 # A replay's history is read in micro-batches of at most `kafka.max_offsets_per_trigger` records (the
@@ -236,23 +221,19 @@ def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | 
 
 
 def bronze_rows(
-    validated: DataFrame, ingest_batch_id: int | None = None, superseded: DataFrame | None = None
+    validated: DataFrame, ingest_batch_id: int | None = None, not_counted: Column | None = None
 ) -> DataFrame:
     """Archive shape (``BRONZE_SCHEMA``): the raw record, its validation outcome, typed fields when
-    valid, whether a valid order is one the stream did not count (`superseded`: the (topic,
-    partition, offset) of those: later copies and late orders), the ingest batch and the ingest date."""
-    flagged = validated.withColumn("superseded", F.lit(False))
-    if superseded is not None:
-        # Few rows (duplicates only): broadcast, so the cached batch is not shuffled for this.
-        marks = F.broadcast(superseded.select(*_POSITION, F.lit(True).alias("_superseded")))
-        flagged = validated.join(marks, list(_POSITION), "left").withColumn(
-            "superseded", F.col("dlq_reason").isNull() & F.coalesce(F.col("_superseded"), F.lit(False))
-        )
-    return flagged.select(
+    valid, whether a valid order is one the stream did not count (`superseded`, from `not_counted`:
+    repeats and late orders), the ingest batch and the ingest date."""
+    superseded = F.lit(False)
+    if not_counted is not None:
+        superseded = F.col("dlq_reason").isNull() & F.coalesce(not_counted, F.lit(False))
+    return validated.select(
         *KAFKA_RAW_COLUMNS,
         "dlq_reason",
         *BRONZE_ORDER_COLUMNS,
-        "superseded",
+        superseded.alias("superseded"),
         F.lit(ingest_batch_id).cast("long").alias("ingest_batch_id"),
         F.to_date("timestamp").alias("ingest_date"),
     )

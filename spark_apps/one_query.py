@@ -3,25 +3,26 @@ side outputs and gold before the next one starts.
 
 The retired two-query engine (ingest, then revenue streaming from bronze) made a record wait for two
 pipeline stages, each with its own trigger and batch; live latency was about four batch times
-(docs/performance.md, stop 16). Here a record waits for one. Revenue state (dedupe ids, the
-watermark, open window totals) lives in the driver (`spark_apps.revenue_state`), so a batch runs no
-shuffle and no state store: one job validates the batch and collects its valid orders (a cache
-keeps the validated rows for the writes), then three writes run side by side: bronze, the Kafka
-side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred window rows is
-made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's filesystem, and by
-Spark's Delta otherwise (~10 small jobs; docs/performance.md, stop 19).
+(docs/performance.md, stop 16). Here a record waits for one. Per-order state (which copies are
+repeats, `spark_apps.dedupe`) lives in Spark's state store, before the batch reaches foreachBatch;
+revenue state (the watermark and the open windows' totals, O(windows)) lives in the driver
+(`spark_apps.revenue_state`). One job validates the batch, dedupes it and collects its valid orders'
+window fields (a cache keeps the rows for the writes), then three writes run side by side: bronze,
+the Kafka side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred
+window rows is made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's
+filesystem, and by Spark's Delta otherwise (~10 small jobs; docs/performance.md, stop 19).
 
 Exactly once, per batch N. Its writes, in any order or overlap:
   - bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
-    marks every valid order the stream did not count (a later copy or late), and whose commit
-    records the watermark after the batch;
+    marks every valid order the stream did not count (a repeat or late), and whose commit records
+    the watermark after the batch;
   - dead letters and split-topic orders (at least once);
   - the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op), then the
     revenue topic (absolute totals, compacted by window key).
-Once all have ended, Spark commits the batch's offsets. The state after batch N is a function of
-bronze's rows up to N. After a crash anywhere, Spark runs batch N again and the engine resumes the
-state after N - 1 (`OneQueryBatch.resume`): the watermark batch N - 1's bronze commit recorded, the
-ids bronze counted within the delay of it, and the open windows' totals from gold. When gold already
+Once all have ended, Spark commits the batch's offsets and the dedupe state. After a crash anywhere,
+Spark runs batch N again from the dedupe state after N - 1 (so the same copies are repeats), and
+the engine resumes the revenue state after N - 1 (`OneQueryBatch.resume`): the watermark batch
+N - 1's bronze commit recorded and the open windows' totals from gold. When gold already
 holds batch N's MERGE, the batch is redone without adding to those totals. So the bronze append is
 skipped (already committed) or made with the same verdicts, and gold and the revenue topic get the
 same totals.
@@ -41,33 +42,21 @@ from typing import Any
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DecimalType, LongType, StringType, StructField, StructType
 
 from spark_apps import fault_points, io
 from spark_apps.config import StreamingAppConfig, interval_seconds
 from spark_apps.contract import MONEY_SCALE, STORE_ADDRESS_COLUMNS
+from spark_apps.dedupe import REPEAT_COLUMN
 from spark_apps.fencing import LeaseFence, LeaseRejectedError
 from spark_apps.observability import BatchCounters
-from spark_apps.revenue_state import (
-    BATCH_COLUMNS,
-    MICROS_PER_SECOND,
-    RevenueState,
-    WindowSpec,
-    ids_horizon_us,
-)
+from spark_apps.revenue_state import BATCH_COLUMNS, MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue_topic import ProducerFencedError, RevenueTopicWriter
 from spark_apps.schemas import REVENUE_PRECISION
 from spark_apps.transformations import enrich_with_stores, side_output_records
 
 LOG = logging.getLogger("orders_streaming_app.one_query")
 
-_POSITIONS_SCHEMA = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-    ]
-)
 _WINDOW_ROWS_SCHEMA = StructType(
     [
         StructField("location_id", StringType()),
@@ -93,20 +82,17 @@ def window_spec(config: StreamingAppConfig) -> WindowSpec:
 
 
 def _order_arrays(orders: DataFrame) -> dict[str, Any]:
-    """``BATCH_COLUMNS`` (and `topic`) of valid orders as NumPy arrays: one Spark job, via Arrow."""
+    """``BATCH_COLUMNS`` of valid orders as NumPy arrays: one Spark job, via Arrow."""
     table = orders.select(
-        "order_id",
         "location_id",
         "order_type",
         F.unix_micros("ordered_at").alias("ordered_at_us"),
         # Exact: final_amount is DECIMAL(18,2), so its cents always fit a long.
         (F.col("final_amount") * F.lit(100)).cast("long").alias("cents"),
         F.unix_micros("timestamp").alias("timestamp_us"),
-        "partition",
-        "offset",
-        "topic",
+        REPEAT_COLUMN,
     ).toArrow()
-    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in (*BATCH_COLUMNS, "topic")}
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in BATCH_COLUMNS}
 
 
 class OneQueryBatch:
@@ -171,43 +157,31 @@ class OneQueryBatch:
         self, spark: SparkSession, batch_id: int
     ) -> tuple[RevenueState, list[tuple[str, str, int, int, int, int]] | None]:
         """The state after batch `batch_id` - 1, from what that batch left rather than from the orders:
-        the watermark its bronze commit recorded, the ids of bronze's counted orders (valid, not
-        superseded) within the delay of it, and the open windows' totals from gold. Nothing here
-        grows with the window size or the history. Also returns, when gold already holds batch
-        `batch_id`'s own MERGE (a crash after it), the windows that MERGE wrote: the batch is then
-        redone without adding to them (`RevenueState.apply(add_to_windows=False)`)."""
-        bronze = (
-            spark.read.format("delta")
-            .load(self.config.names.bronze_orders_table)
-            .filter(F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id)))
-        )
+        the watermark its bronze commit recorded and the open windows' totals from gold. Nothing here
+        grows with the window size or the history (the per-order dedupe state is Spark's, restored
+        from the checkpoint). Also returns, when gold already holds batch `batch_id`'s own MERGE (a
+        crash after it), the windows that MERGE wrote: the batch is then redone without adding to
+        them (`RevenueState.apply(add_to_windows=False)`)."""
         recorded = io.recorded_bronze_batch_metadata(spark, self.config.names.bronze_orders_table, batch_id)
         if recorded is not None:
             watermark = recorded.get("watermark_us")
             source = "the watermark bronze recorded"
         else:  # a batch before the watermark was recorded with bronze's commits: scan bronze once
+            bronze = (
+                spark.read.format("delta")
+                .load(self.config.names.bronze_orders_table)
+                .filter(F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id)))
+            )
             watermark = _scanned_watermark(bronze, self.delay_us)
             source = "a scan of bronze"
         if watermark is None:
             LOG.info("batch %d: no orders in bronze before it; starting with empty revenue state", batch_id)
             return RevenueState(self.windows, self.delay_us), None
-        counted_ids = (
-            bronze.filter(
-                ~F.coalesce(F.col("superseded"), F.lit(False))
-                & (F.col("ordered_at") > F.timestamp_micros(F.lit(ids_horizon_us(watermark, self.delay_us))))
-            )
-            .select("order_id", F.unix_micros("ordered_at").alias("ordered_at_us"))
-            .toArrow()
-        )
         gold = _open_gold_windows(spark, self.config.names.gold_revenue_table, watermark)
         state = RevenueState.resumed(
             self.windows,
             self.delay_us,
             watermark,
-            {
-                name: counted_ids.column(name).to_numpy(zero_copy_only=False)
-                for name in counted_ids.column_names
-            },
             [(loc, kind, start, count, cents) for loc, kind, start, count, cents, _ in gold],
         )
         # A batch's windows all end after the watermark it started from: gold holds every one of them.
@@ -217,12 +191,10 @@ class OneQueryBatch:
             if written_by == batch_id
         ]
         LOG.info(
-            "batch %d: resumed revenue state (watermark %s from %s): %d order ids from bronze, %d open "
-            "windows from gold%s",
+            "batch %d: resumed revenue state (watermark %s from %s): %d open windows from gold%s",
             batch_id,
             _iso_us(watermark),
             source,
-            state.ids,
             state.open_windows,
             f"; gold already holds this batch's {len(redo)} windows" if redo else "",
         )
@@ -241,17 +213,15 @@ class OneQueryBatch:
         try:
             with steps.timed("state"):
                 state = self._state_for(spark, batch_id)
+                watermark_before = state.watermark_us
                 redo, self._redo_windows = self._redo_windows, None
                 outcome = state.apply(orders, add_to_windows=redo is None)
                 if redo is not None:
                     outcome.windows = redo  # gold's totals after this batch: written again, published
-                positions = [
-                    (str(orders["topic"][row]), int(orders["partition"][row]), int(orders["offset"][row]))
-                    for row in outcome.not_counted.tolist()
-                ]
             watermark_after = outcome.watermark_us
             writes.start(
-                "bronze", lambda: self._append_bronze(validated, batch_id, positions, watermark_after)
+                "bronze",
+                lambda: self._append_bronze(validated, batch_id, watermark_before, watermark_after),
             )
             where = {"windows": len(outcome.windows)}
             if outcome.windows:
@@ -274,7 +244,7 @@ class OneQueryBatch:
         LOG.info(
             "batch %d: %d valid orders (%d late, %d duplicates), %d windows; ms per step %s",
             batch_id,
-            len(orders["order_id"]),
+            len(orders["ordered_at_us"]),
             outcome.late,
             outcome.duplicates,
             len(outcome.windows),
@@ -294,14 +264,17 @@ class OneQueryBatch:
         self,
         validated: DataFrame,
         batch_id: int,
-        not_counted: list[tuple[str, int, int]],
+        watermark_before: int | None,
         watermark_us: int | None,
     ) -> None:
-        spark = validated.sparkSession
-        marks = io.local_table(spark, not_counted, _POSITIONS_SCHEMA) if not_counted else None
+        # What the state did not count, as `RevenueState.apply` decides it: repeats, and orders at or
+        # before the watermark the batch started from.
+        not_counted = F.col(REPEAT_COLUMN)
+        if watermark_before is not None:
+            not_counted = not_counted | (F.unix_micros("ordered_at") <= F.lit(watermark_before))
         self.fence.check("the bronze append")
         io.append_bronze_idempotent(
-            io.bronze_rows(validated, batch_id, marks),
+            io.bronze_rows(validated, batch_id, not_counted),
             self.config.names.bronze_orders_table,
             f"{self.config.deployment_id}-bronze",
             batch_id,

@@ -40,6 +40,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_apps import fault_points, io
 from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
+from spark_apps.dedupe import initial_repeat_state, with_repeats
 from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
 from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
@@ -88,19 +89,37 @@ ONE_QUERY_CHECKPOINT = "pipeline"
 HISTORY_CHECKPOINT = "history"
 
 
+def _has_committed(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the query of `checkpoint` committed a batch (its `commits` folder lists one)."""
+    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/commits")  # type: ignore[union-attr]
+    fs = jvm_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return bool(fs.exists(jvm_path)) and any(
+        not status.getPath().getName().startswith(".") for status in fs.listStatus(jvm_path)
+    )
+
+
 def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
     """A deployment started by an earlier design cannot continue from its checkpoints: the two-query
     engine's (`ingest`: its offsets, its revenue query's Spark state and bronze's `superseded` marks
-    mean nothing to this engine) and the two-Kafka-reader design's before it (`archive`). A config
-    that still names `engine: two_queries` is refused the same way."""
+    mean nothing to this engine), the two-Kafka-reader design's before it (`archive`), and this
+    engine's before its dedupe moved into Spark's state store (a query that committed batches
+    without a `state` folder: Spark cannot add a stateful operator to a running query, and the ids
+    it remembered lived in a driver that is gone). A config that still names `engine: two_queries`
+    is refused the same way."""
     names = config.names
     retired = [
-        names.checkpoint(query)
+        f"{names.checkpoint(query)} exists"
         for query in (RETIRED_TWO_QUERY_CHECKPOINT, RETIRED_ARCHIVE_QUERY)
         if _path_exists(spark, names.checkpoint(query))
     ]
+    retired += [
+        f"{names.checkpoint(query)} committed batches without a dedupe state"
+        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
+        if _has_committed(spark, names.checkpoint(query))
+        and not _path_exists(spark, f"{names.checkpoint(query)}/state")
+    ]
     if config.engine == "two_queries" or retired:
-        found = f" ({retired[0]} exists)" if retired else " (its config says engine: two_queries)"
+        found = f" ({retired[0]})" if retired else " (its config says engine: two_queries)"
         raise CheckpointMigrationError(
             f"deployment {config.deployment_id} was started by a retired engine{found}; this version "
             "cannot continue it. Roll it out as a new deployment with the blue_green_replay DAG (a "
@@ -133,12 +152,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
     refuse_retired_checkpoints(spark, config)
     counters = BatchCounters()
     stores = io.StoresTable(config)
-    # Deployments that began their replay before the history had a query of its own continue as
-    # they began: history and Kafka in one query, the history in its first batch.
-    history_first = config.history is not None and not (
-        _path_exists(spark, names.checkpoint(ONE_QUERY_CHECKPOINT))
-        and not _path_exists(spark, names.checkpoint(HISTORY_CHECKPOINT))
-    )
+    history_first = config.history is not None
     live = OneQueryBatch(
         config, fence, counters, stores, batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0
     )
@@ -164,15 +178,25 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
     io.ensure_bronze_table(spark, names.bronze_orders_table)
     io.ensure_gold_table(spark, names.gold_revenue_table)
 
-    def validated(raw: DataFrame) -> DataFrame:
+    def validated(raw: DataFrame, initial_dedupe: DataFrame | None = None) -> DataFrame:
         # Counted by a streaming observation (reported with the query's progress): no extra job.
-        return parse_and_validate_orders(raw, config.order_rules()).observe(
+        checked = parse_and_validate_orders(raw, config.order_rules()).observe(
             INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
+        )
+        return with_repeats(
+            checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe
         )
 
     def start_one_query() -> StreamingQuery:
+        # After a replay's history, a new Kafka query starts from the order ids the history saw within
+        # the horizon: a copy re-sent across the cut-over is a repeat like any other.
+        initial_dedupe = None
+        if history_first and not _has_committed(spark, names.checkpoint(ONE_QUERY_CHECKPOINT)):
+            initial_dedupe = initial_repeat_state(
+                io.read_bronze(spark, names.bronze_orders_table), config.dedupe.horizon_seconds
+            )
         writer = (
-            validated(io.read_orders_stream(spark, config, with_history=not history_first))
+            validated(io.read_orders_stream(spark, config), initial_dedupe)
             .writeStream.queryName(names.query_name(REVENUE_QUERY))
             .foreachBatch(live)
             .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))

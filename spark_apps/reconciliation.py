@@ -1,7 +1,7 @@
 """Pure functions of batch reprocessing: recompute closed windows, and diff them against gold.
 
 `closed_window_revenue` chains the very transformations the streaming app uses (parse and
-validate, deduplicate, window) over a bounded batch of raw records, keeping only windows
+validate, the dedupe rule, window) over a bounded batch of raw records, keeping only windows
 that lie wholly inside the requested range. `reconcile_windows` compares that recomputation
 with what gold holds, window by window.
 """
@@ -15,9 +15,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_apps.contract import GOLD_KEY_COLUMNS, OrderRules
+from spark_apps.dedupe import REPEAT_COLUMN, mark_repeats
 from spark_apps.transformations import (
     DEFAULT_ORDER_RULES,
-    deduplicate_orders,
     parse_and_validate_orders,
     valid_orders,
     windowed_revenue,
@@ -35,10 +35,14 @@ def closed_window_revenue(
     slide: str | None,
     range_start: datetime,
     range_end: datetime,
+    dedupe_horizon_s: int,
     rules: OrderRules = DEFAULT_ORDER_RULES,
 ) -> DataFrame:
-    """Windowed revenue of the valid, deduplicated orders in `raw`, for windows inside [start, end)."""
-    orders = deduplicate_orders(valid_orders(parse_and_validate_orders(raw, rules)), watermark="0 seconds")
+    """Windowed revenue of the valid orders in `raw` that are not repeats (`spark_apps.dedupe`), for
+    windows inside [start, end). `raw` must reach one dedupe horizon before the copies it judges."""
+    valid = valid_orders(parse_and_validate_orders(raw, rules))
+    lineage = ("source_ingest_batch", "source_timestamp", "source_partition", "source_offset")
+    orders = mark_repeats(valid, dedupe_horizon_s, lineage).filter(~F.col(REPEAT_COLUMN)).drop(REPEAT_COLUMN)
     windows = windowed_revenue(orders, size, slide)
     start, end = F.lit(range_start).cast("timestamp"), F.lit(range_end).cast("timestamp")
     return windows.filter((F.col("window_start") >= start) & (F.col("window_end") <= end))

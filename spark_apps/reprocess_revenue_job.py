@@ -48,6 +48,14 @@ LOG = logging.getLogger("reprocess_revenue_job")
 Source = Literal["auto", "kafka", "bronze"]
 # Producers' clocks may run behind the event time they stamp; read this much earlier.
 CLOCK_SKEW = timedelta(minutes=5)
+
+
+def read_since(config: StreamingAppConfig, start: datetime) -> datetime:
+    """Where a range's read starts: the clock skew before it, and one dedupe horizon more, so the copy
+    before each order's first copy in the range is read too (`spark_apps.dedupe.mark_repeats`)."""
+    return start - CLOCK_SKEW - timedelta(seconds=config.dedupe.horizon_seconds)
+
+
 REPORT_SAMPLE = 200
 
 
@@ -97,9 +105,10 @@ def read_range(
 ) -> tuple[DataFrame, str]:
     """Raw order records that can hold [start, end), from the source chosen by `source`."""
     kafka_range = None
+    since = read_since(config, start)
     if source in ("auto", "kafka"):
         kafka_range = find_topic_range(
-            io.kafka_admin_config(config), config.kafka.orders_topic, _epoch_ms(start - CLOCK_SKEW)
+            io.kafka_admin_config(config), config.kafka.orders_topic, _epoch_ms(since)
         )
         if kafka_range.covered:
             starting, ending = kafka_range.spark_offsets()
@@ -107,7 +116,6 @@ def read_range(
                 "reading %d records of %s from Kafka", kafka_range.record_count, config.kafka.orders_topic
             )
             raw = io.read_orders_batch(spark, config, starting, ending)
-            since = start - CLOCK_SKEW
             return io.with_ingest_batch(raw, config.names.bronze_orders_table, since), "kafka"
         if source == "kafka":
             raise RangeNotCoveredError(
@@ -127,7 +135,7 @@ def read_range(
             f"{newest['newest'] if newest else None}, "
             f"before the range end {end.isoformat()}: the streaming app has not archived the whole range yet"
         )
-    return bronze.filter(F.col("timestamp") >= F.lit(start - CLOCK_SKEW)), "bronze"
+    return bronze.filter(F.col("timestamp") >= F.lit(since)), "bronze"
 
 
 def reprocess(
@@ -147,7 +155,13 @@ def reprocess(
     raw = raw.persist()
     try:
         recomputed = closed_window_revenue(
-            raw, config.window.size, config.window.slide, start, end, config.order_rules()
+            raw,
+            config.window.size,
+            config.window.slide,
+            start,
+            end,
+            config.dedupe.horizon_seconds,
+            config.order_rules(),
         )
         enriched = enrich_with_stores(recomputed, io.read_stores_table(spark, config)).withColumn(
             "batch_id",

@@ -1,26 +1,22 @@
-"""The one-query engine's revenue state: dedupe, event-time watermark and open window totals,
+"""The one-query engine's revenue state: the event-time watermark and the open windows' totals,
 held in the driver and applied to one micro-batch at a time. Pure Python, NumPy and pandas: no Spark.
 
-Why in the driver: Spark's stateful operators need a second streaming query (or a shuffle and a
-state store commit per operator per batch). A live batch holds ~10^5 orders; the state of a 30 s
-watermark at 20,000 orders/s is ~10^6 order ids and a few thousand windows, which a dict holds in
-~150 MB and updates in milliseconds. The state is never the source of truth: bronze and gold are. A
-restart resumes it from what the last batch left (`RevenueState.resumed`): the watermark its bronze
-commit recorded, the ids of bronze's counted orders still within the delay and the open windows'
-totals from gold, so it needs no checkpoint and its cost does not grow with the window size.
+Why in the driver: a live batch changes a few hundred windows, and their totals go to gold by a
+MERGE the driver makes anyway; the state is O(open windows), whatever the rate or the history. The
+per-order state, which grows with the rate, is not here: which copies of an order are repeats is
+decided before the batch reaches the driver, in Spark's state store (`spark_apps.dedupe`), and
+arrives as the batch's `repeat` column. The state is never the source of truth: bronze and gold
+are. A restart resumes it from what the last batch left (`RevenueState.resumed`): the watermark
+its bronze commit recorded and the open windows' totals from gold.
 
-The rules are Spark's (``withWatermark`` + ``dropDuplicatesWithinWatermark`` + a windowed
-``groupBy`` in update mode), applied per batch in arrival order:
+The rules are Spark's (``withWatermark`` + a windowed ``groupBy`` in update mode), applied per batch:
   * the watermark a batch uses is the maximum event time of every valid order in earlier batches
     minus the delay (none before the first batch), where an order's event time counts for the
     watermark at most up to its Kafka timestamp (`watermark_event_us`): the broker's clock, on
     LogAppendTime topics. An order dated ahead of it (within `validation.max_future_skew`) is
     counted in its own window, but cannot make the honest orders behind it late;
-  * a later copy of an order id in the same batch is not counted (``ARRIVAL_ORDER``: Kafka
-    timestamp, partition, offset within one batch);
+  * a repeat (`spark_apps.contract.DEDUPE_RULE`) is not counted;
   * an order at or before the watermark is late: archived, not counted;
-  * an order whose id was counted and not yet forgotten is a duplicate; an id is forgotten once the
-    watermark reaches its counted copy's event time plus the delay;
   * each counted order adds 1 and its amount to every window that holds its event time; a window
     is dropped from state once the watermark reaches its end.
 Amounts are integer cents (exact): an order is at most ~10^18 cents, an int64; sums are Python ints
@@ -29,9 +25,7 @@ Amounts are integer cents (exact): an order is at most ~10^18 cents, an int64; s
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,14 +34,12 @@ MICROS_PER_SECOND = 1_000_000
 
 # Columns of the batch `RevenueState.apply` takes (NumPy arrays of equal length, valid orders only).
 BATCH_COLUMNS = (
-    "order_id",  # str
     "location_id",  # str
     "order_type",  # str
     "ordered_at_us",  # int64, event time in microseconds since the epoch
     "cents",  # int64, finalAmount * 100
-    "timestamp_us",  # int64, Kafka timestamp: the arrival order within a batch
-    "partition",  # int32
-    "offset",  # int64
+    "timestamp_us",  # int64, Kafka timestamp: bounds the event time the watermark moves with
+    "repeat",  # bool, a repeat of an earlier copy (spark_apps.dedupe): never counted
 )
 
 WindowKey = tuple[str, str, int]  # (location_id, order_type, window_start_us)
@@ -79,10 +71,9 @@ class WindowSpec:
 
 @dataclass
 class BatchOutcome:
-    """What one batch did: which valid orders it did not count (indexes into the batch), the new
-    totals of every window it changed, and the watermark the next batch uses."""
+    """What one batch did: how many valid orders it did not count (late ones, repeats), the new totals
+    of every window it changed, and the watermark the next batch uses."""
 
-    not_counted: np.ndarray
     late: int
     duplicates: int
     windows: list[tuple[str, str, int, int, int, int]]  # location, type, start_us, end_us, count, cents
@@ -91,20 +82,12 @@ class BatchOutcome:
 
 @dataclass
 class RevenueState:
-    """Dedupe ids, watermark and open window totals after some batch (see the module docstring)."""
+    """Watermark and open window totals after some batch (see the module docstring)."""
 
     windows: WindowSpec
     delay_us: int
     watermark_us: int | None = None
-    # order id -> the second its counted copy expires in (event time + delay), and per such second
-    # the ids expiring in it: eviction pops whole seconds instead of scanning every id.
-    _expiry: dict[str, int] = field(default_factory=dict)
-    _expiring: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     _totals: dict[WindowKey, list[int]] = field(default_factory=dict)
-
-    @property
-    def ids(self) -> int:
-        return len(self._expiry)
 
     @property
     def open_windows(self) -> int:
@@ -119,31 +102,16 @@ class RevenueState:
         """Count one batch of valid orders (``BATCH_COLUMNS``) and move the watermark.
 
         `add_to_windows=False` redoes a batch whose window totals the state already holds (they were
-        resumed from gold after the batch's own gold commit): the verdicts, ids and watermark are
+        resumed from gold after the batch's own gold commit): the verdicts and the watermark are
         computed as always, the totals are left as they are and no window is reported changed."""
-        size = len(batch["order_id"])
+        size = len(batch["ordered_at_us"])
         if size == 0:
-            return BatchOutcome(np.zeros(0, dtype=np.int64), 0, 0, [], self.watermark_us)
+            return BatchOutcome(0, 0, [], self.watermark_us)
         event_us = np.asarray(batch["ordered_at_us"], dtype=np.int64)
-        arrival = np.lexsort(
-            (np.asarray(batch["offset"]), np.asarray(batch["partition"]), np.asarray(batch["timestamp_us"]))
-        )
-        ids = np.asarray(batch["order_id"], dtype=object)
+        repeat = np.asarray(batch["repeat"], dtype=bool)
         watermark = self.watermark_us
-        # In arrival order: the first copy of each id in the batch, then late or known to the state.
-        in_arrival = ids[arrival]
-        first = np.empty(size, dtype=bool)
-        first[arrival] = ~pd.Series(in_arrival).duplicated(keep="first").to_numpy()
-        is_late = first & (event_us <= watermark) if watermark is not None else np.zeros(size, dtype=bool)
-        candidates = first & ~is_late
-        known = np.zeros(size, dtype=bool)
-        expiry = self._expiry
-        known[candidates] = np.fromiter((i in expiry for i in ids[candidates]), dtype=bool)
-        counted = candidates & ~known
-        late = int(is_late.sum())
-        duplicates = int(size - first.sum() + known.sum())
-        rows = np.nonzero(counted)[0]
-        self._remember(ids[rows], event_us[rows])
+        is_late = ~repeat & (event_us <= watermark) if watermark is not None else np.zeros(size, dtype=bool)
+        rows = np.nonzero(~repeat & ~is_late)[0]
         if not add_to_windows:
             rows = rows[:0]
         changed = self._add(
@@ -159,20 +127,7 @@ class RevenueState:
         candidate = int(watermark_event_us(event_us, batch["timestamp_us"]).max()) - self.delay_us
         self.watermark_us = candidate if watermark is None else max(watermark, candidate)
         self._evict()
-        return BatchOutcome(np.nonzero(~counted)[0], late, duplicates, updated, self.watermark_us)
-
-    def _remember(self, ids: np.ndarray, event_us: np.ndarray) -> None:
-        if len(ids) == 0:
-            return
-        expiries = event_us + self.delay_us
-        self._expiry.update(zip(ids.tolist(), expiries.tolist(), strict=True))
-        seconds = expiries // MICROS_PER_SECOND
-        by_second = np.argsort(seconds, kind="stable")
-        ordered = seconds[by_second]
-        cuts = np.flatnonzero(np.diff(ordered)) + 1
-        firsts = ordered[np.r_[0, cuts]].tolist()
-        for second, same in zip(firsts, np.split(ids[by_second], cuts), strict=True):
-            self._expiring[second].extend(same.tolist())
+        return BatchOutcome(int(is_late.sum()), int(repeat.sum()), updated, self.watermark_us)
 
     def _add(
         self, locations: np.ndarray, types: np.ndarray, event_us: np.ndarray, cents: np.ndarray
@@ -216,18 +171,6 @@ class RevenueState:
         watermark = self.watermark_us
         if watermark is None:
             return
-        for second in [s for s in self._expiring if s * MICROS_PER_SECOND <= watermark]:
-            kept = []
-            for order_id in self._expiring.pop(second):
-                expiry = self._expiry.get(order_id)
-                if expiry is None:
-                    continue
-                if expiry <= watermark:
-                    del self._expiry[order_id]
-                else:
-                    kept.append(order_id)
-            if kept:
-                self._expiring[second] = kept
         size = self.windows.size_us
         for key in [k for k in self._totals if k[2] + size <= watermark]:
             del self._totals[key]
@@ -238,41 +181,20 @@ class RevenueState:
         windows: WindowSpec,
         delay_us: int,
         watermark_us: int,
-        counted_ids: dict[str, np.ndarray],
         open_totals: list[tuple[str, str, int, int, int]],
     ) -> RevenueState:
         """The state after the last batch before a restart, from what that batch left behind rather
-        than from the orders: `watermark_us` is its watermark, `counted_ids` (``order_id`` and
-        ``ordered_at_us``) the counted orders with event time after `ids_horizon_us` (older ones are
-        ignored), and `open_totals` (location, type, window start, count, cents) the windows' totals
-        (those the watermark has closed are ignored). Costs the ids within the delay plus the open
-        windows, whatever the window size and however long the history."""
+        than from the orders: `watermark_us` is its watermark and `open_totals` (location, type,
+        window start, count, cents) the windows' totals (those the watermark has closed are
+        ignored). Costs the open windows, whatever the window size and however long the history."""
         state = cls(windows, delay_us, watermark_us)
-        event_us = np.asarray(counted_ids["ordered_at_us"], dtype=np.int64)
-        # An id counted again after it expired has two counted rows; the later one's expiry holds.
-        # Bronze returns rows in no particular order, so remember them in event-time order (the
-        # last write of an id wins).
-        in_time_order = np.argsort(event_us, kind="stable")
-        state._remember(
-            np.asarray(counted_ids["order_id"], dtype=object)[in_time_order], event_us[in_time_order]
-        )
         for location, kind, start, count, cents in open_totals:
             state._totals[location, kind, start] = [count, cents]
         state._evict()
         return state
 
 
-def ids_horizon_us(watermark_us: int, delay_us: int) -> int:
-    """Counted orders with event time after this still hold their id in state after `watermark_us`."""
-    return watermark_us - delay_us
-
-
 def watermark_event_us(event_us: np.ndarray, timestamp_us: np.ndarray) -> np.ndarray:
     """The event time each order moves the watermark with: its own, but never past its Kafka timestamp
-    (`OneQueryBatch.rebuild` states the same rule in Spark)."""
+    (`one_query._scanned_watermark` states the same rule in Spark)."""
     return np.minimum(np.asarray(event_us, dtype=np.int64), np.asarray(timestamp_us, dtype=np.int64))
-
-
-def as_arrays(columns: dict[str, Any]) -> dict[str, np.ndarray]:
-    """`columns` (lists or arrays by name) as NumPy arrays."""
-    return {name: np.asarray(values) for name, values in columns.items()}

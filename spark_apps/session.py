@@ -26,6 +26,16 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # The dedupe state (spark_apps.dedupe) lives in RocksDB, which transformWithState requires: it
+    # keeps state on local disk with a bounded cache rather than on the JVM heap, and with changelog
+    # checkpointing a batch uploads only the keys it changed.
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # A batch runs when records arrive, never for the watermark alone: the engine's batch commits
+    # bronze and gold, and the dedupe state's timers can wait for the next records.
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
 }
 LOOPBACK = "127.0.0.1"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Final
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
@@ -465,35 +465,8 @@ def side_output_records(
 
 
 # --------------------------------------------------------------------------------------------
-# Orders: de-duplication, routing
+# Orders: routing (the dedupe rule is spark_apps.dedupe)
 # --------------------------------------------------------------------------------------------
-def deduplicate_orders(orders: DataFrame, watermark: str) -> DataFrame:
-    """Keep one row per ``order_id``: its first-arrived copy (``spark_apps.contract.ARRIVAL_ORDER``).
-
-    Streaming: ``dropDuplicatesWithinWatermark`` on an ``ordered_at`` watermark keeps the first copy
-    it meets and forgets the id once the watermark passes it (the retired two-query engine's rule;
-    the app's engine applies the same rule in `spark_apps.revenue_state`).
-    Batch (Spark rejects dropDuplicatesWithinWatermark there): the first copy by ingest batch (not
-    ingested yet: last), Kafka timestamp, partition, offset — the same rule; rows without lineage
-    fall back to the earliest ``ordered_at``.
-    """
-    if orders.isStreaming:
-        return orders.withWatermark("ordered_at", watermark).dropDuplicatesWithinWatermark(["order_id"])
-    lineage = [c for c in _ARRIVAL_LINEAGE if c in orders.columns]
-    first_arrived = Window.partitionBy("order_id").orderBy(
-        *(F.col(c).asc_nulls_last() for c in lineage), "ordered_at"
-    )
-    return (
-        orders.withColumn("_dedupe_rank", F.row_number().over(first_arrived))
-        .filter(F.col("_dedupe_rank") == 1)
-        .drop("_dedupe_rank")
-    )
-
-
-# ARRIVAL_ORDER under valid_orders' lineage names.
-_ARRIVAL_LINEAGE = ("source_ingest_batch", "source_timestamp", "source_partition", "source_offset")
-
-
 def split_by_order_type(orders: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(general, restaurant) orders."""
     order_type = F.col("order_type")
@@ -524,8 +497,8 @@ def windowed_revenue(
     """Order count and revenue per location, order type and event-time window.
 
     Tumbling when ``slide`` is None or equal to ``size``, hopping otherwise. Pass
-    ``watermark`` only when the input has none yet: after ``deduplicate_orders`` leave
-    it None, since a streaming query fails with "Redefining watermark is disallowed".
+    ``watermark`` only when the input has none yet: a streaming query fails with "Redefining
+    watermark is disallowed".
     Amounts are widened to DECIMAL(38,2) before summing, so no window of accepted orders
     can overflow (an overflow under ANSI mode would fail the batch on every restart).
     """

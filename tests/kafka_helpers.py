@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -123,3 +125,17 @@ def create_app_topics(
         configs={f"{base}_{suffix}": {"cleanup.policy": "compact"} for base in COMPACTED_APP_TOPICS},
         client_config=client_config,
     )
+
+
+def latest_revenue(bootstrap: str, topic: str) -> dict[str, tuple[int, Decimal]]:
+    """The revenue topic as a compacted reader sees it: the latest (order count, revenue) per window
+    key (`location|type|start`); a key whose latest record is a tombstone is absent."""
+    latest: dict[str, bytes | None] = {}
+    for record in read_topic(bootstrap, topic):
+        latest[(record.key or b"").decode()] = record.value
+    return {
+        key: (value["order_count"], Decimal(str(value["revenue"])))
+        for key, raw in latest.items()
+        if raw is not None
+        for value in [json.loads(raw, parse_float=Decimal)]
+    }

@@ -101,6 +101,9 @@ class GeneratedRecord:
     bad_kind: str | None = None
     is_duplicate: bool = False
     is_late: bool = False
+    timestamp_ms: int | None = None
+    """The record's Kafka timestamp on a CreateTime topic (None: the producer's clock). The platform's
+    topics use LogAppendTime, where the broker stamps records and ignores this."""
 
 
 @dataclass
@@ -348,7 +351,16 @@ def produce(
     for record in records:
         while True:
             try:
-                producer.produce(topic, key=record.key, value=record.value, on_delivery=on_delivery)
+                if record.timestamp_ms is None:
+                    producer.produce(topic, key=record.key, value=record.value, on_delivery=on_delivery)
+                else:
+                    producer.produce(
+                        topic,
+                        key=record.key,
+                        value=record.value,
+                        timestamp=record.timestamp_ms,
+                        on_delivery=on_delivery,
+                    )
                 break
             except BufferError:
                 producer.poll(0.1)

@@ -1,7 +1,8 @@
 """Stream, reprocess and quality give one answer on the same conflicting duplicates.
 
-One rule (spark_apps.contract.ARRIVAL_ORDER): an order id counts once, as its first-arrived copy by
-(ingest batch, Kafka timestamp, partition, offset). The data is built to catch every way the three
+One rule (spark_apps.contract.DEDUPE_RULE): a copy of an order id is a repeat, never counted, when
+the copy before it in arrival order (ingest batch, Kafka timestamp, partition, offset) arrived at
+most `dedupe.horizon` before it. The data is built to catch every way the three
 could disagree: copies that differ in amount and in event time (re-stamped, EARLIER than the
 original, which the old batch rule "earliest event time wins" would have picked), copies on the
 same key, on another store's key and with no key (so on other partitions), copies in the same
@@ -35,11 +36,11 @@ from revenue_platform.orders_generator import (
 from revenue_platform.quality.config import QualityConfig
 from revenue_platform.quality.runner import run_revenue_checks
 from spark_apps import io
-from spark_apps.config import load_config
+from spark_apps.config import StreamingAppConfig, load_config
 from spark_apps.contract import ARRIVAL_ORDER
 from spark_apps.orders_streaming_app import run
 from spark_apps.reprocess_revenue_job import reprocess
-from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, latest_revenue, unique_suffix
 from tests.registry_helpers import register_deployment
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,8 @@ def copy_of(
 def first_arrived_windows(
     bronze_path: str, size_s: int
 ) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    """The rule applied by hand to what bronze archived: first copy per order id, 15 s windows."""
+    """The rule applied by hand to what bronze archived, 15 s windows: every copy here arrives within
+    seconds of the one before it, far inside the horizon, so the first copy per order id counts."""
     rows = DeltaTable(bronze_path).to_pyarrow_table().to_pylist()
     valid = sorted(
         (r for r in rows if r["dlq_reason"] is None),
@@ -79,8 +81,8 @@ def first_arrived_windows(
 
 
 # One batch per run: copies of one batch sorted into arrival order, and in the second run copies of
-# orders counted by the first, known only to the state resumed from bronze. (Batches of 40 would make
-# orders late under the 10 s watermark, which the rule by hand ignores.)
+# orders counted by the first, known only to the dedupe state restored from the checkpoint. (Batches
+# of 40 would make orders late under the 10 s watermark, which the rule by hand ignores.)
 MAX_OFFSETS = 100_000
 
 
@@ -170,17 +172,23 @@ def test_stream_reprocess_and_quality_count_the_same_copy(
     counted = sum(count for count, _ in gold.values())
     assert counted == len({json.loads(o.value or b"{}")["orderId"] for o in originals}) + 1
 
-    # 2. Reprocess (batch, from Kafka) recomputes exactly what the stream wrote.
-    report = reprocess(spark, config, *RANGE, source="kafka", repair=False)
+    # 2. and 3. The reprocess job and the quality suite agree with gold.
+    assert_reprocess_and_quality_agree_with_gold(spark, config, lake, RANGE)
+
+
+def assert_reprocess_and_quality_agree_with_gold(
+    spark: SparkSession, config: StreamingAppConfig, lake: Path, checked: tuple[datetime, datetime]
+) -> None:
+    """The batch reprocess (from Kafka) recomputes exactly what the stream wrote for `checked`, and the
+    quality checks' reconciliation (pandas, its own parser) agrees with gold too."""
+    report = reprocess(spark, config, *checked, source="kafka", repair=False)
     assert report.windows_recomputed > 0
     assert (report.missing, report.extra, report.different) == (0, 0, 0), report.fixed_windows[:5]
-
-    # 3. The quality checks' reconciliation (pandas, its own parser) agrees with gold too.
     quality = run_revenue_checks(
-        "dedupe",
+        config.deployment_id,
         str(lake),
-        RANGE[0].replace(tzinfo=UTC),
-        RANGE[1].replace(tzinfo=UTC),
+        checked[0].replace(tzinfo=UTC),
+        checked[1].replace(tzinfo=UTC),
         QualityConfig.from_app_config(config),
         raise_on_failure=False,
         store_results=False,
@@ -191,3 +199,104 @@ def test_stream_reprocess_and_quality_count_the_same_copy(
         "reconciliation_order_count": True,
         "reconciliation_revenue": True,
     }
+
+
+def _windows(values: list[bytes]) -> dict[str, tuple[int, Decimal]]:
+    """15 s windows of the orders in `values` (JSON), keyed as the revenue topic keys them."""
+    sums: dict[str, list[Decimal]] = defaultdict(list)
+    for value in values:
+        order = json.loads(value, parse_float=Decimal)
+        at = datetime.fromisoformat(order["orderedDateTime"]).replace(tzinfo=UTC)
+        start = datetime.fromtimestamp(int(at.timestamp()) // 15 * 15, UTC)
+        sums[f"{order['locationId']}|{order['orderType']}|{start:%Y-%m-%dT%H:%M:%SZ}"].append(
+            Decimal(order["finalAmount"])
+        )
+    return {key: (len(amounts), sum(amounts, Decimal("0"))) for key, amounts in sums.items()}
+
+
+def _stamped(record: GeneratedRecord, after_event_s: int = 1) -> GeneratedRecord:
+    """`record` with a Kafka timestamp `after_event_s` after its order's event time (CreateTime topic)."""
+    order = json.loads(record.value or b"{}")
+    at = datetime.fromisoformat(order["orderedDateTime"]).replace(tzinfo=UTC)
+    return GeneratedRecord(
+        key=record.key, value=record.value, timestamp_ms=int(at.timestamp() * 1000) + after_event_s * 1000
+    )
+
+
+@pytest.mark.parametrize(
+    ("gap", "horizon"),
+    [(timedelta(minutes=10), None), (timedelta(hours=6), "1 day")],
+    ids=["10-minutes-default-horizon", "6-hours-day-horizon"],
+)
+def test_an_order_re_sent_long_after_its_first_copy_is_counted_once_everywhere(
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, gap: timedelta, horizon: str | None
+) -> None:
+    """An order re-sent (re-stamped into a later window) `gap` after its first copy, within the dedupe
+    horizon: gold, the revenue topic, the reprocess job and the quality suite all count it once. The
+    test topics are CreateTime, so the re-sends carry Kafka timestamps `gap` later without a wait."""
+    suffix = unique_suffix()
+    lake = tmp_path / "lake"
+    config = load_config(
+        overrides={
+            "deployment_id": "resent",
+            "lake_root": str(lake),
+            "kafka.bootstrap_servers": kafka_bootstrap,
+            "trigger.mode": "available_now",
+            "window.watermark": "10 seconds",
+            **({"dedupe.horizon": horizon} if horizon else {}),
+            **app_topic_overrides(suffix),
+        }
+    )
+    register_deployment(lake, config)
+    create_app_topics(kafka_bootstrap, suffix, orders_partitions=2)
+    produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(3))
+    originals = [
+        _stamped(r)
+        for r in generate_orders(
+            GeneratorSettings(orders=60, stores=3, start=START, span_seconds=60, seed=41)
+        )
+    ]
+    produce(kafka_bootstrap, config.kafka.orders_topic, originals)
+    run(config, spark)
+
+    # `gap` later: every fifth order again, re-stamped into a window `gap` later and with another
+    # amount, among new orders of that minute; then one order that closes those windows.
+    later = START + gap
+    resent = [
+        _stamped(copy_of(o, "3.33", seconds_earlier=-int(gap.total_seconds()), key=o.key))
+        for o in originals[::5]
+    ]
+    fresh = [
+        _stamped(r)
+        for r in generate_orders(
+            GeneratorSettings(
+                orders=20, stores=3, start=later, span_seconds=60, seed=42, first_order_id=10_000
+            )
+        )
+    ]
+    closing = [
+        _stamped(r)
+        for r in generate_orders(
+            GeneratorSettings(
+                orders=1, stores=3, start=later + timedelta(minutes=5), seed=43, first_order_id=20_000
+            )
+        )
+    ]
+    produce(kafka_bootstrap, config.kafka.orders_topic, resent + fresh + closing)
+    run(config, spark)
+
+    expected = _windows([r.value or b"" for r in originals + fresh + closing])
+    over_counted = _windows([r.value or b"" for r in originals + resent + fresh + closing])
+    assert expected != over_counted  # the re-sends land in windows of their own: counting them shows
+
+    gold = {
+        f"{r.location_id}|{r.order_type}|{r.window_start:%Y-%m-%dT%H:%M:%SZ}": (r.order_count, r.revenue)
+        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+    }
+    assert gold == expected
+    assert latest_revenue(kafka_bootstrap, config.kafka.revenue_topic) == expected
+    bronze = DeltaTable(config.names.bronze_orders_table).to_pyarrow_table(columns=["superseded"]).to_pylist()
+    assert sum(r["superseded"] for r in bronze) == len(resent)
+
+    checked = (START, later + timedelta(minutes=2))  # the closing order's windows stay open
+    assert_reprocess_and_quality_agree_with_gold(spark, config, lake, checked)

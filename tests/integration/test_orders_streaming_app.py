@@ -200,6 +200,7 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
         ("ingest", {}),  # the retired two-query engine's ingest query
         ("archive", {}),  # the two-Kafka-reader design before it
         (None, {"engine": "two_queries"}),  # a registered config that still names the engine
+        ("pipeline", {}),  # this engine before its dedupe state: batches committed, no state
     ],
 )
 def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothing_is_written(
@@ -207,7 +208,10 @@ def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothin
 ) -> None:
     config = app_config(kafka_bootstrap, tmp_path / "lake", unique_suffix(), **overrides)
     if leftover is not None:
-        (Path(config.names.checkpoint(leftover)) / "offsets").mkdir(parents=True)
+        (Path(config.names.checkpoint(leftover)) / "commits").mkdir(parents=True)
+        (Path(config.names.checkpoint(leftover)) / "commits" / "0").write_text(
+            'v1\n{"nextBatchWatermarkMs":0}\n'
+        )
 
     merge_conf_before = {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
     with pytest.raises(CheckpointMigrationError, match=r"retired engine.*blue_green_replay"):
@@ -217,4 +221,4 @@ def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothin
     assert {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF} == merge_conf_before
 
     assert not Path(config.names.bronze_orders_table).exists()
-    assert not Path(config.names.checkpoint("pipeline")).exists()
+    assert not (Path(config.names.checkpoint("pipeline")) / "offsets").exists()

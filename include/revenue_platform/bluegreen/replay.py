@@ -334,14 +334,12 @@ def quality_interval(registry: DeploymentRegistry, green: str) -> tuple[Any, Any
     """Quality-check interval: all of green's output, closed by the watermark after its last window."""
     from revenue_platform.quality.config import QualityConfig
 
-    config = registry.get(green).config
-    window = config["window"]
-    rows = gold_rows(registry.get(green).gold_table)
+    record = registry.get(green)
+    rows = gold_rows(record.gold_table)
     if not rows:
         raise ReplayGateFailed(f"green {green!r} has no gold output to check")
-    quality = QualityConfig(
-        window_size=window["size"], window_slide=window["slide"], watermark=window["watermark"]
-    )
+    # Window geometry and dedupe horizon as green registered them.
+    quality = QualityConfig.from_app_config(record.app_config())
     start = min(r["window_start"] for r in rows)
     end = max(r["window_end"] for r in rows) + timedelta(seconds=quality.watermark_seconds)
     return start, end, quality

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
 from spark_apps.config import (
+    MAX_DEDUPE_HORIZON_SECONDS,
     StreamingAppConfig,
     ascii_amount,
     bounded_interval,
@@ -59,6 +60,9 @@ class QualityConfig(BaseModel):
     """Hop between window starts (the app's `window.slide`); None = tumbling (slide = size)."""
     watermark: str = "30 seconds"
     """The app's `window.watermark`: a window is closed (final) once its end is this far behind."""
+    dedupe_horizon: str = "1 hour"
+    """The app's `dedupe.horizon` (spark_apps.contract.DEDUPE_RULE): the checks read this much more
+    bronze, so the copy before each checked order's is read too."""
     freshness_max_lag: str = "15 minutes"
     """The newest closed window may end at most this long before the interval end (1 s..7 days)."""
     revenue_ceiling: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_REVENUE_CEILING)
@@ -79,6 +83,11 @@ class QualityConfig(BaseModel):
         if value is not None and interval_seconds(value) <= 0:
             raise ValueError("must be positive")
         return value
+
+    @field_validator("dedupe_horizon")
+    @classmethod
+    def _horizon(cls, value: str) -> str:
+        return bounded_interval(value, MAX_DEDUPE_HORIZON_SECONDS)
 
     @field_validator("freshness_max_lag")
     @classmethod
@@ -123,6 +132,10 @@ class QualityConfig(BaseModel):
         return interval_seconds(self.watermark)
 
     @property
+    def dedupe_horizon_seconds(self) -> int:
+        return interval_seconds(self.dedupe_horizon)
+
+    @property
     def freshness_max_lag_seconds(self) -> int:
         return interval_seconds(self.freshness_max_lag)
 
@@ -143,7 +156,8 @@ class QualityConfig(BaseModel):
     def from_app_config(cls, app: StreamingAppConfig, **thresholds: Any) -> QualityConfig:
         """Window geometry from the streaming app's config, thresholds from keyword arguments."""
         window = {"window_size": app.window.size, "window_slide": app.window.slide}
-        return build_quality_config({**window, "watermark": app.window.watermark, **thresholds})
+        registered = {"watermark": app.window.watermark, "dedupe_horizon": app.dedupe.horizon}
+        return build_quality_config({**window, **registered, **thresholds})
 
 
 def validate_thresholds(thresholds: Any, field: str = "quality_thresholds") -> dict[str, Any]:
@@ -159,7 +173,7 @@ def validate_thresholds(thresholds: Any, field: str = "quality_thresholds") -> d
     if refused:
         geometry = (
             " (the window geometry is the deployment's registered config)"
-            if any(key.startswith("window") or key == "watermark" for key in refused)
+            if any(key.startswith("window") or key in ("watermark", "dedupe_horizon") for key in refused)
             else ""
         )
         raise ConfigError(

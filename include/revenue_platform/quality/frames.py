@@ -108,10 +108,20 @@ def gold_windows_frame(
 
 
 # ------------------------------------------------------------------------------------------------
-def first_occurrences(orders: pd.DataFrame) -> pd.DataFrame:
-    """One row per order id: its first arrival (`orders` must be in arrival order), parse errors dropped."""
-    parsed = orders[orders["parse_error"].isna()]
-    return parsed.drop_duplicates(subset=["order_id"], keep="first").reset_index(drop=True)
+def repeat_flags(orders: pd.DataFrame, horizon_seconds: int) -> pd.Series:
+    """`spark_apps.contract.DEDUPE_RULE` in pandas, aligned with `orders` (which must be in arrival
+    order, as `parse_bronze_orders` returns them): True for a copy whose previous copy of the same
+    order id arrived (Kafka timestamp) at most the horizon before it."""
+    stamps = pd.to_datetime(orders["timestamp"], utc=True)
+    previous = stamps.groupby(orders["order_id"]).shift(1)
+    within = (stamps - previous) <= pd.Timedelta(seconds=horizon_seconds)
+    return within.fillna(False).astype(bool)
+
+
+def counted_copies(orders: pd.DataFrame, horizon_seconds: int) -> pd.DataFrame:
+    """The copies the dedupe rule counts (not repeats), parse errors dropped."""
+    counted = orders[~repeat_flags(orders, horizon_seconds) & orders["parse_error"].isna()]
+    return counted.reset_index(drop=True)
 
 
 def assign_windows(orders: pd.DataFrame, config: QualityConfig) -> pd.DataFrame:
@@ -132,9 +142,9 @@ def assign_windows(orders: pd.DataFrame, config: QualityConfig) -> pd.DataFrame:
 
 
 def expected_windows(orders: pd.DataFrame, config: QualityConfig) -> pd.DataFrame:
-    """Order count and exact Decimal revenue per window from valid, deduplicated bronze orders."""
+    """Order count and exact Decimal revenue per window from valid bronze orders that are not repeats."""
     columns = list(GOLD_WINDOW_COLUMNS)
-    deduplicated = first_occurrences(orders)
+    deduplicated = counted_copies(orders, config.dedupe_horizon_seconds)
     if deduplicated.empty:
         return pd.DataFrame(columns=columns)
     windows = assign_windows(deduplicated, config)

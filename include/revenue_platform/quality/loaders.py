@@ -134,10 +134,9 @@ def parse_order_value(value: bytes | None) -> dict[str, Any]:
 def parse_bronze_orders(bronze: pd.DataFrame) -> pd.DataFrame:
     """Valid bronze records (dlq_reason null) with independently parsed order fields, in arrival order.
 
-    Arrival order is the platform's one dedupe rule (`spark_apps.contract.ARRIVAL_ORDER`: ingest
-    batch, then Kafka timestamp, partition, offset), so "first occurrence" of a duplicated order id
-    is the copy the stream and the reprocess count. Rows the independent parser rejects keep
-    `parse_error`.
+    Arrival order is the order of the platform's one dedupe rule (`spark_apps.contract.ARRIVAL_ORDER`:
+    ingest batch, then Kafka timestamp, partition, offset; `frames.repeat_flags` applies the rule).
+    Rows the independent parser rejects keep `parse_error`.
     """
     valid = bronze[bronze["dlq_reason"].isna()]
     valid = valid.sort_values(list(ARRIVAL_ORDER), kind="stable", na_position="last").reset_index(drop=True)
@@ -151,7 +150,8 @@ def parse_bronze_orders(bronze: pd.DataFrame) -> pd.DataFrame:
 
 
 def bronze_since(
-    interval_start: datetime, size_seconds: int, watermark_seconds: int, lookback: int
+    interval_start: datetime, size_seconds: int, watermark_seconds: int, lookback: int, horizon: int = 0
 ) -> datetime:
-    """Earliest ingest time worth reading: the first checked window's start, minus the lookback."""
-    return interval_start - timedelta(seconds=watermark_seconds + size_seconds + lookback)
+    """Earliest ingest time worth reading: the first checked window's start, minus the lookback and the
+    dedupe horizon (the copy before each read copy is read too)."""
+    return interval_start - timedelta(seconds=watermark_seconds + size_seconds + lookback + horizon)

@@ -240,7 +240,13 @@ def run_revenue_checks(
     run_id = run_name or f"{deployment_id}__{end:%Y%m%dT%H%M%SZ}__{uuid.uuid4().hex[:8]}"
 
     gold = load_gold(names.gold_revenue_table)
-    since = bronze_since(start, config.size_seconds, config.watermark_seconds, config.bronze_lookback_seconds)
+    since = bronze_since(
+        start,
+        config.size_seconds,
+        config.watermark_seconds,
+        config.bronze_lookback_seconds,
+        config.dedupe_horizon_seconds,
+    )
     bronze = load_bronze(names.bronze_orders_table, since)
     datasets = build_frames(gold.rows, gold.schema, bronze, start, end, config)
     log.info(

@@ -1,7 +1,7 @@
 """The one-query engine's driver-side revenue state (spark_apps.revenue_state) against a plain
-row-by-row model of Spark's watermark, dedupe-within-watermark and windowed update semantics, and
-its resume from what bronze and gold record (the watermark, the counted ids, the window totals)
-against the state it replaces."""
+row-by-row model of Spark's watermark and windowed update semantics (repeats come decided, from the
+dedupe state: spark_apps.dedupe), and its resume from what bronze and gold record (the watermark,
+the window totals) against the state it replaces."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_apps.revenue_state import BATCH_COLUMNS, RevenueState, WindowSpec, ids_horizon_us
+from spark_apps.revenue_state import BATCH_COLUMNS, RevenueState, WindowSpec
 
 S = 1_000_000
 TUMBLING = WindowSpec(15 * S, 15 * S)
@@ -20,11 +20,9 @@ HOPPING = WindowSpec(10 * S, 5 * S)
 
 
 def _batch(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Rows as the engine's column arrays (strings as objects, numbers as int64)."""
-    strings = {"order_id", "location_id", "order_type"}
-    return {
-        c: np.array([r[c] for r in rows], dtype=object if c in strings else np.int64) for c in BATCH_COLUMNS
-    }
+    """Rows as the engine's column arrays (strings as objects, flags as bools, numbers as int64)."""
+    types = {"location_id": object, "order_type": object, "repeat": bool}
+    return {c: np.array([r.get(c, False) for r in rows], dtype=types.get(c, np.int64)) for c in BATCH_COLUMNS}
 
 
 class Model:
@@ -33,25 +31,19 @@ class Model:
     def __init__(self, windows: WindowSpec, delay_us: int) -> None:
         self.windows, self.delay_us = windows, delay_us
         self.watermark: int | None = None
-        self.expiry: dict[str, int] = {}
         self.totals: dict[tuple[str, str, int], list[int]] = {}
 
-    def apply(self, rows: list[dict[str, Any]]) -> tuple[set[int], list[tuple[Any, ...]]]:
-        order = sorted(
-            range(len(rows)), key=lambda i: (rows[i]["timestamp_us"], rows[i]["partition"], rows[i]["offset"])
-        )
-        seen: set[str] = set()
-        not_counted: set[int] = set()
+    def apply(self, rows: list[dict[str, Any]]) -> tuple[int, int, list[tuple[Any, ...]]]:
+        """(late, repeats, changed windows' totals)."""
+        late = repeats = 0
         changed: set[tuple[str, str, int]] = set()
-        for i in order:
-            row = rows[i]
-            first = row["order_id"] not in seen
-            seen.add(row["order_id"])
-            late = self.watermark is not None and row["ordered_at_us"] <= self.watermark
-            if not first or late or row["order_id"] in self.expiry:
-                not_counted.add(i)
+        for row in rows:
+            if row["repeat"]:
+                repeats += 1
                 continue
-            self.expiry[row["order_id"]] = row["ordered_at_us"] + self.delay_us
+            if self.watermark is not None and row["ordered_at_us"] <= self.watermark:
+                late += 1
+                continue
             t = row["ordered_at_us"]
             start = t - t % self.windows.slide_us
             while start + self.windows.size_us > t:
@@ -67,17 +59,16 @@ class Model:
             # An order moves the watermark with its event time, but never past its Kafka timestamp.
             latest = max(min(r["ordered_at_us"], r["timestamp_us"]) for r in rows) - self.delay_us
             self.watermark = latest if self.watermark is None else max(self.watermark, latest)
-            self.expiry = {k: v for k, v in self.expiry.items() if v > self.watermark}
             self.totals = {
                 k: v for k, v in self.totals.items() if k[2] + self.windows.size_us > self.watermark
             }
-        return not_counted, updated
+        return late, repeats, updated
 
 
 def _rows(draw: st.DrawFn, batch: int, size: int) -> list[dict[str, Any]]:
     return [
         {
-            "order_id": f"o{draw(st.integers(0, 40))}",
+            "repeat": draw(st.booleans()),
             "location_id": draw(st.sampled_from(["L1", "L2"])),
             "order_type": draw(st.sampled_from(["GENERAL", "RESTAURANT"])),
             "ordered_at_us": draw(st.integers(0, 120)) * S // 2 + draw(st.sampled_from([0, 1, S // 4])),
@@ -85,10 +76,8 @@ def _rows(draw: st.DrawFn, batch: int, size: int) -> list[dict[str, Any]]:
             # Arrival advances with the batch; event times fall on both sides of it (orders ahead of
             # the broker's clock and late ones).
             "timestamp_us": batch * 12 * S + draw(st.integers(0, 5)),
-            "partition": draw(st.integers(0, 1)),
-            "offset": i,
         }
-        for i in range(size)
+        for _ in range(size)
     ]
 
 
@@ -105,8 +94,8 @@ def test_the_state_counts_as_the_row_by_row_rules_say(
     state, model = RevenueState(windows, delay_us), Model(windows, delay_us)
     for rows in stream:
         outcome = state.apply(_batch(rows))
-        expected_not_counted, expected_updates = model.apply(rows)
-        assert set(outcome.not_counted.tolist()) == expected_not_counted
+        expected_late, expected_repeats, expected_updates = model.apply(rows)
+        assert (outcome.late, outcome.duplicates) == (expected_late, expected_repeats)
         assert outcome.windows == expected_updates
         assert outcome.watermark_us == model.watermark
 
@@ -126,47 +115,37 @@ def test_a_state_resumed_from_bronze_and_gold_continues_exactly_as_the_original(
     shuffler: random.Random,
     gold_holds_the_cut_batch: bool,
 ) -> None:
-    """What a restart resumes from: the watermark the last batch recorded, bronze's counted orders
-    within the delay of it (in no particular order) and gold (the latest totals of every window
-    ever written, closed ones too). When the crash came after the next batch's gold commit, gold
-    already holds that batch's totals and the batch is redone without adding to them."""
+    """What a restart resumes from: the watermark the last batch recorded and gold (the latest totals
+    of every window ever written, closed ones too, in no particular order). When the crash came
+    after the next batch's gold commit, gold already holds that batch's totals and the batch is
+    redone without adding to them."""
     for cut in range(1, len(stream)):
         original = RevenueState(windows, delay_us)
-        counted: list[dict[str, Any]] = []
         gold: dict[tuple[str, str, int], tuple[int, int]] = {}
         for rows in stream[:cut]:
             outcome = original.apply(_batch(rows))
-            skipped = set(outcome.not_counted.tolist())
-            counted += [r for i, r in enumerate(rows) if i not in skipped]
             gold.update({(loc, kind, start): (n, cents) for loc, kind, start, _, n, cents in outcome.windows})
         watermark = original.watermark_us
         if watermark is None:
             continue  # no valid order yet: a restart starts with an empty state
-        horizon = ids_horizon_us(watermark, delay_us)
-        counted = [r for r in counted if r["ordered_at_us"] > horizon]
-        shuffler.shuffle(counted)
         redone = stream[cut]
         expected = original.apply(_batch(redone))
         if gold_holds_the_cut_batch:
             gold.update(
                 {(loc, kind, start): (n, cents) for loc, kind, start, _, n, cents in expected.windows}
             )
-        resumed = RevenueState.resumed(
-            windows,
-            delay_us,
-            watermark,
-            _batch(counted),
-            [(loc, kind, start, n, cents) for (loc, kind, start), (n, cents) in gold.items()],
-        )
+        totals = [(loc, kind, start, n, cents) for (loc, kind, start), (n, cents) in gold.items()]
+        shuffler.shuffle(totals)
+        resumed = RevenueState.resumed(windows, delay_us, watermark, totals)
         assert resumed.watermark_us == watermark
         again = resumed.apply(_batch(redone), add_to_windows=not gold_holds_the_cut_batch)
-        assert again.not_counted.tolist() == expected.not_counted.tolist()
+        assert (again.late, again.duplicates) == (expected.late, expected.duplicates)
         assert again.watermark_us == expected.watermark_us
         if not gold_holds_the_cut_batch:
             assert again.windows == expected.windows
         for rows in stream[cut + 1 :]:
             a, b = original.apply(_batch(rows)), resumed.apply(_batch(rows))
-            assert a.not_counted.tolist() == b.not_counted.tolist()
+            assert (a.late, a.duplicates) == (b.late, b.duplicates)
             assert a.windows == b.windows
             assert a.watermark_us == b.watermark_us
 
@@ -175,21 +154,18 @@ def test_totals_stay_exact_beyond_a_float() -> None:
     state = RevenueState(TUMBLING, 30 * S)
     rows = [
         {
-            "order_id": f"o{i}",
             "location_id": "L",
             "order_type": "GENERAL",
             "ordered_at_us": 60 * S,
             "cents": 99_999_999,
             "timestamp_us": i,
-            "partition": 0,
-            "offset": i,
         }
         for i in range(3)
     ]
     outcome = state.apply(_batch(rows))
     assert outcome.windows == [("L", "GENERAL", 60 * S, 75 * S, 3, 299_999_997)]
     for step in range(1, 40):  # far past 2**53 cents: still exact integers
-        state.apply(_batch([{**rows[0], "order_id": f"x{step}", "cents": 2**52, "timestamp_us": 10 + step}]))
+        state.apply(_batch([{**rows[0], "cents": 2**52, "timestamp_us": 10 + step}]))
     assert state.total("L", "GENERAL", 60 * S) == (42, 299_999_997 + 39 * 2**52)
 
 
@@ -198,84 +174,34 @@ def test_a_window_of_the_largest_orders_sums_beyond_int64() -> None:
     state = RevenueState(TUMBLING, 30 * S)
     rows = [
         {
-            "order_id": f"o{i}",
             "location_id": "L",
             "order_type": "GENERAL",
             "ordered_at_us": 60 * S,
             "cents": largest,
             "timestamp_us": i,
-            "partition": 0,
-            "offset": i,
         }
         for i in range(20)
     ]
     assert state.apply(_batch(rows)).windows == [("L", "GENERAL", 60 * S, 75 * S, 20, 20 * largest)]
 
 
-def test_a_late_order_is_not_counted_and_an_expired_id_counts_again() -> None:
+def test_a_late_order_and_a_repeat_are_not_counted() -> None:
     state = RevenueState(TUMBLING, 10 * S)
-    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100, "partition": 0}
-    first = state.apply(
-        _batch(
-            [{**base, "order_id": "a", "ordered_at_us": 100 * S, "timestamp_us": 100 * S + 1, "offset": 0}]
-        )
-    )
+    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100}
+    first = state.apply(_batch([{**base, "ordered_at_us": 100 * S, "timestamp_us": 100 * S + 1}]))
     assert first.watermark_us == 90 * S
-    assert first.not_counted.tolist() == []
-    late = state.apply(
-        _batch([{**base, "order_id": "b", "ordered_at_us": 90 * S, "timestamp_us": 100 * S + 2, "offset": 1}])
+    assert (first.late, first.duplicates) == (0, 0)
+    late = state.apply(_batch([{**base, "ordered_at_us": 90 * S, "timestamp_us": 100 * S + 2}]))
+    assert (late.late, late.windows) == (1, [])
+    repeat = state.apply(
+        _batch([{**base, "ordered_at_us": 101 * S, "timestamp_us": 101 * S + 3, "repeat": True}])
     )
-    assert late.late == 1
-    assert late.windows == []
-    duplicate = state.apply(
-        _batch(
-            [{**base, "order_id": "a", "ordered_at_us": 101 * S, "timestamp_us": 101 * S + 3, "offset": 2}]
-        )
-    )
-    assert duplicate.duplicates == 1
-    assert duplicate.windows == []
-    # The watermark passes a's expiry (100 s + 10 s): a copy after that is a new order to the stream.
-    state.apply(
-        _batch(
-            [{**base, "order_id": "c", "ordered_at_us": 121 * S, "timestamp_us": 121 * S + 4, "offset": 3}]
-        )
-    )
-    again = state.apply(
-        _batch(
-            [{**base, "order_id": "a", "ordered_at_us": 125 * S, "timestamp_us": 125 * S + 5, "offset": 4}]
-        )
-    )
-    assert again.not_counted.tolist() == []
-    assert again.windows[0][4:] == (2, 200)
-
-
-def test_a_resumed_state_keeps_the_latest_expiry_of_an_id_counted_twice_whatever_the_row_order() -> None:
-    # Windows longer than the delay: an id can expire, be counted again by a later copy, and both
-    # copies are given to the resume. The later copy's expiry is the one that holds.
-    windows, delay_us = WindowSpec(60 * S, 60 * S), 10 * S
-
-    def row(order_id: str, seconds: int, batch: int) -> dict[str, Any]:
-        return {
-            "order_id": order_id,
-            "location_id": "L1",
-            "order_type": "GENERAL",
-            "ordered_at_us": seconds * S,
-            "cents": 100,
-            "timestamp_us": seconds * S + batch,  # appended just after it was ordered
-            "partition": 0,
-            "offset": batch,
-        }
-
-    stream = [[row("x", 100, 0)], [row("y", 125, 1)], [row("x", 130, 2)]]
-    original = RevenueState(windows, delay_us)
-    for rows in stream:
-        original.apply(_batch(rows))
-    counted = [rows[0] for rows in stream]  # each was counted: x expired at 110 before its copy at 130
-    later_copy = [row("x", 131, 3)]
-    assert original.apply(_batch(later_copy)).not_counted.tolist() == [0]
-    for order in (counted, counted[::-1]):
-        resumed = RevenueState.resumed(windows, delay_us, 130 * S - delay_us, _batch(order), [])
-        assert resumed.apply(_batch(later_copy)).not_counted.tolist() == [0]
+    assert (repeat.duplicates, repeat.windows) == (1, [])
+    # A repeat that would also be late counts as a repeat only: one verdict per copy.
+    both = state.apply(_batch([{**base, "ordered_at_us": 50 * S, "timestamp_us": 102 * S, "repeat": True}]))
+    assert (both.late, both.duplicates) == (0, 1)
+    counted = state.apply(_batch([{**base, "ordered_at_us": 104 * S, "timestamp_us": 104 * S + 5}]))
+    assert counted.windows[0][4:] == (2, 200)
 
 
 def test_an_order_dated_ahead_of_the_broker_moves_the_watermark_only_to_its_kafka_timestamp() -> None:
@@ -283,25 +209,13 @@ def test_an_order_dated_ahead_of_the_broker_moves_the_watermark_only_to_its_kafk
     # orders of the next seconds: none of them is late, and the early order counts in its own window.
     delay_us = 300 * S
     state = RevenueState(TUMBLING, delay_us)
-    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100, "partition": 0}
-    ahead = state.apply(
-        _batch(
-            [{**base, "order_id": "ahead", "ordered_at_us": 1299 * S, "timestamp_us": 1000 * S, "offset": 0}]
-        )
-    )
+    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100}
+    ahead = state.apply(_batch([{**base, "ordered_at_us": 1299 * S, "timestamp_us": 1000 * S}]))
     assert ahead.watermark_us == 1000 * S - delay_us
     assert ahead.windows == [("L", "GENERAL", 1290 * S, 1305 * S, 1, 100)]
     honest = [
-        {
-            **base,
-            "order_id": f"h{i}",
-            "ordered_at_us": (1000 + i) * S,
-            "timestamp_us": (1000 + i) * S + 5,
-            "offset": i,
-        }
-        for i in range(1, 60)
+        {**base, "ordered_at_us": (1000 + i) * S, "timestamp_us": (1000 + i) * S + 5} for i in range(1, 60)
     ]
     outcome = state.apply(_batch(honest))
-    assert outcome.late == 0
-    assert outcome.not_counted.tolist() == []
+    assert (outcome.late, outcome.duplicates) == (0, 0)
     assert state.watermark_us == 1059 * S - delay_us

@@ -1,4 +1,4 @@
-"""De-duplication, routing, windowed revenue and the Kafka shapes of orders and revenue."""
+"""Routing, windowed revenue and the Kafka shapes of orders and revenue."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -14,7 +13,6 @@ from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from spark_apps.schemas import KAFKA_SINK_SCHEMA, ORDER_SCHEMA, REVENUE_TYPE, REVENUE_WINDOW_SCHEMA
 from spark_apps.transformations import (
-    deduplicate_orders,
     revenue_window_key,
     split_by_order_type,
     to_kafka_records,
@@ -42,76 +40,6 @@ def orders(spark: SparkSession) -> OrdersFactory:
         )
 
     return build
-
-
-def test_deduplicate_keeps_one_row_per_order_id(orders: OrdersFactory) -> None:
-    df = orders(
-        [
-            (1, "store_1", "10.00", "GENERAL", "08:55:03"),  # replayed later ...
-            (1, "store_1", "10.00", "GENERAL", "08:55:01"),
-            (1, "store_1", "10.00", "GENERAL", "08:55:01"),  # producer retry
-            (2, "store_1", "5.00", "GENERAL", "08:55:02"),
-        ]
-    )
-    deduped = deduplicate_orders(df, "10 minutes").orderBy("order_id").collect()
-    # ... without lineage there is no arrival order: the earliest event of each id is kept.
-    assert [(r["order_id"], r["ordered_at"]) for r in deduped] == [(1, at("08:55:01")), (2, at("08:55:02"))]
-
-
-def test_batch_dedupe_keeps_the_first_arrived_copy_not_the_earliest_event(orders: OrdersFactory) -> None:
-    from pyspark.sql import functions as F
-
-    df = orders(
-        [
-            (1, "store_1", "10.00", "GENERAL", "08:55:03"),
-            (1, "store_1", "99.00", "GENERAL", "08:55:01"),  # re-stamped earlier, arrived later
-            (1, "store_1", "55.00", "GENERAL", "08:55:00"),  # not ingested yet: last
-            (2, "store_1", "5.00", "GENERAL", "08:55:02"),
-            (2, "store_1", "6.00", "GENERAL", "08:55:02"),  # same batch and time: higher partition
-        ]
-    )
-    # final_amount -> (ingest batch, partition); every copy has the same Kafka timestamp and offset.
-    lineage = {"10.00": (1, 0), "99.00": (2, 0), "55.00": (None, 0), "5.00": (3, 1), "6.00": (3, 0)}
-    batch, partition = F.lit(None).cast("long"), F.lit(None).cast("int")
-    for amount, (ingest_batch, part) in lineage.items():
-        is_it = F.col("final_amount") == F.lit(Decimal(amount))
-        batch = F.when(is_it, F.lit(ingest_batch).cast("long")).otherwise(batch)
-        partition = F.when(is_it, F.lit(part)).otherwise(partition)
-    with_lineage = df.select(
-        "*",
-        batch.alias("source_ingest_batch"),
-        F.lit(at("09:00:00")).alias("source_timestamp"),
-        partition.alias("source_partition"),
-        F.lit(0).alias("source_offset"),
-    )
-    kept = deduplicate_orders(with_lineage, "0 seconds").orderBy("order_id").collect()
-    assert [(r["order_id"], str(r["final_amount"])) for r in kept] == [(1, "10.00"), (2, "6.00")]
-
-
-def test_deduplicate_in_a_stream(spark: SparkSession, orders: OrdersFactory, tmp_path: Path) -> None:
-    source = tmp_path / "orders"
-    orders(
-        [
-            (1, "store_1", "10.00", "GENERAL", "08:55:01"),
-            (1, "store_1", "10.00", "GENERAL", "08:55:02"),
-            (2, "store_1", "5.00", "GENERAL", "08:55:02"),
-        ]
-    ).write.parquet(str(source))
-    stream = spark.readStream.schema(ORDER_SCHEMA).parquet(str(source))
-
-    query = (
-        deduplicate_orders(stream, "10 minutes")
-        .writeStream.format("memory")
-        .queryName("dedupe_test")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    try:
-        assert sorted(r["order_id"] for r in spark.table("dedupe_test").collect()) == [1, 2]
-    finally:
-        spark.catalog.dropTempView("dedupe_test")
 
 
 def test_split_by_order_type(orders: OrdersFactory) -> None:
