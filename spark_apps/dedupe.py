@@ -53,12 +53,12 @@ def initial_repeat_state(bronze: DataFrame, horizon_s: int) -> DataFrame:
     newest = valid.agg(F.max("timestamp").alias("newest")).first()
     if newest is None or newest["newest"] is None:
         return valid.select(
-            F.col("order_id").cast("string").alias("order_id"), F.lit(0).cast("long").alias("last_arrival_ms")
+            F.col("order_id").cast("long").alias("order_id"), F.lit(0).cast("long").alias("last_arrival_ms")
         ).limit(0)
     since = F.lit(newest["newest"]) - F.expr(f"INTERVAL {int(horizon_s)} SECONDS")
     return (
         valid.filter(F.col("timestamp") >= since)
-        .groupBy(F.col("order_id").cast("string").alias("order_id"))
+        .groupBy(F.col("order_id").cast("long").alias("order_id"))
         .agg(F.max(F.unix_millis("timestamp")).alias("last_arrival_ms"))
     )
 

@@ -104,7 +104,7 @@ def test_the_stream_the_batch_and_the_quality_suite_flag_the_same_repeats(
         .option("stateVarName", "last_arrival_ms")
         .load(str(tmp_path / "checkpoint"))
     )
-    assert sorted(row["key"][0] for row in state.select("key").collect()) == ["1", "5", "7"]
+    assert sorted(row["key"][0] for row in state.select("key").collect()) == [1, 5, 7]
 
     valid = spark.createDataFrame(_rows(CASES), SCHEMA).filter(F.col("dlq_reason").isNull())
     batch = {
@@ -132,8 +132,8 @@ def test_a_new_query_starts_from_the_ids_bronze_saw_within_the_horizon(
     initial = initial_repeat_state(bronze, HORIZON_S)
     # Bronze's newest record is at 2000 s: ids whose last copy is within 600 s of it.
     assert sorted((r["order_id"], r["last_arrival_ms"]) for r in initial.collect()) == [
-        ("1", int(_at(2000).timestamp() * 1000)),
-        ("7", int(_at(1600).timestamp() * 1000)),
+        (1, int(_at(2000).timestamp() * 1000)),
+        (7, int(_at(1600).timestamp() * 1000)),
     ]
     after_cut_over: list[Copy] = [
         (1, 0, 2100, 0, 100, True, True),  # 100 s after bronze's last copy
