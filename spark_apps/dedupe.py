@@ -48,14 +48,16 @@ def with_repeats(
 def initial_repeat_state(bronze: DataFrame, horizon_s: int) -> DataFrame:
     """The state `with_repeats` starts from after `bronze` (a batch read of the bronze table): every valid
     order id whose last copy arrived within the horizon of bronze's newest record, with that copy's
-    Kafka timestamp. Reads one horizon of bronze (data skipping on `timestamp`), not its history."""
+    Kafka timestamp. Reads one horizon of bronze's ids (data skipping on `timestamp`), not its
+    history, after one aggregate for its newest record."""
     valid = bronze.filter(F.col("dlq_reason").isNull())
-    newest = valid.agg(F.max("timestamp").alias("newest")).first()
-    if newest is None or newest["newest"] is None:
+    newest = valid.agg(F.unix_micros(F.max("timestamp")).alias("newest_us")).first()
+    if newest is None or newest["newest_us"] is None:
         return valid.select(
             F.col("order_id").cast("long").alias("order_id"), F.lit(0).cast("long").alias("last_arrival_ms")
         ).limit(0)
-    since = F.lit(newest["newest"]) - F.expr(f"INTERVAL {int(horizon_s)} SECONDS")
+    # Microseconds, not a datetime, cross from Python: no local time zone can shift the bound.
+    since = F.timestamp_micros(F.lit(int(newest["newest_us"]) - horizon_s * 1_000_000))
     return (
         valid.filter(F.col("timestamp") >= since)
         .groupBy(F.col("order_id").cast("long").alias("order_id"))
