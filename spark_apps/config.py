@@ -31,8 +31,9 @@ MAX_TOPIC_NAME = 249
 # more than a day would hold state the app is not sized for, and makes reprocessing wait as long.
 MAX_WINDOW_SECONDS = 86400
 MAX_WATERMARK_SECONDS = 86400
-# The dedupe horizon is bounded at a week: the state holds one horizon of order ids (~60 B each in
-# RocksDB, on disk), so a week at 1,000 orders/s is ~36 GB; a longer memory belongs to a batch check.
+# The dedupe horizon is bounded at a week: the state holds one horizon of order ids (~37 B each in
+# the bench's checkpoint, on disk), so a week at 1,000 orders/s is ~22 GB; a longer memory belongs
+# to a batch check.
 MAX_DEDUPE_HORIZON_SECONDS = 7 * 86400
 MAX_TRIGGER_SECONDS = 3600
 # Window geometry: windows one order adds to (size / slide), and windows a store and order type keep
@@ -434,7 +435,7 @@ class DedupeConfig(_Strict):
     """How far back a copy of an order is recognised as a repeat of the one before it (Kafka
     timestamps; spark_apps.contract.DEDUPE_RULE), 1 s..7 days. The stream keeps one horizon of order
     ids in Spark's state store; the reprocess job and the quality suite read one horizon more. A
-    deployment keeps the horizon it started with in its state: a new one takes a blue-green replay."""
+    changed horizon applies from the next start; ids a shorter one already forgot stay forgotten."""
 
     @field_validator("horizon")
     @classmethod

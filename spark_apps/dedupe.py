@@ -6,7 +6,7 @@ order has a Kafka timestamp at most `dedupe.horizon` before its own. Both functi
 column `repeat` and keep every row: the stream archives repeats in bronze (`superseded`), and a
 batch leaves it to the caller to drop them.
 
-Cost (docs/streaming-app.md, "Dedupe"): the stream shuffles each batch's records by order id into
+Cost (docs/streaming-app.md, "Duplicates"): the stream shuffles each batch's records by order id into
 a Java operator (`include/jvm/order-validator/.../state/OrderRepeats.java`) that keeps, per order
 id seen within the horizon, one long in RocksDB: state grows with rate x horizon, never with
 history, and a restart loads it from the checkpoint. A batch reads one horizon before its range.
@@ -14,7 +14,7 @@ history, and a restart loads it from the checkpoint. A batch reads one horizon b
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 REPEAT_COLUMN = "repeat"
@@ -45,17 +45,15 @@ def with_repeats(
     return DataFrame(jdf, spark)
 
 
-def initial_repeat_state(bronze: DataFrame, horizon_s: int) -> DataFrame:
+def initial_repeat_state(bronze: DataFrame, horizon_s: int) -> DataFrame | None:
     """The state `with_repeats` starts from after `bronze` (a batch read of the bronze table): every valid
     order id whose last copy arrived within the horizon of bronze's newest record, with that copy's
-    Kafka timestamp. Reads one horizon of bronze's ids (data skipping on `timestamp`), not its
-    history, after one aggregate for its newest record."""
+    Kafka timestamp; None when bronze holds no valid order. Reads one horizon of bronze's ids (data
+    skipping on `timestamp`), not its history, after one aggregate for its newest record."""
     valid = bronze.filter(F.col("dlq_reason").isNull())
     newest = valid.agg(F.unix_micros(F.max("timestamp")).alias("newest_us")).first()
     if newest is None or newest["newest_us"] is None:
-        return valid.select(
-            F.col("order_id").cast("long").alias("order_id"), F.lit(0).cast("long").alias("last_arrival_ms")
-        ).limit(0)
+        return None
     # Microseconds, not a datetime, cross from Python: no local time zone can shift the bound.
     since = F.timestamp_micros(F.lit(int(newest["newest_us"]) - horizon_s * 1_000_000))
     return (
@@ -78,10 +76,6 @@ def mark_repeats(
     in_arrival = Window.partitionBy("order_id").orderBy(
         F.col(batch).asc_nulls_last(), F.col(timestamp), F.col(partition), F.col(offset)
     )
-    previous = F.lag(timestamp).over(in_arrival)
-    return orders.withColumn(REPEAT_COLUMN, _within(previous, F.col(timestamp), horizon_s))
-
-
-def _within(previous: Column, current: Column, horizon_s: int) -> Column:
-    gap_ms = F.unix_millis(current) - F.unix_millis(previous)
-    return F.coalesce(gap_ms <= F.lit(horizon_s * 1000), F.lit(False))
+    gap_ms = F.unix_millis(timestamp) - F.unix_millis(F.lag(timestamp).over(in_arrival))
+    # No previous copy: the gap is null, and the copy is not a repeat.
+    return orders.withColumn(REPEAT_COLUMN, F.coalesce(gap_ms <= F.lit(horizon_s * 1000), F.lit(False)))

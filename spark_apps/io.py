@@ -188,7 +188,7 @@ def read_orders_batch(
 def read_bronze_raw(spark: SparkSession, table_path: str) -> DataFrame:
     """The raw Kafka records archived in bronze (the columns of a Kafka read) and the ingest batch
     that archived each (the dedupe rule's first key)."""
-    return spark.read.format("delta").load(table_path).select(*KAFKA_RAW_COLUMNS, "ingest_batch_id")
+    return read_bronze(spark, table_path).select(*KAFKA_RAW_COLUMNS, "ingest_batch_id")
 
 
 def with_ingest_batch(raw: DataFrame, bronze_path: str, since: Any) -> DataFrame:

@@ -167,10 +167,8 @@ class OneQueryBatch:
             watermark = recorded.get("watermark_us")
             source = "the watermark bronze recorded"
         else:  # a batch before the watermark was recorded with bronze's commits: scan bronze once
-            bronze = (
-                spark.read.format("delta")
-                .load(self.config.names.bronze_orders_table)
-                .filter(F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id)))
+            bronze = io.read_bronze(spark, self.config.names.bronze_orders_table).filter(
+                F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id))
             )
             watermark = _scanned_watermark(bronze, self.delay_us)
             source = "a scan of bronze"
@@ -439,8 +437,7 @@ def _open_gold_windows(
     type, start us, count, cents, batch that wrote it). Data skipping on window_end reads only the
     files that can hold them."""
     rows = (
-        spark.read.format("delta")
-        .load(table)
+        io.read_gold(spark, table)
         .filter(F.col("window_end") > F.timestamp_micros(F.lit(watermark_us)))
         .select(
             "location_id",

@@ -351,16 +351,13 @@ def produce(
     for record in records:
         while True:
             try:
-                if record.timestamp_ms is None:
-                    producer.produce(topic, key=record.key, value=record.value, on_delivery=on_delivery)
-                else:
-                    producer.produce(
-                        topic,
-                        key=record.key,
-                        value=record.value,
-                        timestamp=record.timestamp_ms,
-                        on_delivery=on_delivery,
-                    )
+                # Unset: no timestamp argument, and the producer stamps the record with its clock.
+                stamped: dict[str, Any] = (
+                    {} if record.timestamp_ms is None else {"timestamp": record.timestamp_ms}
+                )
+                producer.produce(
+                    topic, key=record.key, value=record.value, on_delivery=on_delivery, **stamped
+                )
                 break
             except BufferError:
                 producer.poll(0.1)

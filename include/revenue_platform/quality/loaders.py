@@ -150,7 +150,7 @@ def parse_bronze_orders(bronze: pd.DataFrame) -> pd.DataFrame:
 
 
 def bronze_since(
-    interval_start: datetime, size_seconds: int, watermark_seconds: int, lookback: int, horizon: int = 0
+    interval_start: datetime, size_seconds: int, watermark_seconds: int, lookback: int, horizon: int
 ) -> datetime:
     """Earliest ingest time worth reading: the first checked window's start, minus the lookback and the
     dedupe horizon (the copy before each read copy is read too)."""
