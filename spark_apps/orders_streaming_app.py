@@ -24,6 +24,7 @@ Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/str
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -98,14 +99,43 @@ def _has_committed(spark: SparkSession, checkpoint: str) -> bool:
     )
 
 
+# The dedupe operator's state variables before its ids were kept in buckets (one value per order id,
+# a timer each). Spark starts the bucketed operator on such a checkpoint without complaint and with
+# none of the old ids, so a copy re-sent across the upgrade would count twice: it is refused instead.
+RETIRED_DEDUPE_STATE_VARIABLES = frozenset({"last_arrival_ms"})
+
+
+def _dedupe_state_variables(spark: SparkSession, checkpoint: str) -> set[str]:
+    """The state variables named by the oldest operator metadata the query of `checkpoint` kept (its
+    stateful operator's `state/0/_metadata/v2/<batch>`); empty when it has none."""
+    folder = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/state/0/_metadata/v2")  # type: ignore[union-attr]
+    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(folder):
+        return set()
+    batches = [s.getPath() for s in fs.listStatus(folder) if s.getPath().getName().isdigit()]
+    if not batches:
+        return set()
+    oldest = min(batches, key=lambda path: int(path.getName()))
+    stream = fs.open(oldest)
+    try:
+        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")  # type: ignore[union-attr]
+    finally:
+        stream.close()
+    # Line 1 is the format's version ("v2"), line 2 the operator's metadata as JSON.
+    metadata = json.loads(text.splitlines()[1])
+    properties = json.loads(metadata.get("operatorPropertiesJson") or "{}")
+    return {variable["stateName"] for variable in properties.get("stateVariables", [])}
+
+
 def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
     """A deployment started by an earlier design cannot continue from its checkpoints: the two-query
     engine's (`ingest`: its offsets, its revenue query's Spark state and bronze's `superseded` marks
     mean nothing to this engine), the two-Kafka-reader design's before it (`archive`), and this
     engine's before its dedupe moved into Spark's state store (a query that committed batches
     without a `state` folder: Spark cannot add a stateful operator to a running query, and the ids
-    it remembered lived in a driver that is gone). A config that still names `engine: two_queries`
-    is refused the same way."""
+    it remembered lived in a driver that is gone), and one whose dedupe state is keyed by order id
+    (`RETIRED_DEDUPE_STATE_VARIABLES`). A config that still names `engine: two_queries` is refused
+    the same way."""
     names = config.names
     retired = [
         f"{names.checkpoint(query)} exists"
@@ -117,6 +147,11 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
         for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
         if _has_committed(spark, names.checkpoint(query))
         and not _path_exists(spark, f"{names.checkpoint(query)}/state")
+    ]
+    retired += [
+        f"{names.checkpoint(query)} keeps its dedupe state by order id, before it was bucketed"
+        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
+        if _dedupe_state_variables(spark, names.checkpoint(query)) & RETIRED_DEDUPE_STATE_VARIABLES
     ]
     if config.engine == "two_queries" or retired:
         found = f" ({retired[0]})" if retired else " (its config says engine: two_queries)"

@@ -201,6 +201,8 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
         ("archive", {}),  # the two-Kafka-reader design before it
         (None, {"engine": "two_queries"}),  # a registered config that still names the engine
         ("pipeline", {}),  # this engine before its dedupe state: batches committed, no state
+        ("history", {}),  # the same, for a replay's history query
+        ("pipeline:last_arrival_ms", {}),  # its dedupe state by order id, before the buckets
     ],
 )
 def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothing_is_written(
@@ -208,10 +210,22 @@ def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothin
 ) -> None:
     config = app_config(kafka_bootstrap, tmp_path / "lake", unique_suffix(), **overrides)
     if leftover is not None:
-        (Path(config.names.checkpoint(leftover)) / "commits").mkdir(parents=True)
-        (Path(config.names.checkpoint(leftover)) / "commits" / "0").write_text(
-            'v1\n{"nextBatchWatermarkMs":0}\n'
-        )
+        query, _, state_variable = leftover.partition(":")
+        checkpoint = Path(config.names.checkpoint(query))
+        (checkpoint / "commits").mkdir(parents=True)
+        (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+        if state_variable:
+            # What Spark 4.2 wrote for the operator of stop 22 (operator metadata, format v2).
+            variables = [
+                {"stateName": "$eventTimers_keyToTimestamp", "stateVariableType": "TimerState"},
+                {"stateName": state_variable, "stateVariableType": "ValueState", "ttlEnabled": False},
+            ]
+            metadata = {
+                "operatorInfo": {"operatorId": 0, "operatorName": "transformWithStateExec"},
+                "operatorPropertiesJson": json.dumps({"timeMode": "EventTime", "stateVariables": variables}),
+            }
+            (checkpoint / "state" / "0" / "_metadata" / "v2").mkdir(parents=True)
+            (checkpoint / "state" / "0" / "_metadata" / "v2" / "0").write_text(f"v2\n{json.dumps(metadata)}")
 
     merge_conf_before = {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
     with pytest.raises(CheckpointMigrationError, match=r"retired engine.*blue_green_replay"):

@@ -14,7 +14,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from revenue_platform.quality.frames import repeat_flags
-from spark_apps.dedupe import REPEAT_COLUMN, initial_repeat_state, mark_repeats, with_repeats
+from spark_apps.dedupe import (
+    LAST_ARRIVAL_STATE,
+    OPERATOR_BUCKETS,
+    REPEAT_COLUMN,
+    initial_repeat_state,
+    mark_repeats,
+    with_repeats,
+)
 
 HORIZON_S = 600
 DELAY_S = 120
@@ -99,12 +106,7 @@ def test_the_stream_the_batch_and_the_quality_suite_flag_the_same_repeats(
     # The state forgets an id once Kafka time (the watermark: newest record minus the delay, 1480 s in
     # the last batch) is past its last copy plus the horizon: what stays grows with the horizon, not
     # with history. Left: 1 (last copy at 2000 s), 5 (1250 s), 7 (1600 s).
-    state = (
-        spark.read.format("statestore")
-        .option("stateVarName", "last_arrival_ms")
-        .load(str(tmp_path / "checkpoint"))
-    )
-    assert sorted(row["key"][0] for row in state.select("key").collect()) == [1, 5, 7]
+    assert _state_ids(spark, tmp_path / "checkpoint") == [1, 5, 7]
 
     valid = spark.createDataFrame(_rows(CASES), SCHEMA).filter(F.col("dlq_reason").isNull())
     batch = {
@@ -122,6 +124,47 @@ def test_the_stream_the_batch_and_the_quality_suite_flag_the_same_repeats(
     )
     flags = repeat_flags(frame, HORIZON_S).tolist()
     assert flags == [c[6] for c in in_arrival]
+
+
+def _state_ids(spark: SparkSession, checkpoint: Path) -> list[int]:
+    state = spark.read.format("statestore").option("stateVarName", LAST_ARRIVAL_STATE).load(str(checkpoint))
+    return sorted(row["user_map_key"][0] for row in state.collect())
+
+
+def test_ids_sharing_a_bucket_leave_it_each_at_its_own_time(spark: SparkSession, tmp_path: Path) -> None:
+    """The state is a map per bucket of ids with one timer per bucket: an expired id leaves its bucket
+    while an id in the same bucket that is still within the horizon stays and is still recognised."""
+    bucket = F.pmod(F.xxhash64(F.col("id")), F.lit(OPERATOR_BUCKETS))
+    first, second = (
+        spark.range(1, 100_000)
+        .groupBy(bucket.alias("bucket"))
+        .agg(F.sort_array(F.collect_list("id")).alias("ids"))
+        .filter(F.size("ids") >= 2)
+        .orderBy("bucket")
+        .first()["ids"][:2]
+    )
+    other = 100_001  # any other bucket: it only moves Kafka time on
+    batches: list[list[Copy]] = [
+        [(first, 0, 0, 0, 0, True, False), (second, 0, 500, 0, 1, True, False)],
+        [(other, 1, 900, 0, 2, True, False)],
+        # Watermark 780: the bucket's timer (601) fires; first (kept until 600) leaves, second stays.
+        [(other, 2, 950, 0, 3, True, True)],
+    ]
+    assert _stream_verdicts(spark, tmp_path, batches) == _expected([c for b in batches for c in b])
+    assert _state_ids(spark, tmp_path / "checkpoint") == sorted([second, other])
+
+    # second is still recognised: its copy 550 s after the one at 500 s is a repeat.
+    again: list[list[Copy]] = [[(second, 3, 1050, 0, 4, True, True), (first, 3, 1060, 0, 5, True, False)]]
+    assert _stream_verdicts(spark, tmp_path, again) == _expected(again[0])
+    assert _state_ids(spark, tmp_path / "checkpoint") == sorted([first, second, other])
+
+    later: list[list[Copy]] = [
+        [(other, 4, 2000, 0, 6, True, False)],
+        # Watermark 1880: past every id's last copy plus the horizon but other's (2000 s).
+        [(other, 5, 2001, 0, 7, True, True)],
+    ]
+    assert _stream_verdicts(spark, tmp_path, later) == _expected([c for b in later for c in b])
+    assert _state_ids(spark, tmp_path / "checkpoint") == [other]
 
 
 def test_a_new_query_starts_from_the_ids_bronze_saw_within_the_horizon(
