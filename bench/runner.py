@@ -695,32 +695,16 @@ def wait_ready(status_file: Path, process: subprocess.Popen[bytes], timeout_s: f
 def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
     """Each revenue progress event with the Kafka offsets reflected in gold after it.
 
-    The same rule as the app's publisher: the revenue query reads bronze, its observed metric names
-    the newest ingest batch it has read, and that batch's Kafka end offsets are its position. The
-    one-query engine's query reads Kafka itself: its own end offsets are its position.
+    The same rule as the app's publisher: the query reads Kafka and commits gold in each batch, so its
+    own end offsets are its position.
     """
-    from spark_apps.observability import REVENUE_INPUT_METRICS, kafka_position, summarize_progress
+    from spark_apps.observability import summarize_progress
 
-    ingest_end = {
-        e["batchId"]: summarize_progress(e, {})["end_offsets"]
-        for e in events
-        if query_role(e["name"]) == INGEST_QUERY_ROLE
-    }
-    covered: int | None = None
-    positions = []
-    for event in events:
-        if query_role(event["name"]) != REVENUE_QUERY_ROLE:
-            continue
-        own = summarize_progress(event, {})["end_offsets"]
-        if own:
-            positions.append((event, own))
-            continue
-        read = ((event.get("observedMetrics") or {}).get(REVENUE_INPUT_METRICS) or {}).get("ingest_batch_id")
-        if read is not None:
-            covered = max(int(read), covered if covered is not None else -1)
-        offsets, _ = kafka_position(covered, ingest_end, {})
-        positions.append((event, offsets))
-    return positions
+    return [
+        (event, summarize_progress(event, {})["end_offsets"])
+        for event in events
+        if query_role(event["name"]) == REVENUE_QUERY_ROLE
+    ]
 
 
 def processed_offsets(events: list[dict[str, Any]]) -> int:

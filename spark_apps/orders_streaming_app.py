@@ -201,9 +201,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
         counters,
         names.consumer_group,
         io.kafka_admin_config(config),
-        # The query is both: it reads Kafka and commits gold.
-        ingest_query=names.query_name(REVENUE_QUERY),
-        revenue_query=names.query_name(REVENUE_QUERY),
+        query=names.query_name(REVENUE_QUERY),
         batch_facts=live.batch_facts,
         history_query=names.query_name(HISTORY_QUERY) if history else None,
         history_facts=history.batch_facts if history else None,

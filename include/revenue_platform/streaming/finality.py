@@ -8,7 +8,7 @@ ending at or before `through` are final once
   write them again (the wall clock says nothing about an app that is behind: restart back-off,
   catch-up); or,
 * on a quiet stream, whose watermark stands still because Spark moves it only with new records, the
-  app had read everything Kafka held (`caught_up_at`, published while both of its queries are idle)
+  app had read everything Kafka held (`caught_up_at`, published while its query is idle)
   at least one watermark delay (`lateness`) after `through`. Every record that arrived in time is in
   gold then. The windows are still open in Spark's state, though: an order that arrives later than
   the watermark delay allows (measured against the append time: the rule assumes event times close

@@ -8,7 +8,7 @@ import pytest
 
 from spark_apps.config import AppConfigError, interval_seconds, load_config
 from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path, query_role
-from spark_apps.observability import kafka_position, summarize_progress
+from spark_apps.observability import offsets_behind_latest, summarize_progress
 
 SHIPPED_CONFIG = Path(__file__).resolve().parents[3] / "include" / "config" / "streaming_app.yaml"
 
@@ -150,16 +150,15 @@ def test_a_query_reading_bronze_reports_no_kafka_offsets_of_its_own() -> None:
     assert summary["end_offsets"] == {}
 
 
-def test_kafka_position_of_the_revenue_query_is_that_of_the_newest_ingest_batch_it_read() -> None:
-    ingest = {3: {"orders": {"0": 100, "1": 50}}, 4: {"orders": {"0": 180, "1": 90}}}
-    latest = {"orders": {"0": 200, "1": 90}}
-    assert kafka_position(4, ingest, latest) == ({"orders": {"0": 180, "1": 90}}, 20)
-    assert kafka_position(3, ingest, latest) == ({"orders": {"0": 100, "1": 50}}, 100)
-    # Unknown until the covered batch's offsets are known: never a made-up "0 behind".
-    assert kafka_position(None, ingest, latest) == ({}, None)
-    assert kafka_position(2, ingest, latest) == ({}, None)
-    # A restarted app knows its covered offsets but not yet where Kafka ends: lag unknown, not 0.
-    assert kafka_position(4, ingest, {}) == ({"orders": {"0": 180, "1": 90}}, None)
+def test_offsets_behind_latest_is_that_of_the_furthest_behind_partition() -> None:
+    end = {"orders": {"0": 180, "1": 90}}
+    assert offsets_behind_latest(end, {"orders": {"0": 200, "1": 90}}) == 20
+    assert offsets_behind_latest(end, {"orders": {"0": 180, "1": 90}}) == 0
+    # A partition the batch did not read yet is behind by all it holds.
+    assert offsets_behind_latest(end, {"orders": {"0": 180, "1": 90, "2": 7}}) == 7
+    # Unknown until both are known: never a made-up "0 behind".
+    assert offsets_behind_latest(end, {}) is None
+    assert offsets_behind_latest({}, {"orders": {"0": 200}}) is None
 
 
 def test_history_config_validates_cut_over_offsets() -> None:
