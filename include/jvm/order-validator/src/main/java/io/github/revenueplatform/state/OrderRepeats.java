@@ -50,7 +50,8 @@ import scala.Tuple2;
  * <p>Why buckets: Spark's timers are per grouping key, and a timer per id cost two more state writes
  * and a read for every new id (half the operator's time at 500,000-order batches); and a new query's
  * initial state costs Spark a generated deserializer per grouping key (~77 us each: 157 s for 2
- * million ids by id, a fraction of a second by bucket). Each bucket has one event-time timer; when
+ * million ids keyed by id; keyed by bucket, the same 2 million took 16.6 s, mostly their own reads
+ * and writes). Each bucket has one event-time timer; when
  * it fires, the bucket's map is scanned, the ids past the horizon leave, and the timer moves to the
  * next id's expiry, but at least a quarter horizon on: an id stays at most 1.25 horizons (plus the
  * watermark's delay), and each entry is scanned about four times in its life.
