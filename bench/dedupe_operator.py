@@ -94,7 +94,7 @@ def run_variant(spark: SparkSession, variant: str, source: Path, work: Path) -> 
         # Spark skip the columns the operator has to carry).
         columns = [c for c in frame.columns if c != REPEAT_COLUMN]
         valid = frame.filter(F.col("dlq_reason").isNull())
-        counted.append(valid.agg(F.count(F.lit(1)), F.sum(F.xxhash64(*columns))).collect()[0][0])
+        counted.append(valid.agg(F.count(F.lit(1)), F.bit_xor(F.xxhash64(*columns))).collect()[0][0])
 
     query = (
         stream.writeStream.foreachBatch(count)
