@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.memory import peaks_by_phase, samples_as_json
 from bench.plots import write_plots
 from bench.report import derive, markdown
-from bench.runner import BenchSettings, execute
+from bench.runner import OPTIONAL_PHASES, BenchSettings, execute
 
 QUICK = BenchSettings(
     orders=100_000,
@@ -27,6 +27,7 @@ QUICK = BenchSettings(
     live_rates=(1_000, 5_000),
     live_seconds=20.0,
     live_warmup_seconds=10.0,
+    window_heavy_orders=50_000,
     label="quick",
     with_airflow=False,
 )
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help="seconds each live phase produces before its measured window (default 30; quick 10)",
     )
+    parser.add_argument(
+        "--phases",
+        help=f"comma-separated phases to run, of {', '.join(OPTIONAL_PHASES)} (default: all; the "
+        "broker, production and the raw read always run; history needs replay)",
+    )
+    parser.add_argument("--window-heavy-orders", type=int, help="orders of the window-heavy replay")
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     args = parser.parse_args(argv)
     if args.render:
@@ -95,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, with_airflow=args.airflow)
     if args.seed is not None:
         settings = replace(settings, seed=args.seed)
+    if args.window_heavy_orders:
+        settings = replace(settings, window_heavy_orders=args.window_heavy_orders)
+    if args.phases:
+        phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+        unknown = sorted(set(phases) - set(OPTIONAL_PHASES))
+        if unknown:
+            parser.error(f"unknown phases {unknown}; choose from {', '.join(OPTIONAL_PHASES)}")
+        settings = replace(settings, phases=phases)
 
     # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so the broker, Airflow and Spark get stopped.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))

@@ -9,7 +9,9 @@ through `foreachBatch` (a count of the rows it would count and a hash of all the
 - `none`: the validated rows as they are (the floor every variant pays);
 - `operator`: `spark_apps.dedupe.with_repeats`, the app's dedupe in Spark's state store;
 - `operator_narrow`: the same on only the columns the operator reads (what carrying the rest of the
-  row through it costs).
+  row through it costs);
+- `operator_routed`: the operator on rows whose line items are replaced by the split topics' JSON
+  of the order, made before it.
 
 It reports each variant's batches (rows, trigger time, the state operator's update and commit time,
 its state rows) and the records per second over the batches after the first (the first one
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 
 # Far above any generated order id: copy k of an order gets id + k * ID_STRIDE.
 ID_STRIDE = 1_000_000_000
-VARIANTS = ("none", "operator", "operator_narrow")
+VARIANTS = ("none", "operator", "operator_narrow", "operator_routed")
 # What the operator needs of a row: the narrow variant carries only these through it, to measure what
 # carrying the rest of the row costs.
 _NARROW_COLUMNS = ("order_id", "timestamp", "partition", "offset", "dlq_reason")
@@ -70,18 +72,29 @@ def write_batches(spark: SparkSession, folder: Path, orders: int, batch: int, co
     return spark.read.parquet(str(folder)).count()
 
 
-def run_variant(spark: SparkSession, variant: str, source: Path, work: Path) -> dict[str, Any]:
-    """Stream the files through `variant`, one per batch; its batches' progress, summarised."""
+def run_variant(
+    spark: SparkSession, variant: str, source: Path, work: Path, drop: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Stream the files through `variant`, one per batch, without the columns `drop`; its batches'
+    progress, summarised."""
     from pyspark.sql import functions as F
 
     from spark_apps.dedupe import REPEAT_COLUMN, with_repeats
+    from spark_apps.schemas import ORDER_COLUMNS
 
     stream = (
         spark.readStream.schema(spark.read.parquet(str(source)).schema)
         .option("maxFilesPerTrigger", 1)
         .parquet(str(source))
+        .drop(*drop)
     )
-    if variant == "operator_narrow":
+    if variant == "operator_routed":
+        # The split topics' JSON made before the operator, in place of the line items it is made of.
+        routed = F.when(F.col("dlq_reason").isNull(), F.to_json(F.struct(*ORDER_COLUMNS)))
+        stream = with_repeats(
+            stream.withColumn("routed_value", routed).drop("order_line_items"), horizon_s=3600, delay_s=30
+        )
+    elif variant == "operator_narrow":
         stream = with_repeats(stream.select(*_NARROW_COLUMNS), horizon_s=3600, delay_s=30)
     elif variant == "operator":
         stream = with_repeats(stream, horizon_s=3600, delay_s=30)
@@ -134,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500_000)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--drop-columns", default="", help="comma-separated columns every variant reads without"
+    )
     args = parser.parse_args(argv)
     from spark_apps.session import build_spark_session, local_jar_paths
 
@@ -158,12 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dedupe-operator-bench-") as folder:
             work = Path(folder)
             rows = write_batches(spark, work / "orders", args.orders, args.batch, args.cores)
-            results = {v: run_variant(spark, v, work / "orders", work) for v in variants}
+            drop = tuple(c for c in args.drop_columns.split(",") if c)
+            results = {v: run_variant(spark, v, work / "orders", work, drop) for v in variants}
         print(
             json.dumps(
                 {
                     "rows": rows,
                     "batch": args.batch,
+                    "dropped_columns": args.drop_columns,
                     "cores": args.cores,
                     "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
                     "load_average_at_start": load_at_start,

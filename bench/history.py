@@ -7,6 +7,9 @@
 * `restart`: a deployment with 1-day windows reads the whole topic, then a few more orders arrive
   and it is started again: the time to its first committed batch, and the resume's own share of it,
   should not depend on the history either.
+* `window_heavy`: the replay of a topic of its own with ~5 orders per store x order type x window
+  (`--window-heavy-orders` over an hour, as many stores as that takes), next to the main replay's
+  rate: the per-window work must not dominate.
 """
 
 from __future__ import annotations
@@ -16,19 +19,25 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from bench.datagen import generate_files, plan_chunks, produce_files
 from bench.runner import (
     BenchRun,
     app_overrides,
     ceiling_consumer,
+    create_topics,
     duration_profile,
     end_offsets,
     epoch_ms,
     gold_stats,
     read_events,
+    read_work_ceiling,
     start_driver,
 )
+from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
-from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
+from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
+from revenue_platform.paths import APP_CONFIG_PATH
+from spark_apps.config import interval_seconds, load_config
 from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze is the history
@@ -152,5 +161,73 @@ def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
                 "first_batch_state_step_ms": (progress.get("batch_steps_ms") or {}).get("state"),
                 "resume_log": resumed[-1][-300:] if resumed else None,
                 "first_batch_at": datetime.fromtimestamp(first_end).isoformat(),
+            }
+        )
+
+
+WINDOW_HEAVY_TOPIC = "orders_window_heavy"
+WINDOW_HEAVY_ORDERS_PER_WINDOW = 5
+
+
+def window_heavy_stores(orders: int, window_s: int, span_s: int = 3600, order_types: int = 2) -> int:
+    """How many stores make `orders` over `span_s` land ~WINDOW_HEAVY_ORDERS_PER_WINDOW per store x
+    order type x window: what a chain with thousands of stores, or sparse traffic, looks like."""
+    windows = max(1, span_s // window_s)
+    return max(1, round(orders / (WINDOW_HEAVY_ORDERS_PER_WINDOW * order_types * windows)))
+
+
+def phase_window_heavy(run: BenchRun, start: datetime) -> None:
+    """The replay of a topic whose batches touch ~16 times more windows per order than the main
+    topic's (~5 orders per store x type x window instead of ~80): the app's per-window work (the
+    driver's revenue state, gold's MERGE) must not dominate. Its own topic, its own tally."""
+    deployment = "bench-window-heavy"
+    config = load_config(str(APP_CONFIG_PATH))
+    orders = run.settings.window_heavy_orders
+    stores = window_heavy_stores(orders, interval_seconds(config.window.size))
+    settings = GeneratorSettings(
+        orders=orders,
+        stores=stores,
+        start=start,
+        span_seconds=3600,
+        seed=run.settings.seed + 2,
+        duplicate_every=run.settings.duplicate_every,
+        bad_every=run.settings.bad_every,
+    )
+    create_topics(run.bootstrap, [WINDOW_HEAVY_TOPIC])
+    chunks = plan_chunks(settings, run.settings.chunk_orders, run.work_dir / "window_heavy")
+    total = generate_files(chunks, run.settings.workers)
+    produce(run.bootstrap, "stores", generate_stores(stores))
+    produce_files(run.bootstrap, WINDOW_HEAVY_TOPIC, [c.path for c in chunks], total)
+    for chunk in chunks:
+        chunk.path.unlink()
+    tally = read_work_ceiling(
+        run.bootstrap, WINDOW_HEAVY_TOPIC, WindowGeometry.from_config(config.window), config.order_rules()
+    )
+    with run.phase("window_heavy") as record:
+        overrides = app_overrides(run, deployment, WINDOW_HEAVY_TOPIC, "available_now")
+        submitted, finished, code, folder = _run_to_end(run, "window-heavy", overrides)
+        record.update({"exit_code": code, "stores": stores, "orders": orders, "tally": tally})
+        if code != 0:
+            record["error"] = processes.tail(folder / "driver.log", 30)
+            return
+        events = [e for e in read_events(folder) if int(e["numInputRows"]) > 0]
+        first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
+        last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
+        records = sum(int(e["numInputRows"]) for e in events)
+        gold = gold_stats(run.lake_root, deployment)
+        record.update(
+            {
+                "records": records,
+                "batches": len(events),
+                "largest_batch_records": max(int(e["numInputRows"]) for e in events),
+                "processing_s": last_end - first_start,
+                "wall_incl_start_s": finished - submitted,
+                "records_per_s_excl_start": records / (last_end - first_start),
+                "records_per_s_incl_start": records / (finished - submitted),
+                "orders_per_window": gold["orders_counted"] / gold["rows"] if gold["rows"] else None,
+                "profile_ms": duration_profile(events),
+                "gold": gold,
+                "gold_equals_the_tally": (gold["rows"], gold["orders_counted"], gold["revenue_cents"])
+                == (tally["windows"], tally["orders_counted"], tally["total_cents"]),
             }
         )

@@ -165,9 +165,11 @@ def _fmt(value: Any, digits: int = 0) -> str:
 
 def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
     """How cost grows with history: the replay from bronze and the restart with 1-day windows (compare
-    these rows across runs with different `--orders`; docs/performance.md)."""
+    these rows across runs with different `--orders`; docs/performance.md); and with windows: the
+    window-heavy replay next to the main one."""
     history, restart = phases.get("history") or {}, phases.get("restart") or {}
-    if not history and not restart:
+    heavy, replay = phases.get("window_heavy") or {}, phases.get("replay") or {}
+    if not history and not restart and not heavy:
         return []
     lines = [
         "## Cost and history",
@@ -185,6 +187,15 @@ def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
         f"batch committed (s) | {_fmt(restart.get('submit_to_first_batch_committed_s'), 1)} |",
         f"| restart: first batch (ms) / its state step incl. the resume (ms) | "
         f"{_fmt(restart.get('first_batch_ms'))} / {_fmt(restart.get('first_batch_state_step_ms'))} |",
+        f"| window-heavy replay: records (batches, largest) | {_fmt(heavy.get('records'))} "
+        f"({_fmt(heavy.get('batches'))}, {_fmt(heavy.get('largest_batch_records'))}) |",
+        f"| window-heavy replay: stores / windows in gold / orders per window | "
+        f"{_fmt(heavy.get('stores'))} / {_fmt((heavy.get('gold') or {}).get('rows'))} / "
+        f"{_fmt(heavy.get('orders_per_window'), 1)} |",
+        f"| window-heavy replay: records/s excl. start (the main replay's) | "
+        f"{_fmt(heavy.get('records_per_s_excl_start'))} ({_fmt(replay.get('records_per_s_excl_start'))}) |",
+        f"| window-heavy replay: gold equals the tally (windows, orders, cents) | "
+        f"{heavy.get('gold_equals_the_tally', '')} |",
         "",
     ]
     if peaks:

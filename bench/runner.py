@@ -47,6 +47,11 @@ class BenchSettings:
     duplicate_every: int = 200
     chunk_orders: int = 50_000
     workers: int = 2
+    window_heavy_orders: int = 1_000_000
+    """Orders of the window-heavy replay (bench.history.phase_window_heavy)."""
+    phases: tuple[str, ...] = ()
+    """The phases to run among OPTIONAL_PHASES (empty: all of them); the broker, the topic's
+    production and its raw read always run. `history` reads the `replay` phase's bronze."""
     live_rates: tuple[int, ...] = (5_000, 20_000, 50_000)
     live_seconds: float = 60.0
     live_warmup_seconds: float = 30.0
@@ -62,6 +67,25 @@ class BenchSettings:
     state_dir: Path = REPO_ROOT / ".local" / "bench"
     results_dir: Path = REPO_ROOT / "bench" / "results"
     label: str = "full"
+
+
+OPTIONAL_PHASES = (
+    "work_ceiling",
+    "replay",
+    "history",
+    "window_heavy",
+    "reprocess",
+    "quality",
+    "dag_parse",
+    "live",
+    "restart",
+)
+
+
+def selected(settings: BenchSettings, step: str) -> bool:
+    """Whether the run includes `step` (a live phase is selected by `live`)."""
+    name = "live" if step.startswith("live_") else step
+    return not settings.phases or name in settings.phases
 
 
 @dataclass
@@ -817,12 +841,13 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
         generated = phase_generate(run, start)
         phase_ceiling(run)
         # bench.history builds on this module's helpers, so it is imported once they exist.
-        from bench.history import phase_history, phase_restart
+        from bench.history import phase_history, phase_restart, phase_window_heavy
 
         steps: list[tuple[str, Callable[[], None]]] = [
             ("work_ceiling", lambda: phase_work_ceiling(run)),
             ("replay", lambda: phase_replay(run, generated)),
             ("history", lambda: phase_history(run, generated)),
+            ("window_heavy", lambda: phase_window_heavy(run, start)),
             ("reprocess", lambda: phase_reprocess(run, generated)),
             ("quality", lambda: phase_quality(run, generated)),
             ("dag_parse", lambda: phase_dag_parse(run)),
@@ -831,6 +856,8 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
             ("restart", lambda: phase_restart(run, generated)),
         ]
         for name, step in steps:
+            if not selected(settings, name):
+                continue
             try:  # one failed phase is reported; the others still run
                 step()
             except Exception as error:

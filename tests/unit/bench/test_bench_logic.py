@@ -348,3 +348,41 @@ def test_memory_peaks_are_per_group_and_of_the_simultaneous_sum() -> None:
         "replay": {"broker": 500.0, "spark": 1000.0, "total": 1400.0},
         "live": {"broker": 450.0, "total": 450.0},
     }
+
+
+def test_window_heavy_stores_give_about_five_orders_per_store_type_and_window() -> None:
+    from bench.history import WINDOW_HEAVY_ORDERS_PER_WINDOW, window_heavy_stores
+
+    # 15 s windows over an hour: 240 windows x 2 order types per store.
+    stores = window_heavy_stores(1_000_000, 15)
+    assert stores == 417
+    assert 1_000_000 / (stores * 2 * 240) == pytest.approx(WINDOW_HEAVY_ORDERS_PER_WINDOW, rel=0.01)
+    assert window_heavy_stores(10, 15) == 1  # never zero stores
+
+
+def test_phases_select_what_runs_and_live_selects_every_rate() -> None:
+    from bench.runner import BenchSettings, selected
+
+    every = BenchSettings()
+    assert all(selected(every, step) for step in ("replay", "history", "live_20000", "restart"))
+    some = BenchSettings(phases=("replay", "live"))
+    assert [selected(some, step) for step in ("replay", "live_5000", "live_50000")] == [True, True, True]
+    assert [selected(some, step) for step in ("history", "window_heavy")] == [False, False]
+
+
+def test_markdown_reports_the_window_heavy_replay_next_to_the_main_one() -> None:
+    results = _results(p99=7.5, sustained_20k=True)
+    results["phases"]["window_heavy"] = {
+        "records": 100_600,
+        "batches": 1,
+        "largest_batch_records": 100_600,
+        "stores": 42,
+        "gold": {"rows": 20_000, "orders_counted": 100_000, "revenue_cents": 1},
+        "orders_per_window": 5.0,
+        "records_per_s_excl_start": 12_345.0,
+        "gold_equals_the_tally": True,
+    }
+    text = markdown(results, derive(results))
+    assert "| window-heavy replay: stores / windows in gold / orders per window | 42 / 20,000 / 5.0 |" in text
+    assert "| window-heavy replay: records/s excl. start (the main replay's) | 12,345 (100,000) |" in text
+    assert "| window-heavy replay: gold equals the tally (windows, orders, cents) | True |" in text
