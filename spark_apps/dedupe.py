@@ -23,10 +23,6 @@ REPEAT_COLUMN = "repeat"
 # operator: Spark filters rows behind the watermark out of an event-time operator's input only when
 # that input has the watermark's column, and no record may be dropped (OrderRepeats' docstring).
 _WATERMARK_COLUMN = "_kafka_time_watermark"
-# The operator's map of order id -> Kafka time (ms) of its last copy (OrderRepeats.LAST_ARRIVAL_STATE),
-# kept per bucket of ids (OrderRepeats.BUCKETS, the state's grouping key: pmod(xxhash64(id), buckets)).
-LAST_ARRIVAL_STATE = "order_last_arrival_ms"
-OPERATOR_BUCKETS = 4096
 
 
 def with_repeats(

@@ -56,11 +56,10 @@ class BatchCounters:
 
 def summarize_progress(progress: dict[str, Any], counters: dict[str, int]) -> dict[str, Any]:
     """The fields operators and the supervisor need, from one StreamingQueryProgress (as a dict)."""
-    sources = progress.get("sources") or [{}]
-    # A replay from bronze reads two sources (bronze history, then Kafka): offsets and lag are Kafka's.
-    kafka_sources = [s for s in sources if str(s.get("description", "")).startswith("Kafka")]
-    source = kafka_sources[0] if kafka_sources else sources[0]
-    history = [s for s in sources if s is not source]
+    # One source per query: Kafka for the app's query, a Delta table for a replay's history query
+    # (which has no Kafka offsets; ProgressPublisher says whether the history is still pending).
+    source = (progress.get("sources") or [{}])[0]
+    reads_kafka = str(source.get("description", "")).startswith("Kafka")
     metrics = source.get("metrics") or {}
     dropped_late = sum(
         int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", [])
@@ -76,25 +75,13 @@ def summarize_progress(progress: dict[str, Any], counters: dict[str, int]) -> di
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
         "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
-        "end_offsets": _parse_offsets(source.get("endOffset")) if source in kafka_sources else {},
+        "end_offsets": _parse_offsets(source.get("endOffset")) if reads_kafka else {},
         "max_offsets_behind_latest": int(behind) if behind not in (None, "") else None,
-        "history_pending": any(not _snapshot_consumed(s.get("endOffset")) for s in history),
+        "history_pending": False,
         "rows_dropped_by_watermark": dropped_late,
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "counters": counters,
     }
-
-
-def _snapshot_consumed(raw_offset: Any) -> bool:
-    """True once a Delta source's offset has moved past the table snapshot it started from.
-
-    The replay history is a table written in one commit; the Delta source reports no lag metrics,
-    but its offset says `isStartingVersion: false` once every file of that snapshot was read.
-    """
-    if raw_offset in (None, "", "null"):
-        return False
-    offset = json.loads(raw_offset) if isinstance(raw_offset, str) else raw_offset
-    return offset.get("isStartingVersion") is False
 
 
 def _parse_offsets(raw: Any) -> dict[str, dict[str, int]]:

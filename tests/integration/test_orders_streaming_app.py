@@ -12,6 +12,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -111,10 +112,24 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
         ("GENERAL", config.kafka.general_orders_topic),
         ("RESTAURANT", config.kafka.restaurant_orders_topic),
     ):
-        routed = Counter(
-            json.loads(record.value)["order_id"] for record in read_topic(kafka_bootstrap, topic)
-        )
-        assert set(routed) == {o["orderId"] for o in valid if o["orderType"] == order_type}
+        routed = [
+            json.loads(record.value, parse_float=Decimal) for record in read_topic(kafka_bootstrap, topic)
+        ]
+        assert {r["order_id"] for r in routed} == {
+            o["orderId"] for o in valid if o["orderType"] == order_type
+        }
+        # Each routed value is the whole typed order, line items and exact amounts included.
+        assert {_routed_content(r) for r in routed} == {
+            _routed_content(
+                {
+                    "order_id": o["orderId"],
+                    "final_amount": Decimal(str(o["finalAmount"])),
+                    "order_line_items": o["orderLineItems"],
+                }
+            )
+            for o in valid
+            if o["orderType"] == order_type
+        }
 
     latest_per_key: dict[str, dict] = {}
     for record in read_topic(kafka_bootstrap, config.kafka.revenue_topic):
@@ -192,6 +207,14 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
         ]
         == "2099-01-01T00:00:00"
     )
+
+
+def _routed_content(order: dict[str, Any]) -> tuple[Any, ...]:
+    """An order on a split topic as comparable values: id, amount and its line items, exactly."""
+    items = tuple(
+        (line["item"], int(line["count"]), Decimal(str(line["amount"]))) for line in order["order_line_items"]
+    )
+    return order["order_id"], Decimal(str(order["final_amount"])), items
 
 
 @pytest.mark.parametrize(

@@ -116,37 +116,13 @@ def test_progress_summary_reads_lag_late_rows_and_offsets() -> None:
     assert summary["counters"] == {"dead_letters": 4}
 
 
-def test_progress_of_a_bronze_replay_reports_kafka_lag_and_whether_history_is_done() -> None:
-    delta = "DeltaSource[file:/lake/bronze/replay_history/green]"
-    kafka = {
-        "description": "KafkaV2[Subscribe[orders]]",
-        "endOffset": '{"orders":{"0":140}}',
-        "metrics": {"maxOffsetsBehindLatest": "0"},
-    }
-    reading = {
-        "description": delta,
-        "endOffset": '{"reservoirVersion": 0, "index": 3, "isStartingVersion": true}',
-    }
-    done = {
-        "description": delta,
-        "endOffset": '{"reservoirVersion": 1, "index": -1, "isStartingVersion": false}',
-    }
-    first = summarize_progress({"name": "green__ingest", "sources": [reading, kafka]}, {})
-    assert first["end_offsets"] == {"orders": {"0": 140}}, "offsets to commit are Kafka's, not Delta's"
-    assert (first["max_offsets_behind_latest"], first["history_pending"]) == (0, True)
-    assert (
-        summarize_progress({"name": "green__ingest", "sources": [done, kafka]}, {})["history_pending"]
-        is False
-    )
-    assert summarize_progress({"name": "blue__ingest", "sources": [kafka]}, {})["history_pending"] is False
-
-
 def test_a_query_reading_bronze_reports_no_kafka_offsets_of_its_own() -> None:
+    """A replay's history query reads a Delta table: its offsets are no Kafka position to commit."""
     bronze = {
-        "description": "DeltaSource[file:/lake/bronze/orders_raw/blue]",
+        "description": "DeltaSource[file:/lake/bronze/replay_history/green]",
         "endOffset": '{"reservoirVersion": 4}',
     }
-    summary = summarize_progress({"name": "blue__revenue", "sources": [bronze]}, {})
+    summary = summarize_progress({"name": "green__history", "sources": [bronze]}, {})
     assert summary["end_offsets"] == {}
 
 

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from revenue_platform.quality.frames import repeat_flags
 from spark_apps.dedupe import (
-    LAST_ARRIVAL_STATE,
-    OPERATOR_BUCKETS,
     REPEAT_COLUMN,
     initial_repeat_state,
     mark_repeats,
@@ -126,22 +124,32 @@ def test_the_stream_the_batch_and_the_quality_suite_flag_the_same_repeats(
     assert flags == [c[6] for c in in_arrival]
 
 
+def _operator(spark: SparkSession) -> Any:
+    return spark._jvm.io.github.revenueplatform.state.OrderRepeats  # type: ignore[union-attr]
+
+
 def _state_ids(spark: SparkSession, checkpoint: Path) -> list[int]:
-    state = spark.read.format("statestore").option("stateVarName", LAST_ARRIVAL_STATE).load(str(checkpoint))
+    """The order ids the operator's state holds (its map of id -> last copy, in every bucket)."""
+    state = (
+        spark.read.format("statestore")
+        .option("stateVarName", _operator(spark).LAST_ARRIVAL_STATE)
+        .load(str(checkpoint))
+    )
     return sorted(row["user_map_key"][0] for row in state.collect())
 
 
 def test_ids_sharing_a_bucket_leave_it_each_at_its_own_time(spark: SparkSession, tmp_path: Path) -> None:
     """The state is a map per bucket of ids with one timer per bucket: an expired id leaves its bucket
     while an id in the same bucket that is still within the horizon stays and is still recognised."""
-    bucket = F.pmod(F.xxhash64(F.col("id")), F.lit(OPERATOR_BUCKETS))
+    bucket = Column(_operator(spark).bucket(F.col("id")._jc))  # the operator's own bucket function
     first, second = (
         spark.range(1, 100_000)
         .groupBy(bucket.alias("bucket"))
         .agg(F.sort_array(F.collect_list("id")).alias("ids"))
         .filter(F.size("ids") >= 2)
         .orderBy("bucket")
-        .first()["ids"][:2]
+        .limit(1)
+        .collect()[0]["ids"][:2]
     )
     other = 100_001  # any other bucket: it only moves Kafka time on
     batches: list[list[Copy]] = [
