@@ -42,7 +42,8 @@ _NARROW_COLUMNS = ("order_id", "timestamp", "partition", "offset", "dlq_reason")
 
 
 def write_batches(spark: SparkSession, folder: Path, orders: int, batch: int, cores: int) -> int:
-    """Validated order rows, `orders` of them with distinct ids, as parquet files of `batch` rows."""
+    """Validated order rows, `orders` of them, as parquet files of `batch` rows: each copy of the base
+    rows gets ids of its own, so only the bench mix's re-sends repeat an id."""
     from pyspark.sql import functions as F
 
     from spark_apps.transformations import parse_and_validate_orders

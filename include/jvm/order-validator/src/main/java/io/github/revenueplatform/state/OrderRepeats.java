@@ -6,7 +6,6 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoder;
@@ -54,7 +53,9 @@ import scala.Tuple2;
  * and writes). Each bucket has one event-time timer; when
  * it fires, the bucket's map is scanned, the ids past the horizon leave, and the timer moves to the
  * next id's expiry, but at least a quarter horizon on: an id stays at most 1.25 horizons (plus the
- * watermark's delay), and each entry is scanned about four times in its life.
+ * watermark's delay), and each entry is scanned about four times in its life. The ids of an initial
+ * state may stay up to 2 horizons: a bucket's first timer follows the first of them it is given,
+ * and they come in no set order.
  *
  * <p>Spark drops rows behind the watermark before an event-time operator only when its input
  * carries the watermark's column, and no row may be dropped here (bronze keeps every record): the
