@@ -19,7 +19,6 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from bench.datagen import generate_files, plan_chunks, produce_files
 from bench.runner import (
     BenchRun,
     app_overrides,
@@ -28,14 +27,16 @@ from bench.runner import (
     duration_profile,
     end_offsets,
     epoch_ms,
+    generate_and_produce,
     gold_stats,
+    processing_seconds,
     read_events,
     read_work_ceiling,
     start_driver,
 )
 from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
-from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
+from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
 from revenue_platform.paths import APP_CONFIG_PATH
 from spark_apps.config import interval_seconds, load_config
 from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
@@ -78,10 +79,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
             return
         events = read_events(folder)
         history_events = [e for e in events if e["name"].endswith("__history")]
-        first_start = min(epoch_ms(e["timestamp"]) for e in history_events) / 1000
-        last_end = (
-            max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in history_events) / 1000
-        )
+        processing_s = processing_seconds(history_events)
         records = sum(int(e["numInputRows"]) for e in history_events)
         gold = gold_stats(run.lake_root, deployment)
         source = gold_stats(run.lake_root, SOURCE_DEPLOYMENT)
@@ -91,9 +89,9 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
                 "history_batches": len(history_events),
                 "largest_batch_records": max(int(e["numInputRows"]) for e in history_events),
                 "driver_conf": HISTORY_DRIVER_CONF,
-                "processing_s": last_end - first_start,
+                "processing_s": processing_s,
                 "wall_incl_start_s": finished - submitted,
-                "records_per_s_excl_start": records / (last_end - first_start),
+                "records_per_s_excl_start": records / processing_s,
                 "records_per_s_incl_start": records / (finished - submitted),
                 "profile_ms": duration_profile(events),
                 "gold": gold,
@@ -194,12 +192,7 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
         bad_every=run.settings.bad_every,
     )
     create_topics(run.bootstrap, [WINDOW_HEAVY_TOPIC])
-    chunks = plan_chunks(settings, run.settings.chunk_orders, run.work_dir / "window_heavy")
-    total = generate_files(chunks, run.settings.workers)
-    produce(run.bootstrap, "stores", generate_stores(stores))
-    produce_files(run.bootstrap, WINDOW_HEAVY_TOPIC, [c.path for c in chunks], total)
-    for chunk in chunks:
-        chunk.path.unlink()
+    generate_and_produce(run, settings, WINDOW_HEAVY_TOPIC, "window_heavy")
     tally = read_work_ceiling(
         run.bootstrap, WINDOW_HEAVY_TOPIC, WindowGeometry.from_config(config.window), config.order_rules()
     )
@@ -211,8 +204,7 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
             record["error"] = processes.tail(folder / "driver.log", 30)
             return
         events = [e for e in read_events(folder) if int(e["numInputRows"]) > 0]
-        first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
-        last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
+        processing_s = processing_seconds(events)
         records = sum(int(e["numInputRows"]) for e in events)
         gold = gold_stats(run.lake_root, deployment)
         record.update(
@@ -220,9 +212,9 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
                 "records": records,
                 "batches": len(events),
                 "largest_batch_records": max(int(e["numInputRows"]) for e in events),
-                "processing_s": last_end - first_start,
+                "processing_s": processing_s,
                 "wall_incl_start_s": finished - submitted,
-                "records_per_s_excl_start": records / (last_end - first_start),
+                "records_per_s_excl_start": records / processing_s,
                 "records_per_s_incl_start": records / (finished - submitted),
                 "orders_per_window": gold["orders_counted"] / gold["rows"] if gold["rows"] else None,
                 "profile_ms": duration_profile(events),

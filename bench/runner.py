@@ -433,6 +433,30 @@ def epoch_ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def processing_seconds(events: list[dict[str, Any]]) -> float:
+    """From the start of the first of `events` (progress events) to the end of the last one's trigger:
+    a run's processing time, excluding its JVM and session start."""
+    first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
+    last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
+    return last_end - first_start
+
+
+def generate_and_produce(
+    run: BenchRun, settings: GeneratorSettings, topic: str, folder: str
+) -> dict[str, Any]:
+    """Generate `settings`' orders into files under the run's `folder`, produce their stores to `stores`
+    and the orders to `topic`, and delete the files: the generation and production figures."""
+    chunks = datagen.plan_chunks(settings, run.settings.chunk_orders, run.work_dir / folder)
+    began = time.monotonic()
+    total = datagen.generate_files(chunks, run.settings.workers)
+    generate_s = time.monotonic() - began
+    produce(run.bootstrap, "stores", generate_stores(settings.stores))
+    produced = datagen.produce_files(run.bootstrap, topic, [c.path for c in chunks], total)
+    for chunk in chunks:
+        chunk.path.unlink()
+    return {"generate_s": generate_s, "generate_records_per_s": total / generate_s, "produce": produced}
+
+
 def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per query: Spark's durationMs parts summed over all batches (where a query's time goes)."""
     profile: dict[str, dict[str, int]] = {}
@@ -488,16 +512,8 @@ def phase_generate(run: BenchRun, start: datetime) -> GeneratorSettings:
         bad_every=run.settings.bad_every,
     )
     with run.phase("produce") as record:
-        chunks = datagen.plan_chunks(settings, run.settings.chunk_orders, run.work_dir / "orders")
-        began = time.monotonic()
-        total = datagen.generate_files(chunks, run.settings.workers)
-        record["generate_s"] = time.monotonic() - began
-        record["generate_records_per_s"] = total / record["generate_s"]
-        produce(run.bootstrap, "stores", generate_stores(run.settings.stores))
-        record["produce"] = datagen.produce_files(run.bootstrap, "orders", [c.path for c in chunks], total)
+        record.update(generate_and_produce(run, settings, "orders", "orders"))
         record["generator"] = datagen.describe_settings(settings)
-        for chunk in chunks:
-            chunk.path.unlink()
     return settings
 
 
@@ -538,8 +554,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
             return
         events = read_events(folder)
         timings = json.loads((folder / "timings.json").read_text())
-        first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
-        last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
+        processing_s = processing_seconds(events)
         rows = {
             f"__{role}": sum(e["numInputRows"] for e in events if query_role(e["name"]) == role)
             for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE)
@@ -550,9 +565,9 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
                 "records": records,
                 "input_rows": rows,
                 "jvm_and_session_start_s": timings["session_ready"] - submitted,
-                "processing_s": last_end - first_start,
+                "processing_s": processing_s,
                 "wall_incl_start_s": finished - submitted,
-                "records_per_s_excl_start": records / (last_end - first_start),
+                "records_per_s_excl_start": records / processing_s,
                 "records_per_s_incl_start": records / (finished - submitted),
                 "max_offsets_per_trigger": load_config(str(APP_CONFIG_PATH)).kafka.max_offsets_per_trigger,
                 "profile_ms": duration_profile(events),

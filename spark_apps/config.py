@@ -31,8 +31,8 @@ MAX_TOPIC_NAME = 249
 # more than a day would hold state the app is not sized for, and makes reprocessing wait as long.
 MAX_WINDOW_SECONDS = 86400
 MAX_WATERMARK_SECONDS = 86400
-# The dedupe horizon is bounded at a week: the state holds one horizon of order ids (~37 B each in
-# the bench's checkpoint, on disk), so a week at 1,000 orders/s is ~22 GB; a longer memory belongs
+# The dedupe horizon is bounded at a week: the state holds one horizon of order ids (~16 B each in
+# the bench's checkpoint, on disk), so a week at 1,000 orders/s is ~10 GB; a longer memory belongs
 # to a batch check.
 MAX_DEDUPE_HORIZON_SECONDS = 7 * 86400
 MAX_TRIGGER_SECONDS = 3600
