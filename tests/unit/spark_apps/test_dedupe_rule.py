@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -141,16 +142,7 @@ def _state_ids(spark: SparkSession, checkpoint: Path) -> list[int]:
 def test_ids_sharing_a_bucket_leave_it_each_at_its_own_time(spark: SparkSession, tmp_path: Path) -> None:
     """The state is a map per bucket of ids with one timer per bucket: an expired id leaves its bucket
     while an id in the same bucket that is still within the horizon stays and is still recognised."""
-    bucket = Column(_operator(spark).bucket(F.col("id")._jc))  # the operator's own bucket function
-    first, second = (
-        spark.range(1, 100_000)
-        .groupBy(bucket.alias("bucket"))
-        .agg(F.sort_array(F.collect_list("id")).alias("ids"))
-        .filter(F.size("ids") >= 2)
-        .orderBy("bucket")
-        .limit(1)
-        .collect()[0]["ids"][:2]
-    )
+    first, second = _two_ids_in_one_bucket(spark)
     other = 100_001  # any other bucket: it only moves Kafka time on
     batches: list[list[Copy]] = [
         [(first, 0, 0, 0, 0, True, False), (second, 0, 500, 0, 1, True, False)],
@@ -173,6 +165,41 @@ def test_ids_sharing_a_bucket_leave_it_each_at_its_own_time(spark: SparkSession,
     ]
     assert _stream_verdicts(spark, tmp_path, later) == _expected([c for b in later for c in b])
     assert _state_ids(spark, tmp_path / "checkpoint") == [other]
+
+
+def _two_ids_in_one_bucket(spark: SparkSession) -> list[int]:
+    bucket = Column(_operator(spark).bucket(F.col("id")._jc))  # the operator's own bucket function
+    ids: list[int] = (
+        spark.range(1, 100_000)
+        .groupBy(bucket.alias("bucket"))
+        .agg(F.sort_array(F.collect_list("id")).alias("ids"))
+        .filter(F.size("ids") >= 2)
+        .orderBy("bucket")
+        .limit(1)
+        .collect()[0]["ids"][:2]
+    )
+    return ids
+
+
+@pytest.mark.parametrize("later_seed_first", [True, False], ids=["later-first", "earlier-first"])
+def test_seeds_sharing_a_bucket_leave_it_each_at_its_own_time(
+    spark: SparkSession, tmp_path: Path, later_seed_first: bool
+) -> None:
+    """A new query's initial state comes in no set order: whichever of two seeds of one bucket comes
+    first, the one whose horizon ends first leaves at its own time, not when the other's ends."""
+    early, late = _two_ids_in_one_bucket(spark)
+    seeds = [(early, int(_at(0).timestamp() * 1000)), (late, int(_at(1000).timestamp() * 1000))]
+    if later_seed_first:
+        seeds.reverse()
+    initial = spark.createDataFrame(seeds, "order_id long, last_arrival_ms long").coalesce(1)
+    other = 100_001  # any other bucket: it only moves Kafka time on
+    batches: list[list[Copy]] = [
+        [(other, 0, 900, 0, 0, True, False)],
+        # Watermark 780: past early's horizon (600 s), not late's (1600 s).
+        [(other, 1, 950, 0, 1, True, True)],
+    ]
+    assert _stream_verdicts(spark, tmp_path, batches, initial) == _expected([c for b in batches for c in b])
+    assert _state_ids(spark, tmp_path / "checkpoint") == sorted([late, other])
 
 
 def test_a_new_query_starts_from_the_ids_bronze_saw_within_the_horizon(

@@ -53,9 +53,9 @@ import scala.Tuple2;
  * and writes). Each bucket has one event-time timer; when
  * it fires, the bucket's map is scanned, the ids past the horizon leave, and the timer moves to the
  * next id's expiry, but at least a quarter horizon on: an id stays at most 1.25 horizons (plus the
- * watermark's delay), and each entry is scanned about four times in its life. The ids of an initial
- * state may stay up to 2 horizons: a bucket's first timer follows the first of them it is given,
- * and they come in no set order.
+ * watermark's delay), and each entry is scanned about four times in its life. The same holds for
+ * the ids of an initial state, which come in no set order: a seed that expires before the
+ * bucket's timer fires moves the timer earlier.
  *
  * <p>Spark drops rows behind the watermark before an event-time operator only when its input
  * carries the watermark's column, and no row may be dropped here (bronze keeps every record): the
@@ -161,12 +161,23 @@ public final class OrderRepeats
         watch(lastMs + horizonMs);
     }
 
-    /** Make sure the bucket's timer fires by the time an id kept until {@code keepUntilMs} may go. */
+    /**
+     * Make sure the bucket's timer fires by the time an id kept until {@code keepUntilMs} may go: set
+     * it when the bucket has none, and move it earlier when this id may go before it fires: the seeds
+     * of an initial state come in no set order. Live traffic seldom moves it, as a new copy expires
+     * after the copies that arrived before it (only a copy with an older Kafka timestamp can).
+     */
     private void watch(long keepUntilMs) {
-        if (!nextCheck.exists()) {
-            getHandle().registerTimer(keepUntilMs + 1);
-            nextCheck.update(keepUntilMs + 1);
+        long due = keepUntilMs + 1;
+        Long scheduled = nextCheck.exists() ? nextCheck.get() : null;
+        if (scheduled != null && scheduled <= due) {
+            return;
         }
+        if (scheduled != null) {
+            getHandle().deleteTimer(scheduled);
+        }
+        getHandle().registerTimer(due);
+        nextCheck.update(due);
     }
 
     /** Timestamp cell as epoch ms, whichever java8API setting the session has. */
