@@ -1,6 +1,6 @@
 """The orders revenue streaming app: Kafka orders in, exact windowed revenue out.
 
-One streaming query per deployment (spark_apps.one_query): each micro-batch reads the orders topic
+One streaming query per deployment (spark_apps.engine.one_query): each micro-batch reads the orders topic
 once, validates every record once, appends it to the bronze Delta archive with its typed fields
 (idempotent per batch), sends dead letters (with a reason) and valid orders (split by type) to
 Kafka, deduplicates by orderId and counts each order into its event-time windows, enriches them with
@@ -14,7 +14,7 @@ deployment whose checkpoints it wrote is refused with the way out, a blue-green 
 deployment (docs/streaming-app.md).
 
 Fencing: every write of a batch (bronze, Kafka side outputs, each gold MERGE attempt, the
-revenue topic) is preceded by a lease check (`fencing.LeaseFence`), so a driver whose
+revenue topic) is preceded by a lease check (`contract.fencing.LeaseFence`), so a driver whose
 deployment was handed to a successor fails its batch before committing anything more.
 
 Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/streaming_app.yaml \
@@ -24,238 +24,27 @@ Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/str
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_apps import fault_points, io
-from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
-from spark_apps.dedupe import initial_repeat_state, with_repeats
-from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
-from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
-from spark_apps.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
-from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
-from spark_apps.observability import (
-    INGEST_METRICS,
-    BatchCounters,
-    ProgressPublisher,
-    query_failure,
-)
-from spark_apps.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
-from spark_apps.session import DELTA_CONF, build_spark_session
-from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
-from spark_apps.transformations import (
-    parse_and_validate_orders,
-)
+from spark_apps.contract import fault_points
+from spark_apps.contract.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
+from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
+from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
+from spark_apps.engine.observability import query_failure
+from spark_apps.engine.queries import prepare_queries
+from spark_apps.engine.session import DELTA_CONF, build_spark_session
 
 LOG = logging.getLogger("orders_streaming_app")
-# Checkpoints of designs this app replaced, which it cannot continue: the two-query engine's ingest
-# query and the two-Kafka-reader design's archive query.
-RETIRED_TWO_QUERY_CHECKPOINT = "ingest"
-RETIRED_ARCHIVE_QUERY = "archive"
-
-
-class CheckpointMigrationError(RuntimeError):
-    """The deployment's checkpoints were written by a retired design (the two-query engine or the
-    two-Kafka-reader design before it)."""
-
-
-def _trigger(config: StreamingAppConfig) -> dict[str, Any]:
-    if config.trigger.mode == "available_now":
-        return {"availableNow": True}
-    return {"processingTime": config.trigger.interval}
-
-
-def _path_exists(spark: SparkSession, path: str) -> bool:
-    """Whether `path` exists on its file system (local or object store), through Hadoop's FS API."""
-    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
-    return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
-
-
-# The checkpoint of the app's query (its name has the revenue role: the control plane reads its
-# progress where it read the two-query engine's revenue query's).
-ONE_QUERY_CHECKPOINT = "pipeline"
-# The checkpoint of the query that reads a replay's history from bronze before that one starts.
-HISTORY_CHECKPOINT = "history"
-
-
-def _has_committed(spark: SparkSession, checkpoint: str) -> bool:
-    """Whether the query of `checkpoint` committed a batch (its `commits` folder lists one)."""
-    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/commits")  # type: ignore[union-attr]
-    fs = jvm_path.getFileSystem(spark._jsc.hadoopConfiguration())
-    return bool(fs.exists(jvm_path)) and any(
-        not status.getPath().getName().startswith(".") for status in fs.listStatus(jvm_path)
-    )
-
-
-# The dedupe operator's state variables before its ids were kept in buckets (one value per order id,
-# a timer each). Spark starts the bucketed operator on such a checkpoint without complaint and with
-# none of the old ids, so a copy re-sent across the upgrade would count twice: it is refused instead.
-RETIRED_DEDUPE_STATE_VARIABLES = frozenset({"last_arrival_ms"})
-
-
-def _dedupe_state_variables(spark: SparkSession, checkpoint: str) -> set[str]:
-    """The state variables named by the oldest operator metadata the query of `checkpoint` kept (its
-    stateful operator's `state/0/_metadata/v2/<batch>`); empty when it has none."""
-    folder = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/state/0/_metadata/v2")  # type: ignore[union-attr]
-    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
-    if not fs.exists(folder):
-        return set()
-    batches = [s.getPath() for s in fs.listStatus(folder) if s.getPath().getName().isdigit()]
-    if not batches:
-        return set()
-    oldest = min(batches, key=lambda path: int(path.getName()))
-    stream = fs.open(oldest)
-    try:
-        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")  # type: ignore[union-attr]
-    finally:
-        stream.close()
-    # Line 1 is the format's version ("v2"), line 2 the operator's metadata as JSON.
-    metadata = json.loads(text.splitlines()[1])
-    properties = json.loads(metadata.get("operatorPropertiesJson") or "{}")
-    return {variable["stateName"] for variable in properties.get("stateVariables", [])}
-
-
-def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
-    """A deployment started by an earlier design cannot continue from its checkpoints: the two-query
-    engine's (`ingest`: its offsets, its revenue query's Spark state and bronze's `superseded` marks
-    mean nothing to this engine), the two-Kafka-reader design's before it (`archive`), and this
-    engine's before its dedupe moved into Spark's state store (a query that committed batches
-    without a `state` folder: Spark cannot add a stateful operator to a running query, and the ids
-    it remembered lived in a driver that is gone), and one whose dedupe state is keyed by order id
-    (`RETIRED_DEDUPE_STATE_VARIABLES`). A config that still names `engine: two_queries` is refused
-    the same way."""
-    names = config.names
-    retired = [
-        f"{names.checkpoint(query)} exists"
-        for query in (RETIRED_TWO_QUERY_CHECKPOINT, RETIRED_ARCHIVE_QUERY)
-        if _path_exists(spark, names.checkpoint(query))
-    ]
-    retired += [
-        f"{names.checkpoint(query)} committed batches without a dedupe state"
-        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
-        if _has_committed(spark, names.checkpoint(query))
-        and not _path_exists(spark, f"{names.checkpoint(query)}/state")
-    ]
-    retired += [
-        f"{names.checkpoint(query)} keeps its dedupe state by order id, before it was bucketed"
-        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
-        if _dedupe_state_variables(spark, names.checkpoint(query)) & RETIRED_DEDUPE_STATE_VARIABLES
-    ]
-    if config.engine == "two_queries" or retired:
-        found = f" ({retired[0]})" if retired else " (its config says engine: two_queries)"
-        raise CheckpointMigrationError(
-            f"deployment {config.deployment_id} was started by a retired engine{found}; this version "
-            "cannot continue it. Roll it out as a new deployment with the blue_green_replay DAG (a "
-            "replay from earliest offsets or from its bronze archive) and retire the old one; see "
-            "docs/streaming-app.md."
-        )
-
-
-@dataclass
-class PreparedQueries:
-    """What `prepare_queries` made ready: a starter per query, in the order they run (each once the one
-    before has ended); the listener; what closes the clients they hold (the stores table, the revenue
-    topic's producer); and how many queries must have got through their first trigger for the driver
-    to report ready (a replay's history query may run for hours before the Kafka query starts)."""
-
-    starters: list[Callable[[], StreamingQuery]]
-    publisher: ProgressPublisher
-    close_clients: Callable[[], None]
-    ready_after: int = 0
-
-    def __post_init__(self) -> None:
-        self.ready_after = self.ready_after or len(self.starters)
-
-
-def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence) -> PreparedQueries:
-    """Make one deployment ready to run: its listener, its tables, and a starter per query, each
-    batch writing behind `fence`: its query; for a replay from bronze, first a query that reads the
-    history in bounded batches to its end, then the query that reads Kafka from the cut-over."""
-    names = config.names
-    refuse_retired_checkpoints(spark, config)
-    counters = BatchCounters()
-    stores = io.StoresTable(config)
-    history_first = config.history is not None
-    live = OneQueryBatch(
-        config, fence, counters, stores, batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0
-    )
-    history = (
-        OneQueryBatch(config, fence, counters, stores, revenue_topic=live.revenue_topic)
-        if history_first
-        else None
-    )
-    publisher = ProgressPublisher(
-        names.progress_dir,
-        counters,
-        names.consumer_group,
-        io.kafka_admin_config(config),
-        query=names.query_name(REVENUE_QUERY),
-        batch_facts=live.batch_facts,
-        history_query=names.query_name(HISTORY_QUERY) if history else None,
-        history_facts=history.batch_facts if history else None,
-    )
-    spark.streams.addListener(publisher)
-    # Both tables exist before the query starts: no batch has to ask whether they exist.
-    io.ensure_bronze_table(spark, names.bronze_orders_table)
-    io.ensure_gold_table(spark, names.gold_revenue_table)
-
-    def validated(raw: DataFrame, initial_dedupe: DataFrame | None = None) -> DataFrame:
-        # Counted by a streaming observation (reported with the query's progress): no extra job.
-        checked = parse_and_validate_orders(raw, config.order_rules()).observe(
-            INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
-        )
-        return with_repeats(
-            checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe
-        )
-
-    def start_one_query() -> StreamingQuery:
-        # After a replay's history, a new Kafka query starts from the order ids the history saw within
-        # the horizon: a copy re-sent across the cut-over is a repeat like any other.
-        initial_dedupe = None
-        if history_first and not _has_committed(spark, names.checkpoint(ONE_QUERY_CHECKPOINT)):
-            initial_dedupe = initial_repeat_state(
-                io.read_bronze(spark, names.bronze_orders_table), config.dedupe.horizon_seconds
-            )
-        writer = (
-            validated(io.read_orders_stream(spark, config), initial_dedupe)
-            .writeStream.queryName(names.query_name(REVENUE_QUERY))
-            .foreachBatch(live)
-            .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
-            .trigger(**_trigger(config))
-        )
-        return writer.start()
-
-    def close_clients() -> None:
-        stores.close()
-        live.revenue_topic.close()
-
-    if history is None:
-        return PreparedQueries([start_one_query], publisher, close_clients)
-
-    def start_history() -> StreamingQuery:
-        writer = (
-            validated(io.read_replay_history_stream(spark, config))
-            .writeStream.queryName(names.query_name(HISTORY_QUERY))
-            .foreachBatch(history)
-            .option("checkpointLocation", names.checkpoint(HISTORY_CHECKPOINT))
-            # To its end, then it stops and the Kafka query starts (a restart finds it ended).
-            .trigger(availableNow=True)
-        )
-        return writer.start()
-
-    return PreparedQueries([start_history, start_one_query], publisher, close_clients, ready_after=1)
 
 
 CODEGEN_CACHE_ENTRIES = 1000
