@@ -41,7 +41,7 @@ from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError, verify_l
 from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
 from spark_apps.engine.observability import query_failure
-from spark_apps.engine.queries import prepare_queries
+from spark_apps.engine.queries import PreparedQueries, prepare_queries
 from spark_apps.engine.session import DELTA_CONF, build_spark_session
 
 LOG = logging.getLogger("orders_streaming_app")
@@ -61,7 +61,7 @@ ONE_QUERY_MERGE_CONF = {
 def build_session(config: StreamingAppConfig) -> SparkSession:
     """The app's SparkSession; master and jars come from spark-submit (or the caller's builder)."""
     return build_spark_session(
-        f"orders-revenue-{config.deployment_id}",
+        config.names.spark_app_name,
         extra_conf={
             **DELTA_CONF,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
@@ -121,6 +121,112 @@ def _restore_conf(session: SparkSession, before: dict[str, str | None]) -> None:
             session.conf.set(key, previous)
 
 
+class _DriverLoop:
+    """The driver's watch over one deployment's queries: starts them one after the other (a replay's
+    history query to its end, then the Kafka one), writes the heartbeat, checks the lease, and stops
+    the queries between micro-batches when asked to (SIGTERM) or superseded."""
+
+    def __init__(
+        self, config: StreamingAppConfig, prepared: PreparedQueries, registry_root: str, started_at: datetime
+    ) -> None:
+        self.config = config
+        self.prepared = prepared
+        self.registry_root = registry_root
+        self.started_at = started_at
+        self.queries: list[StreamingQuery] = []
+        self.ready: set[str] = set()
+        self.stop_requested = threading.Event()
+        self.superseded: LeaseRejectedError | None = None
+
+    def start_next(self) -> None:
+        self.queries.append(self.prepared.starters[len(self.queries)]())
+        LOG.info("deployment %s started query %s", self.config.deployment_id, self.queries[-1].name)
+
+    def request_stop(self, signum: int, _frame: Any) -> None:
+        # Only a flag: stopping a query from a signal handler would cut a batch in half.
+        LOG.info("signal %s: stopping queries after their current micro-batch", signum)
+        self.stop_requested.set()
+
+    def watch(self) -> None:
+        """Until the queries end, one fails, or a stop is requested and they have stopped."""
+        next_heartbeat = 0.0
+        next_lease_check = time.monotonic() + LEASE_CHECK_INTERVAL_S
+        while self._keep_watching():
+            if self.stop_requested.is_set():
+                self._stop_idle_queries()
+            now = time.monotonic()
+            # Until every query is ready, check each turn: the first "ready" heartbeat is what a
+            # deploy waits for, so an app that fails on its first trigger is reported as failed.
+            if now >= next_heartbeat or len(self.ready) < self.prepared.ready_after:
+                self.write_status()
+                next_heartbeat = now + HEARTBEAT_INTERVAL_S
+            if self.config.lease_token is not None and now >= next_lease_check:
+                next_lease_check = now + LEASE_CHECK_INTERVAL_S
+                self._check_lease(self.config.lease_token)
+            time.sleep(0.5)
+
+    def _keep_watching(self) -> bool:
+        if any(q.exception() is not None for q in self.queries):
+            return False  # one query failed: stop the other too, so the supervisor restarts both
+        if not any(q.isActive for q in self.queries):
+            if len(self.queries) == len(self.prepared.starters) or self.stop_requested.is_set():
+                return False
+            self.start_next()  # the previous phase of a bounded run has ended
+        return True
+
+    def _stop_idle_queries(self) -> None:
+        for query in self.queries:
+            if query.isActive and not query.status.get("isTriggerActive", False):
+                query.stop()
+
+    def _check_lease(self, lease_token: str) -> None:
+        try:
+            verify_lease(self.registry_root, self.config.deployment_id, lease_token)
+        except LeaseRejectedError as error:
+            LOG.error("%s", error)
+            self.superseded = error
+            self.stop_requested.set()
+
+    def write_status(self, running: bool = True) -> None:
+        states = _query_states(self.queries, self.ready)
+        ready = running and len(self.ready) >= self.prepared.ready_after
+        write_driver_status(self.config.names, self.config.lease_token, self.started_at, states, ready)
+
+    def stop_queries(self, session: SparkSession) -> None:
+        """Stop what still runs, let the listener publish each query's last progress, close clients."""
+        for query in self.queries:
+            if query.isActive:
+                query.stop()
+        # A stopped query's last progress event may never reach the listener: do not hold a stop for it.
+        publish_timeout_s = 5.0 if self.stop_requested.is_set() else 30.0
+        publisher = self.prepared.publisher
+        for query in self.queries:
+            if query.lastProgress:
+                publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
+        session.streams.removeListener(publisher)
+        publisher.close()
+        self.prepared.close_clients()
+
+    def raise_outcome(self, fence: LeaseFence) -> None:
+        """Raise what ended the run, if it did not simply end."""
+        failures = [q.exception() for q in self.queries if q.exception() is not None]
+        if fence.rejected is not None:
+            # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
+            raise fence.rejected
+        if failures:
+            raise RuntimeError(f"streaming query failed: {query_failure(str(failures[0]))}")
+        if self.superseded is not None:
+            raise self.superseded
+
+
+def _set_merge_conf(session: SparkSession) -> dict[str, str | None]:
+    """Set ONE_QUERY_MERGE_CONF on `session`; returns what it replaced, for `_restore_conf`."""
+    before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
+    for key, value in ONE_QUERY_MERGE_CONF.items():
+        session.conf.set(key, value)
+    return before
+
+
 def run(
     config: StreamingAppConfig, spark: SparkSession | None = None, fence: LeaseFence | None = None
 ) -> None:
@@ -138,10 +244,7 @@ def run(
     if clamped:
         LOG.warning("deployment %s: %s", config.deployment_id, clamped)
     # Restored when the run ends: a caller's session (tests share one) may MERGE other sources next.
-    merge_conf_before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
-    for key, value in ONE_QUERY_MERGE_CONF.items():
-        session.conf.set(key, value)
-    names = config.names
+    merge_conf_before = _set_merge_conf(session)
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
     fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
@@ -150,80 +253,17 @@ def run(
     except BaseException:
         _restore_conf(session, merge_conf_before)  # a caller's session must not keep them
         raise
-    starters, publisher, close_clients = prepared.starters, prepared.publisher, prepared.close_clients
-    # The queries run one after the other: a replay's history query to its end, then the Kafka one.
-    queries: list[StreamingQuery] = []
-
-    def start_next() -> None:
-        queries.append(starters[len(queries)]())
-        LOG.info("deployment %s started query %s", config.deployment_id, queries[-1].name)
-
-    start_next()
-    stop_requested = threading.Event()
-
-    def request_stop(signum: int, _frame: Any) -> None:
-        # Only a flag: stopping a query from a signal handler would cut a batch in half.
-        LOG.info("signal %s: stopping queries after their current micro-batch", signum)
-        stop_requested.set()
-
+    loop = _DriverLoop(config, prepared, registry_root, started_at)
+    loop.start_next()
     if spark is None:  # only the spark-submit entry point owns the process's signals
-        signal.signal(signal.SIGTERM, request_stop)
-    superseded: LeaseRejectedError | None = None
-    ready: set[str] = set()
-    next_heartbeat = 0.0
-    next_lease_check = time.monotonic() + LEASE_CHECK_INTERVAL_S
+        signal.signal(signal.SIGTERM, loop.request_stop)
     try:
-        while True:
-            if any(q.exception() is not None for q in queries):
-                break  # one query failed: stop the other too, so the supervisor restarts both
-            if not any(q.isActive for q in queries):
-                if len(queries) == len(starters) or stop_requested.is_set():
-                    break
-                start_next()  # the previous phase of a bounded run has ended
-            if stop_requested.is_set():
-                for query in queries:
-                    if query.isActive and not query.status.get("isTriggerActive", False):
-                        query.stop()
-            now = time.monotonic()
-            # Until every query is ready, check each turn: the first "ready" heartbeat is what a
-            # deploy waits for, so an app that fails on its first trigger is reported as failed.
-            if now >= next_heartbeat or len(ready) < prepared.ready_after:
-                states = _query_states(queries, ready)
-                write_driver_status(
-                    names, config.lease_token, started_at, states, len(ready) >= prepared.ready_after
-                )
-                next_heartbeat = now + HEARTBEAT_INTERVAL_S
-            if config.lease_token is not None and now >= next_lease_check:
-                next_lease_check = now + LEASE_CHECK_INTERVAL_S
-                try:
-                    verify_lease(registry_root, config.deployment_id, config.lease_token)
-                except LeaseRejectedError as error:
-                    LOG.error("%s", error)
-                    superseded = error
-                    stop_requested.set()
-            time.sleep(0.5)
+        loop.watch()
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
-        # A stopped query's last progress event may never reach the listener: do not hold a stop for it.
-        publish_timeout_s = 5.0 if stop_requested.is_set() else 30.0
-        for query in queries:
-            if query.lastProgress:
-                publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
-        session.streams.removeListener(publisher)
-        publisher.close()
-        close_clients()
+        loop.stop_queries(session)
         _restore_conf(session, merge_conf_before)
-        write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
-    failures = [q.exception() for q in queries if q.exception() is not None]
-    if fence.rejected is not None:
-        # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
-        raise fence.rejected
-    if failures:
-        raise RuntimeError(f"streaming query failed: {query_failure(str(failures[0]))}")
-    if superseded is not None:
-        raise superseded
+        loop.write_status(running=False)
+    loop.raise_outcome(fence)
 
 
 def main(argv: list[str] | None = None) -> int:

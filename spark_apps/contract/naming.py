@@ -30,6 +30,17 @@ REVENUE_QUERY_ROLE: Final = "revenue"
 # reads Kafka; it publishes its progress as the revenue query's (with `history_pending`).
 HISTORY_QUERY_ROLE: Final = "history"
 _QUERY_NAME_SEPARATOR: Final = "__"
+# Checkpoints under `DeploymentNames.checkpoint_root` (persistent: renaming one strands every running
+# deployment). The app's query (its name has the revenue role: the control plane reads its progress
+# where it read the two-query engine's revenue query's) and, for a replay from bronze, the query that
+# reads the history before it.
+PIPELINE_CHECKPOINT: Final = "pipeline"
+HISTORY_CHECKPOINT: Final = "history"
+# Checkpoints of retired designs, which the app refuses to continue: the two-query engine's ingest
+# query and the two-Kafka-reader design's archive query.
+RETIRED_CHECKPOINTS: Final = ("ingest", "archive")
+# What a deployment's Kafka consumer group, Spark application and revenue producer are named after.
+_APP_NAME_PREFIX: Final = "orders-revenue"
 
 
 def validate_deployment_id(deployment_id: str) -> str:
@@ -127,13 +138,24 @@ class DeploymentNames:
     @property
     def consumer_group(self) -> str:
         """Kafka consumer group the app commits processed offsets to (lag tools read it)."""
-        return f"orders-revenue-{self.deployment_id}"
+        return f"{_APP_NAME_PREFIX}-{self.deployment_id}"
+
+    @property
+    def spark_app_name(self) -> str:
+        """The Spark application name of the deployment's driver (Spark UI, cluster master)."""
+        return f"{_APP_NAME_PREFIX}-{self.deployment_id}"
+
+    @property
+    def bronze_writer_id(self) -> str:
+        """Delta `txnAppId` of the app's bronze appends: with the batch id as `txnVersion`, a batch
+        replayed after a crash is appended once (spark_apps.storage.bronze.append_bronze_idempotent)."""
+        return f"{self.deployment_id}-bronze"
 
     @property
     def revenue_producer_id(self) -> str:
         """Kafka `transactional.id` of the revenue topic's producer: one per deployment, so each new
         driver's producer fences the one before (spark_apps.storage.revenue_topic)."""
-        return f"orders-revenue-{self.deployment_id}-revenue-topic"
+        return f"{_APP_NAME_PREFIX}-{self.deployment_id}-revenue-topic"
 
     def own_topic(self, base_topic: str) -> str:
         """Per-deployment output topic `<base>_<deployment>`: a deployment that is not the first to

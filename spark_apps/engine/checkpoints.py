@@ -10,11 +10,7 @@ import json
 from pyspark.sql import SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
-
-# Checkpoints of designs this app replaced, which it cannot continue: the two-query engine's ingest
-# query and the two-Kafka-reader design's archive query.
-RETIRED_TWO_QUERY_CHECKPOINT = "ingest"
-RETIRED_ARCHIVE_QUERY = "archive"
+from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT, RETIRED_CHECKPOINTS
 
 
 class CheckpointMigrationError(RuntimeError):
@@ -26,13 +22,6 @@ def _path_exists(spark: SparkSession, path: str) -> bool:
     """Whether `path` exists on its file system (local or object store), through Hadoop's FS API."""
     jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
     return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
-
-
-# The checkpoint of the app's query (its name has the revenue role: the control plane reads its
-# progress where it read the two-query engine's revenue query's).
-ONE_QUERY_CHECKPOINT = "pipeline"
-# The checkpoint of the query that reads a replay's history from bronze before that one starts.
-HISTORY_CHECKPOINT = "history"
 
 
 def has_committed(spark: SparkSession, checkpoint: str) -> bool:
@@ -84,18 +73,18 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
     names = config.names
     retired = [
         f"{names.checkpoint(query)} exists"
-        for query in (RETIRED_TWO_QUERY_CHECKPOINT, RETIRED_ARCHIVE_QUERY)
+        for query in RETIRED_CHECKPOINTS
         if _path_exists(spark, names.checkpoint(query))
     ]
     retired += [
         f"{names.checkpoint(query)} committed batches without a dedupe state"
-        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
+        for query in (PIPELINE_CHECKPOINT, HISTORY_CHECKPOINT)
         if has_committed(spark, names.checkpoint(query))
         and not _path_exists(spark, f"{names.checkpoint(query)}/state")
     ]
     retired += [
         f"{names.checkpoint(query)} keeps its dedupe state by order id, before it was bucketed"
-        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
+        for query in (PIPELINE_CHECKPOINT, HISTORY_CHECKPOINT)
         if _dedupe_state_variables(spark, names.checkpoint(query)) & RETIRED_DEDUPE_STATE_VARIABLES
     ]
     if config.engine == "two_queries" or retired:

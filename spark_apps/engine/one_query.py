@@ -50,16 +50,15 @@ from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError
 from spark_apps.contract.records import MONEY_SCALE, STORE_ADDRESS_COLUMNS
 from spark_apps.engine.observability import BatchCounters
+from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
 from spark_apps.revenue.dedupe import REPEAT_COLUMN
 from spark_apps.revenue.state import BATCH_COLUMNS, MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue.stores import enrich_with_stores
 from spark_apps.storage.bronze import (
     append_bronze_idempotent,
     bronze_rows,
-    read_bronze,
-    recorded_bronze_batch_metadata,
 )
-from spark_apps.storage.gold import gold_frame, merge_gold
+from spark_apps.storage.gold import merge_gold
 from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
 from spark_apps.storage.kafka import write_to_kafka
 from spark_apps.storage.revenue_topic import ProducerFencedError, RevenueTopicWriter
@@ -166,50 +165,10 @@ class OneQueryBatch:
             self._state, self._redo_windows = self.resume(spark, batch_id)
         return self._state
 
-    def resume(
-        self, spark: SparkSession, batch_id: int
-    ) -> tuple[RevenueState, list[tuple[str, str, int, int, int, int]] | None]:
-        """The state after batch `batch_id` - 1, from what that batch left rather than from the orders:
-        the watermark its bronze commit recorded and the open windows' totals from gold. Nothing here
-        grows with the window size or the history (the per-order dedupe state is Spark's, restored
-        from the checkpoint). Also returns, when gold already holds batch `batch_id`'s own MERGE (a
-        crash after it), the windows that MERGE wrote: the batch is then redone without adding to
-        them (`RevenueState.apply(add_to_windows=False)`)."""
-        recorded = recorded_bronze_batch_metadata(spark, self.config.names.bronze_orders_table, batch_id)
-        if recorded is not None:
-            watermark = recorded.get("watermark_us")
-            source = "the watermark bronze recorded"
-        else:  # a batch before the watermark was recorded with bronze's commits: scan bronze once
-            bronze = read_bronze(spark, self.config.names.bronze_orders_table).filter(
-                F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id))
-            )
-            watermark = _scanned_watermark(bronze, self.delay_us)
-            source = "a scan of bronze"
-        if watermark is None:
-            LOG.info("batch %d: no orders in bronze before it; starting with empty revenue state", batch_id)
-            return RevenueState(self.windows, self.delay_us), None
-        gold = _open_gold_windows(spark, self.config.names.gold_revenue_table, watermark)
-        state = RevenueState.resumed(
-            self.windows,
-            self.delay_us,
-            watermark,
-            [(loc, kind, start, count, cents) for loc, kind, start, count, cents, _ in gold],
-        )
-        # A batch's windows all end after the watermark it started from: gold holds every one of them.
-        redo = [
-            (loc, kind, start, start + self.windows.size_us, count, cents)
-            for loc, kind, start, count, cents, written_by in gold
-            if written_by == batch_id
-        ]
-        LOG.info(
-            "batch %d: resumed revenue state (watermark %s from %s): %d open windows from gold%s",
-            batch_id,
-            _iso_us(watermark),
-            source,
-            state.open_windows,
-            f"; gold already holds this batch's {len(redo)} windows" if redo else "",
-        )
-        return state, (redo or None)
+    def resume(self, spark: SparkSession, batch_id: int) -> tuple[RevenueState, RedoWindows | None]:
+        """The state after batch `batch_id` - 1 and, when gold already holds this batch's MERGE, the
+        windows it wrote (`resume.resume_revenue_state`)."""
+        return resume_revenue_state(spark, self.config.names, self.windows, self.delay_us, batch_id)
 
     def _run(self, validated: DataFrame, batch_id: int, query_batch_id: int) -> None:
         spark = validated.sparkSession
@@ -246,7 +205,7 @@ class OneQueryBatch:
         self.counters.add("orders_duplicate", outcome.duplicates)
         with self._facts_lock:
             self._facts[query_batch_id] = {
-                "watermark": _iso_us(outcome.watermark_us),
+                "watermark": iso_us(outcome.watermark_us),
                 "rows_dropped_by_watermark": outcome.late,
                 "batch_steps_ms": steps.elapsed_ms,
             }
@@ -287,7 +246,7 @@ class OneQueryBatch:
         append_bronze_idempotent(
             bronze_rows(validated, batch_id, not_counted),
             self.config.names.bronze_orders_table,
-            f"{self.config.deployment_id}-bronze",
+            self.config.names.bronze_writer_id,
             batch_id,
             # What a restart resumes from (`resume`): the watermark after this batch.
             metadata={"batch_id": batch_id, "watermark_us": watermark_us},
@@ -430,56 +389,6 @@ def _enriched_gold_rows(
         )
         for location, kind, start, end, count, cents in windows
     ]
-
-
-def _scanned_watermark(valid_bronze: DataFrame, delay_us: int) -> int | None:
-    """The watermark after bronze's valid orders: the latest event time, each bounded by its Kafka
-    timestamp (as `revenue_state.watermark_event_us`), minus the delay. Reads all of bronze."""
-    latest = valid_bronze.agg(
-        F.max(F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))).alias("latest")
-    ).first()
-    if latest is None or latest["latest"] is None:
-        return None
-    return int(latest["latest"]) - delay_us
-
-
-def _open_gold_windows(
-    spark: SparkSession, table: str, watermark_us: int
-) -> list[tuple[str, str, int, int, int, int]]:
-    """Gold's windows that end after `watermark_us` (the ones the state keeps open) as (location,
-    type, start us, count, cents, batch that wrote it). Data skipping on window_end reads only the
-    files that can hold them."""
-    rows = (
-        gold_frame(spark, table)
-        .filter(F.col("window_end") > F.timestamp_micros(F.lit(watermark_us)))
-        .select(
-            "location_id",
-            "order_type",
-            F.unix_micros("window_start").alias("start_us"),
-            "order_count",
-            "revenue",
-            "batch_id",
-        )
-        .toArrow()
-        .to_pylist()
-    )
-    return [
-        (
-            row["location_id"],
-            row["order_type"],
-            int(row["start_us"]),
-            int(row["order_count"]),
-            int(row["revenue"].scaleb(MONEY_SCALE)),
-            -1 if row["batch_id"] is None else int(row["batch_id"]),
-        )
-        for row in rows
-    ]
-
-
-def _iso_us(micros: int | None) -> str | None:
-    if micros is None:
-        return None
-    return datetime.fromtimestamp(micros / MICROS_PER_SECOND, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _utc(micros: int) -> datetime:

@@ -15,11 +15,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.contract.fencing import LeaseFence
+from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT
 from spark_apps.contract.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.engine.checkpoints import (
-    HISTORY_CHECKPOINT,
-    ONE_QUERY_CHECKPOINT,
     has_committed,
     refuse_retired_checkpoints,
 )
@@ -101,7 +100,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
         # After a replay's history, a new Kafka query starts from the order ids the history saw within
         # the horizon: a copy re-sent across the cut-over is a repeat like any other.
         initial_dedupe = None
-        if history_first and not has_committed(spark, names.checkpoint(ONE_QUERY_CHECKPOINT)):
+        if history_first and not has_committed(spark, names.checkpoint(PIPELINE_CHECKPOINT)):
             initial_dedupe = initial_repeat_state(
                 read_bronze(spark, names.bronze_orders_table), config.dedupe.horizon_seconds
             )
@@ -109,7 +108,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
             validated(read_orders_stream(spark, config), initial_dedupe)
             .writeStream.queryName(names.query_name(REVENUE_QUERY))
             .foreachBatch(live)
-            .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
+            .option("checkpointLocation", names.checkpoint(PIPELINE_CHECKPOINT))
             .trigger(**_trigger(config))
         )
         return writer.start()

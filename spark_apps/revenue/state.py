@@ -196,5 +196,5 @@ class RevenueState:
 
 def watermark_event_us(event_us: np.ndarray, timestamp_us: np.ndarray) -> np.ndarray:
     """The event time each order moves the watermark with: its own, but never past its Kafka timestamp
-    (`one_query._scanned_watermark` states the same rule in Spark)."""
+    (`engine.resume._scanned_watermark` states the same rule in Spark)."""
     return np.minimum(np.asarray(event_us, dtype=np.int64), np.asarray(timestamp_us, dtype=np.int64))

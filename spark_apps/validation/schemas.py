@@ -92,23 +92,11 @@ DLQ_KAFKA_SINK_SCHEMA = StructType(
     [_field("key", BinaryType()), _field("value", StringType()), _field("headers", KAFKA_HEADERS_TYPE)]
 )
 
-# --- orders topic: JSON value as producers write it (camelCase) ------------------------------------
-ORDER_LINE_ITEM_VALUE_SCHEMA = StructType(
+# --- parsed order (snake_case, typed) --------------------------------------------------------------
+# A line item keeps the producers' field names (item, count, amount are already snake_case).
+ORDER_LINE_ITEM_SCHEMA = StructType(
     [_field("item", StringType()), _field("count", IntegerType()), _field("amount", MONEY_TYPE)]
 )
-ORDER_VALUE_SCHEMA = StructType(
-    [
-        _field("orderId", LongType()),
-        _field("locationId", StringType()),
-        _field("finalAmount", MONEY_TYPE),
-        _field("orderType", StringType()),
-        _field("orderLineItems", ArrayType(ORDER_LINE_ITEM_VALUE_SCHEMA)),
-        _field("orderedDateTime", StringType()),
-    ]
-)
-
-# --- parsed order (snake_case, typed) --------------------------------------------------------------
-ORDER_LINE_ITEM_SCHEMA = ORDER_LINE_ITEM_VALUE_SCHEMA  # item/count/amount are already snake_case
 ORDER_SCHEMA = StructType(
     [
         _field("order_id", LongType()),
@@ -223,13 +211,6 @@ ENRICHED_REVENUE_SCHEMA = StructType(
 # The gold table: enriched window totals plus the micro-batch that last wrote the row.
 GOLD_SCHEMA = StructType([*ENRICHED_REVENUE_SCHEMA.fields, _gold_field(GOLD_BATCH_COLUMN)])
 
-KAFKA_RAW_DDL = to_ddl(KAFKA_RAW_SCHEMA)
-ORDER_DDL = to_ddl(ORDER_SCHEMA)
-VALIDATED_ORDER_DDL = to_ddl(VALIDATED_ORDER_SCHEMA)
-VALID_ORDER_DDL = to_ddl(VALID_ORDER_SCHEMA)
-DLQ_RECORD_DDL = to_ddl(DLQ_RECORD_SCHEMA)
-STORE_DDL = to_ddl(STORE_SCHEMA)
-REVENUE_WINDOW_DDL = to_ddl(REVENUE_WINDOW_SCHEMA)
 ENRICHED_REVENUE_DDL = to_ddl(ENRICHED_REVENUE_SCHEMA)
 
 # Rendering of timestamps in JSON values; XXX prints "Z" under a UTC session and a real

@@ -8,7 +8,15 @@ import pytest
 
 from spark_apps.contract.config import AppConfigError, load_config
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path, query_role
+from spark_apps.contract.naming import (
+    HISTORY_CHECKPOINT,
+    PIPELINE_CHECKPOINT,
+    RETIRED_CHECKPOINTS,
+    REVENUE_QUERY_ROLE,
+    DeploymentNames,
+    local_path,
+    query_role,
+)
 from spark_apps.engine.observability import offsets_behind_latest, summarize_progress
 
 SHIPPED_CONFIG = Path(__file__).resolve().parents[4] / "include" / "config" / "streaming_app.yaml"
@@ -69,6 +77,9 @@ def _owned(names: DeploymentNames) -> set[str]:
         names.checkpoint("revenue"),
         names.progress_dir,
         names.consumer_group,
+        names.spark_app_name,
+        names.bronze_writer_id,
+        names.revenue_producer_id,
     }
 
 
@@ -78,6 +89,20 @@ def test_names_keep_deployments_apart() -> None:
     assert blue.checkpoint("revenue") == "s3a://lake/checkpoints/blue/revenue"
     with pytest.raises(ValueError, match="deployment_id"):
         DeploymentNames("/lake", "../etc")
+
+
+def test_persistent_names_stay_what_running_deployments_wrote() -> None:
+    # Checkpoints, the bronze writer's Delta transaction id and the producer's transactional id are
+    # state a restarted driver must find again: renaming one strands every running deployment.
+    names = DeploymentNames("/lake", "blue")
+    assert [names.checkpoint(n) for n in (PIPELINE_CHECKPOINT, HISTORY_CHECKPOINT)] == [
+        "/lake/checkpoints/blue/pipeline",
+        "/lake/checkpoints/blue/history",
+    ]
+    assert RETIRED_CHECKPOINTS == ("ingest", "archive")
+    assert names.bronze_writer_id == "blue-bronze"
+    assert names.revenue_producer_id == "orders-revenue-blue-revenue-topic"
+    assert names.spark_app_name == names.consumer_group == "orders-revenue-blue"
 
 
 def test_progress_files_and_query_roles_round_trip() -> None:

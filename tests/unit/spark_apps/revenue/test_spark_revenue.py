@@ -1,4 +1,4 @@
-"""Routing, windowed revenue and the Kafka shapes of orders and revenue."""
+"""Windowed revenue and the Kafka shapes of orders and revenue."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
 from spark_apps.revenue.windows import revenue_window_key, to_revenue_kafka_records, windowed_revenue
-from spark_apps.validation.orders import split_by_order_type
 from spark_apps.validation.routing import to_kafka_records
 from spark_apps.validation.schemas import KAFKA_SINK_SCHEMA, ORDER_SCHEMA, REVENUE_TYPE, REVENUE_WINDOW_SCHEMA
 
@@ -36,19 +35,6 @@ def orders(spark: SparkSession) -> OrdersFactory:
         )
 
     return build
-
-
-def test_split_by_order_type(orders: OrdersFactory) -> None:
-    df = orders(
-        [
-            (1, "store_1", "1.00", "GENERAL", "08:55:01"),
-            (2, "store_1", "2.00", "RESTAURANT", "08:55:01"),
-            (3, "store_2", "3.00", "GENERAL", "08:55:01"),
-        ]
-    )
-    general, restaurant = split_by_order_type(df)
-    assert sorted(r["order_id"] for r in general.collect()) == [1, 3]
-    assert [r["order_id"] for r in restaurant.collect()] == [2]
 
 
 def test_tumbling_15_second_windows(spark: SparkSession, orders: OrdersFactory) -> None:
