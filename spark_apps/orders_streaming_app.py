@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_apps.contract import fault_points
 from spark_apps.contract.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from spark_apps.contract.json_files import write_json_atomically
 from spark_apps.contract.naming import local_path, query_progress_file

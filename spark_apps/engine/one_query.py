@@ -48,7 +48,7 @@ from spark_apps.contract import fault_points
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError
-from spark_apps.contract.records import MONEY_SCALE, STORE_ADDRESS_COLUMNS
+from spark_apps.contract.records import MONEY_SCALE, REVENUE_PRECISION, STORE_ADDRESS_COLUMNS
 from spark_apps.engine.observability import BatchCounters
 from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
 from spark_apps.revenue.dedupe import REPEAT_COLUMN
@@ -65,7 +65,6 @@ from spark_apps.storage.revenue_topic import ProducerFencedError, RevenueTopicWr
 from spark_apps.storage.stores import StoresTable
 from spark_apps.storage.tables import local_table
 from spark_apps.validation.routing import side_output_records
-from spark_apps.validation.schemas import REVENUE_PRECISION
 
 LOG = logging.getLogger("orders_streaming_app.one_query")
 

@@ -70,7 +70,7 @@ def resume_revenue_state(
 
 def _scanned_watermark(valid_bronze: DataFrame, delay_us: int) -> int | None:
     """The watermark after bronze's valid orders: the latest event time, each bounded by its Kafka
-    timestamp (as `revenue_state.watermark_event_us`), minus the delay. Reads all of bronze."""
+    timestamp (as `revenue.state.watermark_event_us`), minus the delay. Reads all of bronze."""
     latest = valid_bronze.agg(
         F.max(F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))).alias("latest")
     ).first()

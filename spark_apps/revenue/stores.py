@@ -7,8 +7,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.contract.records import STORE_ADDRESS_COLUMNS
 from spark_apps.validation.schemas import (
-    STORE_ADDRESS_COLUMNS,
     STORE_VALUE_SCHEMA,
 )
 

@@ -11,7 +11,7 @@ transaction is aborted. Consumers that read with `isolation.level=read_committed
 default, not the Java client's) never see it.
 
 The rows are the ones the driver already holds for its gold MERGE: no Spark job, and the records are
-the same ones Spark's sink wrote (`transformations.to_revenue_kafka_records`; a test compares them).
+the same ones Spark's sink wrote (`revenue.windows.to_revenue_kafka_records`; a test compares them).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _WIDE = Context(prec=60)  # gold's DECIMAL(38,2) has more digits than Python's d
 def revenue_record(row: Sequence[Any]) -> tuple[bytes, bytes]:
     """(key, value) of one gold row (GOLD_COLUMNS order) as the revenue topic carries it: the key
     `location|type|window_start` (`...T09:00:15Z`) and the row as JSON, timestamps with milliseconds
-    and Z, money as an exact number, nulls written out (`transformations.JSON_WRITE_OPTIONS`)."""
+    and Z, money as an exact number, nulls written out (`validation.schemas.JSON_WRITE_OPTIONS`)."""
     fields = dict(zip(GOLD_COLUMNS, row, strict=True))
     key = f"{fields['location_id']}|{fields['order_type']}|{_utc(fields['window_start']):%Y-%m-%dT%H:%M:%SZ}"
     rendered: dict[str, Any] = {}

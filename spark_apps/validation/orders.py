@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from spark_apps.contract.records import (
+    MONEY_SCALE,
     ORDER_TYPES,
     REQUIRED_ORDER_FIELDS,
     DlqReason,
@@ -27,7 +28,6 @@ from spark_apps.contract.records import (
 )
 from spark_apps.validation.schemas import (
     MONEY_DDL,
-    MONEY_SCALE,
     ORDER_COLUMNS,
     ORDER_FAST_PATH_SCHEMA,
     ORDER_LINE_ITEM_SCHEMA,
