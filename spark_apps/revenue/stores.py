@@ -8,9 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_apps.contract.records import STORE_ADDRESS_COLUMNS
-from spark_apps.validation.schemas import (
-    STORE_VALUE_SCHEMA,
-)
+from spark_apps.validation.schemas import STORE_VALUE_SCHEMA
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,9 +20,7 @@ from pyspark.sql import functions as F
 from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
 from spark_apps.storage.tables import ensure_delta_table
-from spark_apps.validation.schemas import (
-    GOLD_SCHEMA,
-)
+from spark_apps.validation.schemas import GOLD_SCHEMA
 
 LOG = logging.getLogger("orders_streaming_app.io")
 
@@ -196,5 +194,5 @@ def replace_gold_windows(
 
 
 def gold_frame(spark: SparkSession, table_path: str) -> DataFrame:
-    """The gold windowed-revenue table of one deployment."""
+    """One deployment's gold table (windowed revenue) as a Spark DataFrame (a batch read)."""
     return spark.read.format("delta").load(table_path)

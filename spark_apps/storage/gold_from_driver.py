@@ -13,9 +13,7 @@ from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
 from spark_apps.storage.gold import retry_concurrent_gold_write
 from spark_apps.storage.tables import local_table_path
-from spark_apps.validation.schemas import (
-    GOLD_SCHEMA,
-)
+from spark_apps.validation.schemas import GOLD_SCHEMA
 
 # What the driver's writer (delta-rs) is known to write correctly: the protocol `ensure_gold_table`
 # creates. A gold table someone upgraded (change data feed, deletion vectors, column mapping) keeps

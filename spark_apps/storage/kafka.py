@@ -10,9 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.storage.replay_history import history_cut_over_offsets
-from spark_apps.validation.schemas import (
-    KAFKA_RAW_COLUMNS,
-)
+from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS
 
 
 def kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:

@@ -12,9 +12,7 @@ from pyspark.sql import functions as F
 
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.contract.records import ARRIVAL_ORDER
-from spark_apps.validation.schemas import (
-    KAFKA_RAW_COLUMNS,
-)
+from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS
 
 # A replay's history is read in micro-batches of at most `kafka.max_offsets_per_trigger` records (the
 # same bound as a replay from Kafka's earliest offsets; this many when unset), in this many files

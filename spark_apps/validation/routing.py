@@ -8,9 +8,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.contract.records import (
-    GENERAL,
-)
+from spark_apps.contract.records import GENERAL
 from spark_apps.validation.orders import invalid_orders
 from spark_apps.validation.schemas import (
     JSON_WRITE_OPTIONS,
