@@ -55,6 +55,18 @@ class PreparedQueries:
         self.ready_after = self.ready_after or len(self.starters)
 
 
+def validated_orders(
+    raw: DataFrame, config: StreamingAppConfig, initial_dedupe: DataFrame | None = None
+) -> DataFrame:
+    """A stream of raw Kafka records, validated and marked with the dedupe rule's repeats (the
+    operator's state starting from `initial_dedupe`, when given)."""
+    # Counted by a streaming observation (reported with the query's progress): no extra job.
+    checked = parse_and_validate_orders(raw, config.order_rules()).observe(
+        INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
+    )
+    return with_repeats(checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe)
+
+
 def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence) -> PreparedQueries:
     """Make one deployment ready to run: its listener, its tables, and a starter per query, each
     batch writing behind `fence`: its query; for a replay from bronze, first a query that reads the
@@ -87,15 +99,6 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
     ensure_bronze_table(spark, names.bronze_orders_table)
     ensure_gold_table(spark, names.gold_revenue_table)
 
-    def validated(raw: DataFrame, initial_dedupe: DataFrame | None = None) -> DataFrame:
-        # Counted by a streaming observation (reported with the query's progress): no extra job.
-        checked = parse_and_validate_orders(raw, config.order_rules()).observe(
-            INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
-        )
-        return with_repeats(
-            checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe
-        )
-
     def start_one_query() -> StreamingQuery:
         # After a replay's history, a new Kafka query starts from the order ids the history saw within
         # the horizon: a copy re-sent across the cut-over is a repeat like any other.
@@ -105,7 +108,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
                 read_bronze(spark, names.bronze_orders_table), config.dedupe.horizon_seconds
             )
         writer = (
-            validated(read_orders_stream(spark, config), initial_dedupe)
+            validated_orders(read_orders_stream(spark, config), config, initial_dedupe)
             .writeStream.queryName(names.query_name(REVENUE_QUERY))
             .foreachBatch(live)
             .option("checkpointLocation", names.checkpoint(PIPELINE_CHECKPOINT))
@@ -122,7 +125,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
 
     def start_history() -> StreamingQuery:
         writer = (
-            validated(read_replay_history_stream(spark, config))
+            validated_orders(read_replay_history_stream(spark, config), config)
             .writeStream.queryName(names.query_name(HISTORY_QUERY))
             .foreachBatch(history)
             .option("checkpointLocation", names.checkpoint(HISTORY_CHECKPOINT))
