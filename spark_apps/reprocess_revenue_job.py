@@ -232,7 +232,7 @@ def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingApp
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
     return build_spark_session(
-        f"reprocess-revenue-{config.deployment_id}",
+        config.names.reprocess_app_name,
         extra_conf={**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)},
     )
 

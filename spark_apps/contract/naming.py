@@ -146,6 +146,11 @@ class DeploymentNames:
         return f"{_APP_NAME_PREFIX}-{self.deployment_id}"
 
     @property
+    def reprocess_app_name(self) -> str:
+        """The Spark application name of the batch reprocessing job over this deployment."""
+        return f"reprocess-revenue-{self.deployment_id}"
+
+    @property
     def bronze_writer_id(self) -> str:
         """Delta `txnAppId` of the app's bronze appends: with the batch id as `txnVersion`, a batch
         replayed after a crash is appended once (spark_apps.storage.bronze.append_bronze_idempotent)."""

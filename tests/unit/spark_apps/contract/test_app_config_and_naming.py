@@ -103,6 +103,7 @@ def test_persistent_names_stay_what_running_deployments_wrote() -> None:
     assert names.bronze_writer_id == "blue-bronze"
     assert names.revenue_producer_id == "orders-revenue-blue-revenue-topic"
     assert names.spark_app_name == names.consumer_group == "orders-revenue-blue"
+    assert names.reprocess_app_name == "reprocess-revenue-blue"
 
 
 def test_progress_files_and_query_roles_round_trip() -> None:
