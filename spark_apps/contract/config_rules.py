@@ -53,6 +53,8 @@ def describe_seconds(seconds: int) -> str:
 
 
 class StrictModel(BaseModel):
+    """A config section: unknown fields are refused (a typo fails at start), values are frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

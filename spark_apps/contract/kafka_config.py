@@ -16,6 +16,8 @@ from spark_apps.contract.kafka_security import KafkaClientSecurity, is_security_
 # `fullmatch`; `$(?!\n)` keeps it a full-string rule where it is searched (JSON schema, see naming.py).
 TOPIC_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]{1,249}$(?!\n)")
 MAX_TOPIC_NAME = 249
+# Bounds of what a form, a release or `--set` can reach (docs/security.md, "Input surfaces"): they
+# refuse only what would exhaust memory, overflow a type or point the app somewhere else.
 MAX_OFFSETS_PER_TRIGGER = 50_000_000
 # 9999-12-31T23:59:59.999Z: the last epoch millisecond a Kafka timestamp and Python's datetime share.
 MAX_TIMESTAMP_MS = 253_402_300_799_999
