@@ -54,10 +54,7 @@ from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
 from spark_apps.revenue.dedupe import REPEAT_COLUMN
 from spark_apps.revenue.state import BATCH_COLUMNS, MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue.stores import enrich_with_stores
-from spark_apps.storage.bronze import (
-    append_bronze_idempotent,
-    bronze_rows,
-)
+from spark_apps.storage.bronze import append_bronze_idempotent, bronze_rows
 from spark_apps.storage.gold import merge_gold
 from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
 from spark_apps.storage.kafka import write_to_kafka

@@ -18,10 +18,7 @@ from spark_apps.contract.fencing import LeaseFence
 from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT
 from spark_apps.contract.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
-from spark_apps.engine.checkpoints import (
-    has_committed,
-    refuse_retired_checkpoints,
-)
+from spark_apps.engine.checkpoints import has_committed, refuse_retired_checkpoints
 from spark_apps.engine.observability import INGEST_METRICS, BatchCounters, ProgressPublisher
 from spark_apps.engine.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
 from spark_apps.revenue.dedupe import initial_repeat_state, with_repeats

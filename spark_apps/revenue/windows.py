@@ -13,10 +13,7 @@ from typing import Final
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.validation.schemas import (
-    JSON_WRITE_OPTIONS,
-    REVENUE_DDL,
-)
+from spark_apps.validation.schemas import JSON_WRITE_OPTIONS, REVENUE_DDL
 
 REVENUE_KEY_TIMESTAMP_PATTERN: Final = "yyyy-MM-dd'T'HH:mm:ssXXX"
 

@@ -13,11 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_apps.storage.tables import ensure_delta_table
-from spark_apps.validation.schemas import (
-    BRONZE_ORDER_COLUMNS,
-    BRONZE_SCHEMA,
-    KAFKA_RAW_COLUMNS,
-)
+from spark_apps.validation.schemas import BRONZE_ORDER_COLUMNS, BRONZE_SCHEMA, KAFKA_RAW_COLUMNS
 
 
 def read_bronze(spark: SparkSession, table_path: str) -> DataFrame:

@@ -13,10 +13,7 @@ from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.revenue.stores import latest_stores
 from spark_apps.storage.kafka import kafka_admin_config, kafka_client_options
 from spark_apps.storage.tables import local_table
-from spark_apps.validation.schemas import (
-    KAFKA_RAW_COLUMNS,
-    STORE_SCHEMA,
-)
+from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS, STORE_SCHEMA
 
 LOG = logging.getLogger("orders_streaming_app.io")
 

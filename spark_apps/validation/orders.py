@@ -19,13 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
-from spark_apps.contract.records import (
-    MONEY_SCALE,
-    ORDER_TYPES,
-    REQUIRED_ORDER_FIELDS,
-    DlqReason,
-    OrderRules,
-)
+from spark_apps.contract.records import MONEY_SCALE, ORDER_TYPES, REQUIRED_ORDER_FIELDS, DlqReason, OrderRules
 from spark_apps.validation.schemas import (
     MONEY_DDL,
     ORDER_COLUMNS,

@@ -10,11 +10,7 @@ from pyspark.sql import functions as F
 
 from spark_apps.contract.records import GENERAL
 from spark_apps.validation.orders import invalid_orders
-from spark_apps.validation.schemas import (
-    JSON_WRITE_OPTIONS,
-    KAFKA_HEADERS_TYPE,
-    ORDER_COLUMNS,
-)
+from spark_apps.validation.schemas import JSON_WRITE_OPTIONS, KAFKA_HEADERS_TYPE, ORDER_COLUMNS
 
 
 # --------------------------------------------------------------------------------------------
