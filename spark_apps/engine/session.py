@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # spark_apps/engine/session.py
 SPARK_JARS_DIR_ENV = "SPARK_JARS_DIR"
 DEFAULT_SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark-jars"
 
