@@ -7,7 +7,7 @@ parquet files of `--batch` rows. Each variant then streams those files, one file
 through `foreachBatch` (a count of the rows it would count and a hash of all their columns):
 
 - `none`: the validated rows as they are (the floor every variant pays);
-- `operator`: `spark_apps.dedupe.with_repeats`, the app's dedupe in Spark's state store;
+- `operator`: `spark_apps.revenue.dedupe.with_repeats`, the app's dedupe in Spark's state store;
 - `operator_narrow`: the same on only the columns the operator reads (what carrying the rest of the
   row through it costs);
 - `operator_routed`: the operator on rows whose line items are replaced by the split topics' JSON
@@ -46,7 +46,7 @@ def write_batches(spark: SparkSession, folder: Path, orders: int, batch: int, co
     rows gets ids of its own, so only the bench mix's re-sends repeat an id."""
     from pyspark.sql import functions as F
 
-    from spark_apps.transformations import parse_and_validate_orders
+    from spark_apps.validation.orders import parse_and_validate_orders
 
     base_rows = min(orders, 100_000)
     validated = parse_and_validate_orders(order_records(spark, base_rows, cores)).cache()
@@ -80,8 +80,8 @@ def run_variant(
     progress, summarised."""
     from pyspark.sql import functions as F
 
-    from spark_apps.dedupe import REPEAT_COLUMN, with_repeats
-    from spark_apps.schemas import ORDER_COLUMNS
+    from spark_apps.revenue.dedupe import REPEAT_COLUMN, with_repeats
+    from spark_apps.validation.schemas import ORDER_COLUMNS
 
     stream = (
         spark.readStream.schema(spark.read.parquet(str(source)).schema)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "--drop-columns", default="", help="comma-separated columns every variant reads without"
     )
     args = parser.parse_args(argv)
-    from spark_apps.session import build_spark_session, local_jar_paths
+    from spark_apps.engine.session import build_spark_session, local_jar_paths
 
     variants = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(variants) - set(VARIANTS))

@@ -26,9 +26,9 @@ from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, Local
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
 from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.config import load_config
-from spark_apps.contract import OrderRules
-from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
+from spark_apps.contract.config import load_config
+from spark_apps.contract.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
+from spark_apps.contract.records import OrderRules
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -471,7 +471,7 @@ def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 def _gold_table(lake_root: str, deployment_id: str) -> DeltaTable:
     """The deployment's gold table; the benchmark measures runs that wrote it, so it must exist."""
     from revenue_platform.gold_table import open_gold
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.contract.naming import DeploymentNames
 
     table_path = DeploymentNames(lake_root, deployment_id).gold_revenue_table
     table = open_gold(table_path)
@@ -737,7 +737,7 @@ def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any]
     The same rule as the app's publisher: the query reads Kafka and commits gold in each batch, so its
     own end offsets are its position.
     """
-    from spark_apps.observability import summarize_progress
+    from spark_apps.engine.observability import summarize_progress
 
     return [
         (event, summarize_progress(event, {})["end_offsets"])
@@ -755,7 +755,7 @@ def processed_offsets(events: list[dict[str, Any]]) -> int:
 
 
 def phase_live(run: BenchRun, rate: int) -> None:
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.contract.naming import DeploymentNames
 
     deployment = f"bench-live-{rate}"
     topic = f"orders_live_{rate}"

@@ -43,7 +43,7 @@ from revenue_platform.orders_generator import (
 from revenue_platform.orders_generator import produce as produce_records
 from revenue_platform.paths import state_dir
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.config import load_config
+from spark_apps.contract.config import load_config
 
 WINDOW_SECONDS = 15
 TOPICS = ("orders", "stores", "orders_dlq", "general_orders", "restaurant_orders", "revenue_windows")

@@ -56,7 +56,7 @@ def main() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     import psutil
 
-    from spark_apps.config import load_config
+    from spark_apps.contract.config import load_config
     from spark_apps.orders_streaming_app import build_session, run
 
     config = load_config(args.config, args.overrides)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def order_records(spark: SparkSession, orders: int, cores: int) -> DataFrame:
     """Kafka-shaped rows of generated orders (the bench's mix), cached and materialised."""
-    from spark_apps.schemas import KAFKA_RAW_SCHEMA
+    from spark_apps.validation.schemas import KAFKA_RAW_SCHEMA
 
     settings = GeneratorSettings(
         orders=orders, stores=50, span_seconds=3600, bad_every=1000, duplicate_every=200
@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from pyspark.sql import functions as F
 
-    from spark_apps.session import build_spark_session, local_jar_paths
-    from spark_apps.transformations import (
+    from spark_apps.engine.session import build_spark_session, local_jar_paths
+    from spark_apps.validation.orders import (
         FAST_PATH_FUNCTION,
         exact_order_validation,
         parse_and_validate_orders,

@@ -3,9 +3,9 @@
 The raw read ceiling says how fast the broker hands out the records; this says how fast one Python
 process does what the app must do with them: parse each value as JSON with exact decimals, run the
 validator's required-field checks (see ``DlqReason`` and ``parse_and_validate_orders`` in
-spark_apps/transformations.py, ``OrderRules`` in spark_apps/contract.py), keep the first copy of each
-orderId, and sum integer cents per (location, order type, event-time window). Nothing here touches
-Kafka or the clock, so the rules are unit-tested; bench/runner.py feeds it from a consumer.
+spark_apps/validation/orders.py, ``OrderRules`` in spark_apps/contract/records.py), keep the first
+copy of each orderId, and sum integer cents per (location, order type, event-time window). Nothing
+here touches Kafka or the clock, so the rules are unit-tested; bench/runner.py feeds it from a consumer.
 
 Comparable work, not a second validator. Where it differs from the app (none of these occur in the
 benchmark's generated data): orderLineItems are not type-checked; a JSON number with an exponent
@@ -26,8 +26,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Final, NamedTuple
 
-from spark_apps.config import WindowConfig, interval_seconds
-from spark_apps.contract import ORDER_TYPES, REQUIRED_ORDER_FIELDS, DlqReason, OrderRules
+from spark_apps.contract.config import WindowConfig
+from spark_apps.contract.config_rules import interval_seconds
+from spark_apps.contract.records import ORDER_TYPES, REQUIRED_ORDER_FIELDS, DlqReason, OrderRules
 
 # One decoder for all records: json.loads(..., parse_float=...) would build a new one per call.
 _decode_json = json.JSONDecoder(parse_float=Decimal).decode

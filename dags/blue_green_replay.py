@@ -46,8 +46,8 @@ from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
 from revenue_platform.quality.config import THRESHOLD_FIELDS
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
-from spark_apps.config import MAX_OVERRIDES
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+from spark_apps.contract.config import MAX_OVERRIDES
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()

@@ -30,8 +30,8 @@ from revenue_platform.kafka_connection import (
 )
 from revenue_platform.registry import RegistryConflictError
 from revenue_platform.streaming.deploy import MAX_START_TIMEOUT_S, MIN_START_TIMEOUT_S, DeploymentFailedError
-from spark_apps.config import MAX_OVERRIDES
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+from spark_apps.contract.config import MAX_OVERRIDES
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
 # run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.
@@ -84,7 +84,7 @@ from spark_apps.naming import DEPLOYMENT_ID_PATTERN
             type="object",
             maxProperties=MAX_OVERRIDES,
             description='Dotted config field -> value, e.g. {"window.size": "1 minute", "trigger.interval": '
-            '"10 seconds"}; see spark_apps/config.py.',
+            '"10 seconds"}; see spark_apps/contract/config.py.',
         ),
         "starting_offsets": Param(
             "earliest",

@@ -21,7 +21,7 @@ from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import RegistryConflictError
-from spark_apps.config import MAX_OVERRIDES
+from spark_apps.contract.config import MAX_OVERRIDES
 
 
 @dag(

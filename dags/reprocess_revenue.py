@@ -32,8 +32,8 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.forms import MAX_DATETIME_TEXT, MAX_LIST_ITEMS
 from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
 from revenue_platform.spark_submit_operator import PlatformSparkSubmitOperator
-from spark_apps.config import MAX_ROOT_LENGTH
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
+from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
 
 # Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
 SPARK_JOBS_AT_ONCE = 2
@@ -142,7 +142,8 @@ def reprocess_revenue() -> None:
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
         # The job's Kafka login reaches spark-submit in the task's environment, never a template field.
         pre_execute=_export_kafka_security,
-        # The job's own session sets the UTC time zone (spark_apps.session); the UI is off before it starts.
+        # The job's own session sets the UTC time zone (spark_apps.engine.session); the UI is off before
+        # it starts.
         conf={"spark.ui.enabled": "false"},
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.

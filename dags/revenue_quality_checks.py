@@ -22,8 +22,8 @@ from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.forms import MAX_DATETIME_TEXT, MAX_QUALITY_SPAN
 from revenue_platform.quality.airflow_tasks import quality_gate
 from revenue_platform.quality.config import QualityConfig
-from spark_apps.config import MAX_ROOT_LENGTH
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 _DEFAULTS = QualityConfig()
 

@@ -19,7 +19,7 @@ from revenue_platform.dag_defaults import actor_from_context, platform_default_a
 from revenue_platform.errors import ConfigError
 from revenue_platform.forms import MAX_REASON
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(

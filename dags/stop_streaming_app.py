@@ -19,7 +19,7 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.forms import MAX_STOP_TIMEOUT_S, MIN_STOP_TIMEOUT_S
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.stop import StopError
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(

@@ -20,7 +20,7 @@ from airflow.sdk import Param, dag, get_current_context, task
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.forms import MAX_LIST_ITEMS, SUPERVISE_BOUNDS, bounded_param
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(

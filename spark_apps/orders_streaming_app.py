@@ -1,6 +1,6 @@
 """The orders revenue streaming app: Kafka orders in, exact windowed revenue out.
 
-One streaming query per deployment (spark_apps.one_query): each micro-batch reads the orders topic
+One streaming query per deployment (spark_apps.engine.one_query): each micro-batch reads the orders topic
 once, validates every record once, appends it to the bronze Delta archive with its typed fields
 (idempotent per batch), sends dead letters (with a reason) and valid orders (split by type) to
 Kafka, deduplicates by orderId and counts each order into its event-time windows, enriches them with
@@ -14,7 +14,7 @@ deployment whose checkpoints it wrote is refused with the way out, a blue-green 
 deployment (docs/streaming-app.md).
 
 Fencing: every write of a batch (bronze, Kafka side outputs, each gold MERGE attempt, the
-revenue topic) is preceded by a lease check (`fencing.LeaseFence`), so a driver whose
+revenue topic) is preceded by a lease check (`contract.fencing.LeaseFence`), so a driver whose
 deployment was handed to a successor fails its batch before committing anything more.
 
 Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/streaming_app.yaml \
@@ -24,238 +24,27 @@ Run: spark-submit spark_apps/orders_streaming_app.py --config include/config/str
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
-from spark_apps import fault_points, io
-from spark_apps.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
-from spark_apps.dedupe import initial_repeat_state, with_repeats
-from spark_apps.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
-from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
-from spark_apps.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
-from spark_apps.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
-from spark_apps.observability import (
-    INGEST_METRICS,
-    BatchCounters,
-    ProgressPublisher,
-    query_failure,
-)
-from spark_apps.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
-from spark_apps.session import DELTA_CONF, build_spark_session
-from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
-from spark_apps.transformations import (
-    parse_and_validate_orders,
-)
+from spark_apps.contract import fault_points
+from spark_apps.contract.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
+from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
+from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
+from spark_apps.engine.observability import query_failure
+from spark_apps.engine.queries import PreparedQueries, prepare_queries
+from spark_apps.engine.session import DELTA_CONF, build_spark_session
 
 LOG = logging.getLogger("orders_streaming_app")
-# Checkpoints of designs this app replaced, which it cannot continue: the two-query engine's ingest
-# query and the two-Kafka-reader design's archive query.
-RETIRED_TWO_QUERY_CHECKPOINT = "ingest"
-RETIRED_ARCHIVE_QUERY = "archive"
-
-
-class CheckpointMigrationError(RuntimeError):
-    """The deployment's checkpoints were written by a retired design (the two-query engine or the
-    two-Kafka-reader design before it)."""
-
-
-def _trigger(config: StreamingAppConfig) -> dict[str, Any]:
-    if config.trigger.mode == "available_now":
-        return {"availableNow": True}
-    return {"processingTime": config.trigger.interval}
-
-
-def _path_exists(spark: SparkSession, path: str) -> bool:
-    """Whether `path` exists on its file system (local or object store), through Hadoop's FS API."""
-    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
-    return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
-
-
-# The checkpoint of the app's query (its name has the revenue role: the control plane reads its
-# progress where it read the two-query engine's revenue query's).
-ONE_QUERY_CHECKPOINT = "pipeline"
-# The checkpoint of the query that reads a replay's history from bronze before that one starts.
-HISTORY_CHECKPOINT = "history"
-
-
-def _has_committed(spark: SparkSession, checkpoint: str) -> bool:
-    """Whether the query of `checkpoint` committed a batch (its `commits` folder lists one)."""
-    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/commits")  # type: ignore[union-attr]
-    fs = jvm_path.getFileSystem(spark._jsc.hadoopConfiguration())
-    return bool(fs.exists(jvm_path)) and any(
-        not status.getPath().getName().startswith(".") for status in fs.listStatus(jvm_path)
-    )
-
-
-# The dedupe operator's state variables before its ids were kept in buckets (one value per order id,
-# a timer each). Spark starts the bucketed operator on such a checkpoint without complaint and with
-# none of the old ids, so a copy re-sent across the upgrade would count twice: it is refused instead.
-RETIRED_DEDUPE_STATE_VARIABLES = frozenset({"last_arrival_ms"})
-
-
-def _dedupe_state_variables(spark: SparkSession, checkpoint: str) -> set[str]:
-    """The state variables named by the oldest operator metadata the query of `checkpoint` kept (its
-    stateful operator's `state/0/_metadata/v2/<batch>`); empty when it has none."""
-    folder = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/state/0/_metadata/v2")  # type: ignore[union-attr]
-    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
-    if not fs.exists(folder):
-        return set()
-    batches = [s.getPath() for s in fs.listStatus(folder) if s.getPath().getName().isdigit()]
-    if not batches:
-        return set()
-    oldest = min(batches, key=lambda path: int(path.getName()))
-    stream = fs.open(oldest)
-    try:
-        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")  # type: ignore[union-attr]
-    finally:
-        stream.close()
-    # Line 1 is the format's version ("v2"), line 2 the operator's metadata as JSON.
-    metadata = json.loads(text.splitlines()[1])
-    properties = json.loads(metadata.get("operatorPropertiesJson") or "{}")
-    return {variable["stateName"] for variable in properties.get("stateVariables", [])}
-
-
-def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
-    """A deployment started by an earlier design cannot continue from its checkpoints: the two-query
-    engine's (`ingest`: its offsets, its revenue query's Spark state and bronze's `superseded` marks
-    mean nothing to this engine), the two-Kafka-reader design's before it (`archive`), and this
-    engine's before its dedupe moved into Spark's state store (a query that committed batches
-    without a `state` folder: Spark cannot add a stateful operator to a running query, and the ids
-    it remembered lived in a driver that is gone), and one whose dedupe state is keyed by order id
-    (`RETIRED_DEDUPE_STATE_VARIABLES`). A config that still names `engine: two_queries` is refused
-    the same way."""
-    names = config.names
-    retired = [
-        f"{names.checkpoint(query)} exists"
-        for query in (RETIRED_TWO_QUERY_CHECKPOINT, RETIRED_ARCHIVE_QUERY)
-        if _path_exists(spark, names.checkpoint(query))
-    ]
-    retired += [
-        f"{names.checkpoint(query)} committed batches without a dedupe state"
-        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
-        if _has_committed(spark, names.checkpoint(query))
-        and not _path_exists(spark, f"{names.checkpoint(query)}/state")
-    ]
-    retired += [
-        f"{names.checkpoint(query)} keeps its dedupe state by order id, before it was bucketed"
-        for query in (ONE_QUERY_CHECKPOINT, HISTORY_CHECKPOINT)
-        if _dedupe_state_variables(spark, names.checkpoint(query)) & RETIRED_DEDUPE_STATE_VARIABLES
-    ]
-    if config.engine == "two_queries" or retired:
-        found = f" ({retired[0]})" if retired else " (its config says engine: two_queries)"
-        raise CheckpointMigrationError(
-            f"deployment {config.deployment_id} was started by a retired engine{found}; this version "
-            "cannot continue it. Roll it out as a new deployment with the blue_green_replay DAG (a "
-            "replay from earliest offsets or from its bronze archive) and retire the old one; see "
-            "docs/streaming-app.md."
-        )
-
-
-@dataclass
-class PreparedQueries:
-    """What `prepare_queries` made ready: a starter per query, in the order they run (each once the one
-    before has ended); the listener; what closes the clients they hold (the stores table, the revenue
-    topic's producer); and how many queries must have got through their first trigger for the driver
-    to report ready (a replay's history query may run for hours before the Kafka query starts)."""
-
-    starters: list[Callable[[], StreamingQuery]]
-    publisher: ProgressPublisher
-    close_clients: Callable[[], None]
-    ready_after: int = 0
-
-    def __post_init__(self) -> None:
-        self.ready_after = self.ready_after or len(self.starters)
-
-
-def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence) -> PreparedQueries:
-    """Make one deployment ready to run: its listener, its tables, and a starter per query, each
-    batch writing behind `fence`: its query; for a replay from bronze, first a query that reads the
-    history in bounded batches to its end, then the query that reads Kafka from the cut-over."""
-    names = config.names
-    refuse_retired_checkpoints(spark, config)
-    counters = BatchCounters()
-    stores = io.StoresTable(config)
-    history_first = config.history is not None
-    live = OneQueryBatch(
-        config, fence, counters, stores, batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0
-    )
-    history = (
-        OneQueryBatch(config, fence, counters, stores, revenue_topic=live.revenue_topic)
-        if history_first
-        else None
-    )
-    publisher = ProgressPublisher(
-        names.progress_dir,
-        counters,
-        names.consumer_group,
-        io.kafka_admin_config(config),
-        query=names.query_name(REVENUE_QUERY),
-        batch_facts=live.batch_facts,
-        history_query=names.query_name(HISTORY_QUERY) if history else None,
-        history_facts=history.batch_facts if history else None,
-    )
-    spark.streams.addListener(publisher)
-    # Both tables exist before the query starts: no batch has to ask whether they exist.
-    io.ensure_bronze_table(spark, names.bronze_orders_table)
-    io.ensure_gold_table(spark, names.gold_revenue_table)
-
-    def validated(raw: DataFrame, initial_dedupe: DataFrame | None = None) -> DataFrame:
-        # Counted by a streaming observation (reported with the query's progress): no extra job.
-        checked = parse_and_validate_orders(raw, config.order_rules()).observe(
-            INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
-        )
-        return with_repeats(
-            checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe
-        )
-
-    def start_one_query() -> StreamingQuery:
-        # After a replay's history, a new Kafka query starts from the order ids the history saw within
-        # the horizon: a copy re-sent across the cut-over is a repeat like any other.
-        initial_dedupe = None
-        if history_first and not _has_committed(spark, names.checkpoint(ONE_QUERY_CHECKPOINT)):
-            initial_dedupe = initial_repeat_state(
-                io.read_bronze(spark, names.bronze_orders_table), config.dedupe.horizon_seconds
-            )
-        writer = (
-            validated(io.read_orders_stream(spark, config), initial_dedupe)
-            .writeStream.queryName(names.query_name(REVENUE_QUERY))
-            .foreachBatch(live)
-            .option("checkpointLocation", names.checkpoint(ONE_QUERY_CHECKPOINT))
-            .trigger(**_trigger(config))
-        )
-        return writer.start()
-
-    def close_clients() -> None:
-        stores.close()
-        live.revenue_topic.close()
-
-    if history is None:
-        return PreparedQueries([start_one_query], publisher, close_clients)
-
-    def start_history() -> StreamingQuery:
-        writer = (
-            validated(io.read_replay_history_stream(spark, config))
-            .writeStream.queryName(names.query_name(HISTORY_QUERY))
-            .foreachBatch(history)
-            .option("checkpointLocation", names.checkpoint(HISTORY_CHECKPOINT))
-            # To its end, then it stops and the Kafka query starts (a restart finds it ended).
-            .trigger(availableNow=True)
-        )
-        return writer.start()
-
-    return PreparedQueries([start_history, start_one_query], publisher, close_clients, ready_after=1)
 
 
 CODEGEN_CACHE_ENTRIES = 1000
@@ -272,7 +61,7 @@ ONE_QUERY_MERGE_CONF = {
 def build_session(config: StreamingAppConfig) -> SparkSession:
     """The app's SparkSession; master and jars come from spark-submit (or the caller's builder)."""
     return build_spark_session(
-        f"orders-revenue-{config.deployment_id}",
+        config.names.spark_app_name,
         extra_conf={
             **DELTA_CONF,
             "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
@@ -332,6 +121,112 @@ def _restore_conf(session: SparkSession, before: dict[str, str | None]) -> None:
             session.conf.set(key, previous)
 
 
+class _DriverLoop:
+    """The driver's watch over one deployment's queries: starts them one after the other (a replay's
+    history query to its end, then the Kafka one), writes the heartbeat, checks the lease, and stops
+    the queries between micro-batches when asked to (SIGTERM) or superseded."""
+
+    def __init__(
+        self, config: StreamingAppConfig, prepared: PreparedQueries, registry_root: str, started_at: datetime
+    ) -> None:
+        self.config = config
+        self.prepared = prepared
+        self.registry_root = registry_root
+        self.started_at = started_at
+        self.queries: list[StreamingQuery] = []
+        self.ready: set[str] = set()
+        self.stop_requested = threading.Event()
+        self.superseded: LeaseRejectedError | None = None
+
+    def start_next(self) -> None:
+        self.queries.append(self.prepared.starters[len(self.queries)]())
+        LOG.info("deployment %s started query %s", self.config.deployment_id, self.queries[-1].name)
+
+    def request_stop(self, signum: int, _frame: Any) -> None:
+        # Only a flag: stopping a query from a signal handler would cut a batch in half.
+        LOG.info("signal %s: stopping queries after their current micro-batch", signum)
+        self.stop_requested.set()
+
+    def watch(self) -> None:
+        """Until the queries end, one fails, or a stop is requested and they have stopped."""
+        next_heartbeat = 0.0
+        next_lease_check = time.monotonic() + LEASE_CHECK_INTERVAL_S
+        while self._keep_watching():
+            if self.stop_requested.is_set():
+                self._stop_idle_queries()
+            now = time.monotonic()
+            # Until every query is ready, check each turn: the first "ready" heartbeat is what a
+            # deploy waits for, so an app that fails on its first trigger is reported as failed.
+            if now >= next_heartbeat or len(self.ready) < self.prepared.ready_after:
+                self.write_status()
+                next_heartbeat = now + HEARTBEAT_INTERVAL_S
+            if self.config.lease_token is not None and now >= next_lease_check:
+                next_lease_check = now + LEASE_CHECK_INTERVAL_S
+                self._check_lease(self.config.lease_token)
+            time.sleep(0.5)
+
+    def _keep_watching(self) -> bool:
+        if any(q.exception() is not None for q in self.queries):
+            return False  # one query failed: stop the other too, so the supervisor restarts both
+        if not any(q.isActive for q in self.queries):
+            if len(self.queries) == len(self.prepared.starters) or self.stop_requested.is_set():
+                return False
+            self.start_next()  # the previous phase of a bounded run has ended
+        return True
+
+    def _stop_idle_queries(self) -> None:
+        for query in self.queries:
+            if query.isActive and not query.status.get("isTriggerActive", False):
+                query.stop()
+
+    def _check_lease(self, lease_token: str) -> None:
+        try:
+            verify_lease(self.registry_root, self.config.deployment_id, lease_token)
+        except LeaseRejectedError as error:
+            LOG.error("%s", error)
+            self.superseded = error
+            self.stop_requested.set()
+
+    def write_status(self, running: bool = True) -> None:
+        states = _query_states(self.queries, self.ready)
+        ready = running and len(self.ready) >= self.prepared.ready_after
+        write_driver_status(self.config.names, self.config.lease_token, self.started_at, states, ready)
+
+    def stop_queries(self, session: SparkSession) -> None:
+        """Stop what still runs, let the listener publish each query's last progress, close clients."""
+        for query in self.queries:
+            if query.isActive:
+                query.stop()
+        # A stopped query's last progress event may never reach the listener: do not hold a stop for it.
+        publish_timeout_s = 5.0 if self.stop_requested.is_set() else 30.0
+        publisher = self.prepared.publisher
+        for query in self.queries:
+            if query.lastProgress:
+                publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
+        session.streams.removeListener(publisher)
+        publisher.close()
+        self.prepared.close_clients()
+
+    def raise_outcome(self, fence: LeaseFence) -> None:
+        """Raise what ended the run, if it did not simply end."""
+        failures = [q.exception() for q in self.queries if q.exception() is not None]
+        if fence.rejected is not None:
+            # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
+            raise fence.rejected
+        if failures:
+            raise RuntimeError(f"streaming query failed: {query_failure(str(failures[0]))}")
+        if self.superseded is not None:
+            raise self.superseded
+
+
+def _set_merge_conf(session: SparkSession) -> dict[str, str | None]:
+    """Set ONE_QUERY_MERGE_CONF on `session`; returns what it replaced, for `_restore_conf`."""
+    before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
+    for key, value in ONE_QUERY_MERGE_CONF.items():
+        session.conf.set(key, value)
+    return before
+
+
 def run(
     config: StreamingAppConfig, spark: SparkSession | None = None, fence: LeaseFence | None = None
 ) -> None:
@@ -349,10 +244,7 @@ def run(
     if clamped:
         LOG.warning("deployment %s: %s", config.deployment_id, clamped)
     # Restored when the run ends: a caller's session (tests share one) may MERGE other sources next.
-    merge_conf_before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
-    for key, value in ONE_QUERY_MERGE_CONF.items():
-        session.conf.set(key, value)
-    names = config.names
+    merge_conf_before = _set_merge_conf(session)
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
     fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
@@ -361,80 +253,17 @@ def run(
     except BaseException:
         _restore_conf(session, merge_conf_before)  # a caller's session must not keep them
         raise
-    starters, publisher, close_clients = prepared.starters, prepared.publisher, prepared.close_clients
-    # The queries run one after the other: a replay's history query to its end, then the Kafka one.
-    queries: list[StreamingQuery] = []
-
-    def start_next() -> None:
-        queries.append(starters[len(queries)]())
-        LOG.info("deployment %s started query %s", config.deployment_id, queries[-1].name)
-
-    start_next()
-    stop_requested = threading.Event()
-
-    def request_stop(signum: int, _frame: Any) -> None:
-        # Only a flag: stopping a query from a signal handler would cut a batch in half.
-        LOG.info("signal %s: stopping queries after their current micro-batch", signum)
-        stop_requested.set()
-
+    loop = _DriverLoop(config, prepared, registry_root, started_at)
+    loop.start_next()
     if spark is None:  # only the spark-submit entry point owns the process's signals
-        signal.signal(signal.SIGTERM, request_stop)
-    superseded: LeaseRejectedError | None = None
-    ready: set[str] = set()
-    next_heartbeat = 0.0
-    next_lease_check = time.monotonic() + LEASE_CHECK_INTERVAL_S
+        signal.signal(signal.SIGTERM, loop.request_stop)
     try:
-        while True:
-            if any(q.exception() is not None for q in queries):
-                break  # one query failed: stop the other too, so the supervisor restarts both
-            if not any(q.isActive for q in queries):
-                if len(queries) == len(starters) or stop_requested.is_set():
-                    break
-                start_next()  # the previous phase of a bounded run has ended
-            if stop_requested.is_set():
-                for query in queries:
-                    if query.isActive and not query.status.get("isTriggerActive", False):
-                        query.stop()
-            now = time.monotonic()
-            # Until every query is ready, check each turn: the first "ready" heartbeat is what a
-            # deploy waits for, so an app that fails on its first trigger is reported as failed.
-            if now >= next_heartbeat or len(ready) < prepared.ready_after:
-                states = _query_states(queries, ready)
-                write_driver_status(
-                    names, config.lease_token, started_at, states, len(ready) >= prepared.ready_after
-                )
-                next_heartbeat = now + HEARTBEAT_INTERVAL_S
-            if config.lease_token is not None and now >= next_lease_check:
-                next_lease_check = now + LEASE_CHECK_INTERVAL_S
-                try:
-                    verify_lease(registry_root, config.deployment_id, config.lease_token)
-                except LeaseRejectedError as error:
-                    LOG.error("%s", error)
-                    superseded = error
-                    stop_requested.set()
-            time.sleep(0.5)
+        loop.watch()
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
-        # A stopped query's last progress event may never reach the listener: do not hold a stop for it.
-        publish_timeout_s = 5.0 if stop_requested.is_set() else 30.0
-        for query in queries:
-            if query.lastProgress:
-                publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
-        session.streams.removeListener(publisher)
-        publisher.close()
-        close_clients()
+        loop.stop_queries(session)
         _restore_conf(session, merge_conf_before)
-        write_driver_status(names, config.lease_token, started_at, _query_states(queries, ready), False)
-    failures = [q.exception() for q in queries if q.exception() is not None]
-    if fence.rejected is not None:
-        # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
-        raise fence.rejected
-    if failures:
-        raise RuntimeError(f"streaming query failed: {query_failure(str(failures[0]))}")
-    if superseded is not None:
-        raise superseded
+        loop.write_status(running=False)
+    loop.raise_outcome(fence)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,21 +28,26 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_apps import io
-from spark_apps.config import (
-    AppConfigError,
-    StreamingAppConfig,
-    interval_seconds,
-    load_config,
-    with_kafka_security,
+from spark_apps.contract.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
+from spark_apps.contract.config_rules import interval_seconds
+from spark_apps.contract.kafka_security import KafkaClientSecurity
+from spark_apps.contract.naming import validate_location_id
+from spark_apps.contract.records import GOLD_KEY_COLUMNS
+from spark_apps.engine.session import DELTA_CONF, build_spark_session
+from spark_apps.revenue.reconciliation import (
+    EQUAL,
+    EXTRA,
+    closed_window_revenue,
+    gold_in_range,
+    reconcile_windows,
 )
-from spark_apps.contract import GOLD_KEY_COLUMNS
-from spark_apps.kafka_ranges import find_topic_range
-from spark_apps.kafka_security import KafkaClientSecurity
-from spark_apps.naming import validate_location_id
-from spark_apps.reconciliation import EQUAL, EXTRA, closed_window_revenue, gold_in_range, reconcile_windows
-from spark_apps.session import DELTA_CONF, build_spark_session
-from spark_apps.transformations import enrich_with_stores, revenue_window_key, to_revenue_kafka_records
+from spark_apps.revenue.stores import enrich_with_stores
+from spark_apps.revenue.windows import revenue_window_key, to_revenue_kafka_records
+from spark_apps.storage.bronze import read_bronze_raw, with_ingest_batch
+from spark_apps.storage.gold import gold_frame, replace_gold_windows
+from spark_apps.storage.kafka import kafka_admin_config, read_orders_batch, write_to_kafka
+from spark_apps.storage.kafka_ranges import find_topic_range
+from spark_apps.storage.stores import read_stores_table
 
 LOG = logging.getLogger("reprocess_revenue_job")
 Source = Literal["auto", "kafka", "bronze"]
@@ -52,7 +57,7 @@ CLOCK_SKEW = timedelta(minutes=5)
 
 def read_since(config: StreamingAppConfig, start: datetime) -> datetime:
     """Where a range's read starts: the clock skew before it, and one dedupe horizon more, so the copy
-    before each order's first copy in the range is read too (`spark_apps.dedupe.mark_repeats`)."""
+    before each order's first copy in the range is read too (`spark_apps.revenue.dedupe.mark_repeats`)."""
     return start - CLOCK_SKEW - timedelta(seconds=config.dedupe.horizon_seconds)
 
 
@@ -108,15 +113,15 @@ def read_range(
     since = read_since(config, start)
     if source in ("auto", "kafka"):
         kafka_range = find_topic_range(
-            io.kafka_admin_config(config), config.kafka.orders_topic, _epoch_ms(since)
+            kafka_admin_config(config), config.kafka.orders_topic, _epoch_ms(since)
         )
         if kafka_range.covered:
             starting, ending = kafka_range.spark_offsets()
             LOG.info(
                 "reading %d records of %s from Kafka", kafka_range.record_count, config.kafka.orders_topic
             )
-            raw = io.read_orders_batch(spark, config, starting, ending)
-            return io.with_ingest_batch(raw, config.names.bronze_orders_table, since), "kafka"
+            raw = read_orders_batch(spark, config, starting, ending)
+            return with_ingest_batch(raw, config.names.bronze_orders_table, since), "kafka"
         if source == "kafka":
             raise RangeNotCoveredError(
                 "Kafka no longer holds the whole range: " + "; ".join(kafka_range.gaps)
@@ -127,7 +132,7 @@ def read_range(
     if not DeltaTable.isDeltaTable(spark, bronze_path):
         gaps = "; ".join(kafka_range.gaps) if kafka_range else "not checked"
         raise RangeNotCoveredError(f"no bronze archive at {bronze_path}, and Kafka gaps: {gaps}")
-    bronze = io.read_bronze_raw(spark, bronze_path)
+    bronze = read_bronze_raw(spark, bronze_path)
     newest = bronze.agg(F.max("timestamp").alias("newest")).first()
     if newest is None or newest["newest"] is None or newest["newest"] < end:
         raise RangeNotCoveredError(
@@ -163,7 +168,7 @@ def reprocess(
             config.dedupe.horizon_seconds,
             config.order_rules(),
         )
-        enriched = enrich_with_stores(recomputed, io.read_stores_table(spark, config)).withColumn(
+        enriched = enrich_with_stores(recomputed, read_stores_table(spark, config)).withColumn(
             "batch_id",
             F.lit(-1).cast("long"),  # -1 marks windows written by batch reprocessing
         )
@@ -174,7 +179,7 @@ def reprocess(
         from delta.tables import DeltaTable
 
         gold = (
-            gold_in_range(io.read_gold(spark, gold_path), start, end)
+            gold_in_range(gold_frame(spark, gold_path), start, end)
             if DeltaTable.isDeltaTable(spark, gold_path)
             else enriched.limit(0)
         )
@@ -204,7 +209,7 @@ def reprocess(
             # Topic first, then gold: a crash in between leaves gold unrepaired, so the rerun finds
             # the same changes and publishes them again; the reverse order could lose the publish.
             publish_repairs(enriched, diff, config)
-            io.replace_gold_windows(enriched, gold_path, start, end, location_ids)
+            replace_gold_windows(enriched, gold_path, start, end, location_ids)
             report.repaired = True
         return report
     finally:
@@ -220,14 +225,14 @@ def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingApp
     tombstones = deleted.select(
         revenue_window_key(deleted).alias("key"), F.lit(None).cast("string").alias("value")
     )
-    io.write_to_kafka(
+    write_to_kafka(
         to_revenue_kafka_records(changed).unionByName(tombstones), config, config.kafka.revenue_topic
     )
 
 
 def build_session(config: StreamingAppConfig) -> SparkSession:
     return build_spark_session(
-        f"reprocess-revenue-{config.deployment_id}",
+        config.names.reprocess_app_name,
         extra_conf={**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)},
     )
 
@@ -247,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        # Kafka credentials come from the submitter's environment (see spark_apps/kafka_security.py).
+        # Kafka credentials come from the submitter's environment (see spark_apps/contract/kafka_security.py).
         config = with_kafka_security(
             load_config(args.config, args.overrides), KafkaClientSecurity.from_environment()
         )

@@ -110,7 +110,7 @@ def auth(airflow_api: TestClient) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The session's only SparkSession: local[2], UTC, Kafka connector and Delta on the classpath."""
-    from spark_apps.session import build_spark_session, local_jar_paths
+    from spark_apps.engine.session import build_spark_session, local_jar_paths
 
     session = build_spark_session(
         "revenue-platform-tests",

@@ -19,8 +19,8 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from revenue_platform.gold_table import gold_arrow_schema
-from spark_apps.contract import GOLD_COLUMNS
-from spark_apps.naming import DeploymentNames
+from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.records import GOLD_COLUMNS
 
 INTERVAL_START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 INTERVAL_END = datetime(2026, 11, 22, 11, 0, tzinfo=UTC)

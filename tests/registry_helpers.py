@@ -12,7 +12,7 @@ from typing import Any
 from revenue_platform.paths import APP_CONFIG_PATH
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from revenue_platform.streaming.deploy import registration_fields
-from spark_apps.config import StreamingAppConfig, load_config
+from spark_apps.contract.config import StreamingAppConfig, load_config
 
 
 def register_deployment(

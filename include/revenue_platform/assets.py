@@ -17,7 +17,7 @@ from airflow.sdk import Asset
 
 REVENUE_GOLD_ASSET_NAME: Final = "revenue_windows_gold"
 # A logical URI (not a path): each deployment's table lives under its own lake root and folder
-# (spark_apps.naming.DeploymentNames.gold_revenue_table); the event extra says which one changed.
+# (spark_apps.contract.naming.DeploymentNames.gold_revenue_table); the event extra says which one changed.
 REVENUE_GOLD_ASSET_URI: Final = "revenue-platform://gold/revenue_windows"
 DEPLOYMENT_EXTRA_KEY: Final = "deployment_id"
 # The range a producer rewrote (gold_asset_extra(..., range_start=..., range_end=...)); the quality

@@ -62,7 +62,7 @@ ALLOWED_NAMES: frozenset[str] = frozenset(
 # Prefixes a child may inherit: Spark's and PySpark's settings (SPARK_HOME, SPARK_CONF_DIR,
 # SPARK_LOCAL_IP, SPARK_JARS_DIR ...), the JVM's (JAVA_HOME, JAVA_TOOL_OPTIONS), locale categories,
 # Hadoop and YARN client configuration, Kerberos tickets (the Spark hook sets KRB5CCNAME), and the
-# streaming app's fault points (armed by the crash tests, inert otherwise: spark_apps.fault_points).
+# streaming app's fault points (armed by the crash tests, inert otherwise: spark_apps.contract.fault_points).
 ALLOWED_PREFIXES: tuple[str, ...] = (
     "SPARK_",
     "PYSPARK_",

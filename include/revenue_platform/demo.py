@@ -120,7 +120,7 @@ def make_live_if_nothing_is() -> None:
 
 def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
     from revenue_platform.gold_table import read_gold
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.contract.naming import DeploymentNames
 
     table = read_gold(DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table)
     return {
@@ -133,7 +133,7 @@ def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, 
 
 
 def _revenue_lag(lake_root: str) -> int | None:
-    from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
     names = DeploymentNames(lake_root, DEMO_DEPLOYMENT)
     path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
@@ -172,7 +172,7 @@ def wait_until_caught_up(lake_root: str, records: list[GeneratedRecord], timeout
 
 def print_windowed_revenue(lake_root: str, since: datetime) -> None:
     from revenue_platform.gold_table import read_gold
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.contract.naming import DeploymentNames
 
     table_path = DeploymentNames(lake_root, DEMO_DEPLOYMENT).gold_revenue_table
     rows = [

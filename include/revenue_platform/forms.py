@@ -68,8 +68,9 @@ def _readable(number: float) -> str:
 
 
 def deployment_id(value: Any, field: str, *, optional: bool = False) -> str | None:
-    """A deployment id (spark_apps.naming.DEPLOYMENT_ID_PATTERN, full string); None if optional and empty."""
-    from spark_apps.naming import validate_deployment_id
+    """A deployment id (spark_apps.contract.naming.DEPLOYMENT_ID_PATTERN, full string); None if optional
+    and empty."""
+    from spark_apps.contract.naming import validate_deployment_id
 
     if optional and value in (None, ""):
         return None

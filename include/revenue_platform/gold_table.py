@@ -3,7 +3,7 @@
 The control plane (serving, the operations view, quality, blue-green diffs, the demo, the
 benchmark) reads gold with deltalake, never with Spark. It reads it here: `open_gold` for the
 table itself (version, history), `read_gold` for its rows, and `gold_arrow_schema` for the Arrow
-types of the contract in `spark_apps.contract`. A table the app has not written yet is not an
+types of the contract in `spark_apps.contract.records`. A table the app has not written yet is not an
 error here; each caller decides what "no gold yet" means for it.
 """
 
@@ -13,7 +13,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from spark_apps.contract import GOLD_COLUMNS, GOLD_DELTA_TYPES, LONG, SERVED_GOLD_COLUMNS, STRING, TIMESTAMP
+from spark_apps.contract.records import (
+    GOLD_COLUMNS,
+    GOLD_DELTA_TYPES,
+    LONG,
+    SERVED_GOLD_COLUMNS,
+    STRING,
+    TIMESTAMP,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa

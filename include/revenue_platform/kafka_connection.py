@@ -15,7 +15,7 @@ from typing import Any
 
 from revenue_platform.connections import KAFKA_CONN_ID as DEFAULT_KAFKA_CONN_ID
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
-from spark_apps.kafka_security import KafkaClientSecurity, KafkaSecurityError
+from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 
 __all__ = [
     "DEFAULT_KAFKA_CONN_ID",

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from spark_apps.contract import GENERAL, ORDER_TYPES
+from spark_apps.contract.records import GENERAL, ORDER_TYPES
 
 GENERAL_ITEMS = {
     "Bananas": Decimal("1.00"),

@@ -41,7 +41,7 @@ def state_dir() -> Path:
 
 
 LAKE_ROOT_ENV = "PLATFORM_LAKE_ROOT"
-# Longest lake root a form may name (spark_apps.config.MAX_ROOT_LENGTH, the app's own bound).
+# Longest lake root a form may name (spark_apps.contract.config_rules.MAX_ROOT_LENGTH, the app's own bound).
 MAX_ROOT_LENGTH = 1024
 
 

@@ -35,7 +35,7 @@ MAX_STORES = 100
 
 def validate_stores(stores: Any) -> list[str]:
     """The form's `stores` as a list of store ids; ConfigError naming the first bad one."""
-    from spark_apps.naming import validate_location_id
+    from spark_apps.contract.naming import validate_location_id
 
     if stores in (None, ""):
         return []
@@ -105,7 +105,7 @@ def plan_reprocessing(
     NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
     """
     from revenue_platform.registry import DeploymentRegistry
-    from spark_apps.naming import REVENUE_QUERY_ROLE, local_path, validate_deployment_id
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path, validate_deployment_id
 
     source = params.get("source")
     source = "auto" if source in (None, "") else source
@@ -147,7 +147,7 @@ def plan_reprocessing(
         "reprocessing repairs a deployment the platform deployed, with its registered config",
     )
     config = record.app_config()
-    from spark_apps.config import interval_seconds
+    from spark_apps.contract.config_rules import interval_seconds
 
     size = interval_seconds(config.window.size)
     for name, moment in (("range_start", start), ("range_end", end)):
@@ -190,7 +190,7 @@ def windows_closed(plan: dict[str, Any]) -> bool:
     (revenue_platform.streaming.finality: its watermark passed the range end, or on a quiet stream it
     had read all of Kafka a watermark delay after it). A plan without the deployment's watermark
     delay waits for the watermark alone."""
-    from spark_apps.config import interval_seconds
+    from spark_apps.contract.config_rules import interval_seconds
 
     end = parse_utc(plan["range_end"], "range_end")
     lateness = timedelta(seconds=interval_seconds(plan["watermark"])) if plan.get("watermark") else None

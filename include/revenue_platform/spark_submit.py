@@ -13,12 +13,12 @@ from pathlib import Path
 
 from revenue_platform.child_env import child_environment
 from revenue_platform.paths import PROJECT_PYTHONPATH, REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
-from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
+from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
 
 def spark_jars() -> list[str]:
     """The connector jars for --jars, or a clear error naming `make jvm`."""
-    from spark_apps.session import local_jar_paths
+    from spark_apps.engine.session import local_jar_paths
 
     return local_jar_paths(SPARK_JARS_DIR)
 
@@ -35,7 +35,7 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
 
     A local master's driver listens on loopback only (`loopback_driver_conf`).
     """
-    from spark_apps.session import loopback_driver_conf
+    from spark_apps.engine.session import loopback_driver_conf
 
     spark_submit = Path(sys.executable).parent / "spark-submit"
     loopback = [

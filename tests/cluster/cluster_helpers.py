@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.config import StreamingAppConfig
+from spark_apps.contract.config import StreamingAppConfig
 from tests.kafka_helpers import APP_TOPIC_FIELDS, COMPACTED_APP_TOPICS, app_topic_overrides
 
 Gold = dict[tuple[str, str, datetime], tuple[int, Decimal]]

@@ -27,8 +27,8 @@ from revenue_platform import processes
 from revenue_platform.local_stack.cluster import LocalCluster
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.registry import DeploymentRegistry
-from spark_apps.config import load_config
-from spark_apps.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
+from spark_apps.contract.config import load_config
+from spark_apps.contract.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
 from tests.cluster.cluster_helpers import (
     bronze_offsets,
     cents,

@@ -145,7 +145,7 @@ def test_demo_prints_windowed_revenue(demo_stack: DemoStack) -> None:
 def _gold_points(lake_root: str, deployment_id: str, location_id: str) -> set[tuple[datetime, str, str]]:
     from deltalake import DeltaTable
 
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.contract.naming import DeploymentNames
 
     table = DeltaTable(DeploymentNames(lake_root, deployment_id).gold_revenue_table)
     # Filtered here, not by pyarrow: files the app's delta-rs MERGE rewrote hold string views.

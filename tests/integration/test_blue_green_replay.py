@@ -232,7 +232,7 @@ def simulate_retention(bootstrap: str, topic: str) -> dict[int, int]:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from spark_apps.kafka_ranges import partition_watermarks
+    from spark_apps.storage.kafka_ranges import partition_watermarks
 
     highs = {
         p: high for p, (_low, high) in partition_watermarks({"bootstrap.servers": bootstrap}, topic).items()

@@ -26,10 +26,10 @@ from revenue_platform.orders_generator import (
     generate_stores,
     produce,
 )
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
-from spark_apps.one_query import LIVE_AFTER_HISTORY_BATCH_BASE
+from spark_apps.contract.config import StreamingAppConfig, load_config
+from spark_apps.engine.one_query import LIVE_AFTER_HISTORY_BATCH_BASE
 from spark_apps.orders_streaming_app import run
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def _config(
 def _gold(
     spark: SparkSession, config: StreamingAppConfig
 ) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
+    rows = gold_frame(spark, config.names.gold_revenue_table).collect()
     return {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
 
 

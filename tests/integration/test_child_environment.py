@@ -19,7 +19,7 @@ import pytest
 
 from revenue_platform import processes
 from revenue_platform.paths import PROJECT_PYTHONPATH
-from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
+from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 from tests.streaming_helpers import load_dags
 
 pytestmark = pytest.mark.integration

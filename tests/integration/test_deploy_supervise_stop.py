@@ -29,7 +29,7 @@ from revenue_platform.orders_generator import (
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from revenue_platform.reprocessing import windows_closed
 from revenue_platform.streaming.finality import app_watermark
-from spark_apps.naming import REVENUE_QUERY_ROLE, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
 from tests.kafka_helpers import unique_suffix
 from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
@@ -87,7 +87,7 @@ def wait_for_caught_up(record: DeploymentRecord, after: datetime, timeout_s: flo
 
 def reprocess_plan(record: DeploymentRecord, caught_up: datetime) -> dict[str, Any]:
     """The sensor's view of a reprocessing run over the hour ending one watermark delay before `caught_up`."""
-    from spark_apps.config import interval_seconds
+    from spark_apps.contract.config_rules import interval_seconds
 
     watermark = record.app_config().window.watermark
     end = caught_up - timedelta(seconds=interval_seconds(watermark))

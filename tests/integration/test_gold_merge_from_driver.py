@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from revenue_platform.gold_table import read_gold
-from spark_apps import io
-from spark_apps.contract import STORE_ADDRESS_COLUMNS
-from spark_apps.fencing import GOLD_COMMIT_APP_ID, CommitStamp, LeaseRejectedError
-from spark_apps.schemas import GOLD_SCHEMA
+from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp, LeaseRejectedError
+from spark_apps.contract.records import STORE_ADDRESS_COLUMNS
+from spark_apps.storage.gold import ensure_gold_table, merge_gold
+from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
+from spark_apps.storage.tables import local_table_path
+from spark_apps.validation.schemas import GOLD_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,18 +62,18 @@ def _gold(spark: SparkSession, table: str) -> dict[tuple[str, str, datetime], tu
 
 
 def _spark_merge(spark: SparkSession, table: str, rows: list[tuple[Any, ...]]) -> None:
-    io.merge_gold(spark.createDataFrame(rows, GOLD_SCHEMA), table)
+    merge_gold(spark.createDataFrame(rows, GOLD_SCHEMA), table)
 
 
 def test_driver_and_spark_merges_interleave_on_one_gold_table(spark: SparkSession, tmp_path: Path) -> None:
     table = str(tmp_path / "gold")
-    io.ensure_gold_table(spark, table)
-    assert io.gold_writable_from_driver(table)
+    ensure_gold_table(spark, table)
+    assert gold_writable_from_driver(table)
 
     _spark_merge(spark, table, [_row("store_a", T0, 2, "10.50", 0), _row("store_a", T0 + W, 1, "0.01", 0)])
     # The driver updates one window (absolute totals), inserts two, one of them for a store with
     # no address, and the largest total gold can hold.
-    io.merge_gold_from_driver(
+    merge_gold_from_driver(
         [
             _row("store_a", T0 + W, 3, "7.77", 1),
             _row("store_unknown", T0, 1, "0.10", 1),
@@ -80,7 +82,7 @@ def test_driver_and_spark_merges_interleave_on_one_gold_table(spark: SparkSessio
         table,
     )
     # The same MERGE again (a batch run again after a crash) changes nothing.
-    io.merge_gold_from_driver([_row("store_a", T0 + W, 3, "7.77", 1)], table)
+    merge_gold_from_driver([_row("store_a", T0 + W, 3, "7.77", 1)], table)
     # Spark's MERGE (a repair or a reprocess) on the table the driver wrote.
     _spark_merge(spark, table, [_row("store_a", T0, 4, "21.00", 2)])
 
@@ -97,13 +99,13 @@ def test_driver_and_spark_merges_interleave_on_one_gold_table(spark: SparkSessio
 
 def test_a_fenced_driver_merges_nothing(spark: SparkSession, tmp_path: Path) -> None:
     table = str(tmp_path / "gold")
-    io.ensure_gold_table(spark, table)
+    ensure_gold_table(spark, table)
 
     def superseded() -> None:
         raise LeaseRejectedError("a newer driver holds the lease")
 
     with pytest.raises(LeaseRejectedError):
-        io.merge_gold_from_driver([_row("store_a", T0, 1, "1.00", 0)], table, before_commit=superseded)
+        merge_gold_from_driver([_row("store_a", T0, 1, "1.00", 0)], table, before_commit=superseded)
     assert _gold(spark, table) == {}
 
 
@@ -112,14 +114,14 @@ def test_gold_outside_this_filesystem_or_in_an_upgraded_protocol_stays_with_spar
 ) -> None:
     from delta.tables import DeltaTable
 
-    assert not io.gold_writable_from_driver("s3a://lake/gold/revenue_windows/blue")
-    assert io.local_table_path("file:/data/lake/gold") == "/data/lake/gold"
-    assert io.local_table_path("lake/gold") == "lake/gold"
+    assert not gold_writable_from_driver("s3a://lake/gold/revenue_windows/blue")
+    assert local_table_path("file:/data/lake/gold") == "/data/lake/gold"
+    assert local_table_path("lake/gold") == "lake/gold"
 
     table = str(tmp_path / "gold")
-    io.ensure_gold_table(spark, table)
+    ensure_gold_table(spark, table)
     DeltaTable.forPath(spark, table).upgradeTableProtocol(1, 4)  # e.g. change data feed turned on
-    assert not io.gold_writable_from_driver(table)
+    assert not gold_writable_from_driver(table)
 
 
 def test_a_driver_that_stalled_after_its_lease_check_cannot_commit_after_its_successor(
@@ -130,8 +132,8 @@ def test_a_driver_that_stalled_after_its_lease_check_cannot_commit_after_its_suc
     import threading
 
     table = str(tmp_path / "gold")
-    io.ensure_gold_table(spark, table)
-    io.merge_gold_from_driver([_row("store_a", T0, 5, "5.00", 3)], table, stamp=CommitStamp(5, 3))
+    ensure_gold_table(spark, table)
+    merge_gold_from_driver([_row("store_a", T0, 5, "5.00", 3)], table, stamp=CommitStamp(5, 3))
     checked, successor_done = threading.Event(), threading.Event()
     refusals: list[BaseException] = []
 
@@ -141,7 +143,7 @@ def test_a_driver_that_stalled_after_its_lease_check_cannot_commit_after_its_suc
 
     def old_driver() -> None:
         try:
-            io.merge_gold_from_driver(
+            merge_gold_from_driver(
                 [_row("store_a", T0, 7, "7.00", 4)],
                 table,
                 stall_after_the_lease_check,
@@ -153,7 +155,7 @@ def test_a_driver_that_stalled_after_its_lease_check_cannot_commit_after_its_suc
     stalled = threading.Thread(target=old_driver)
     stalled.start()
     assert checked.wait(60)
-    io.merge_gold_from_driver([_row("store_a", T0, 9, "9.00", 4)], table, stamp=CommitStamp(6, 4))
+    merge_gold_from_driver([_row("store_a", T0, 9, "9.00", 4)], table, stamp=CommitStamp(6, 4))
     successor_done.set()
     stalled.join(60)
 
@@ -172,15 +174,15 @@ def test_a_stale_epoch_is_refused_by_the_driver_merge_and_skipped_by_sparks(
     from deltalake import DeltaTable
 
     table = str(tmp_path / "gold")
-    io.ensure_gold_table(spark, table)
-    io.merge_gold_from_driver([_row("store_a", T0, 9, "9.00", 4)], table, stamp=CommitStamp(6, 4))
+    ensure_gold_table(spark, table)
+    merge_gold_from_driver([_row("store_a", T0, 9, "9.00", 4)], table, stamp=CommitStamp(6, 4))
     assert DeltaTable(table).transaction_version(GOLD_COMMIT_APP_ID) == CommitStamp(6, 4).version
 
     with pytest.raises(LeaseRejectedError, match="lease epoch 6, newer than this driver's 5"):
-        io.merge_gold_from_driver([_row("store_a", T0, 7, "7.00", 5)], table, stamp=CommitStamp(5, 5))
+        merge_gold_from_driver([_row("store_a", T0, 7, "7.00", 5)], table, stamp=CommitStamp(5, 5))
 
     lease_checks: list[str] = []
-    io.merge_gold(
+    merge_gold(
         spark.createDataFrame([_row("store_a", T0, 7, "7.00", 5)], GOLD_SCHEMA),
         table,
         before_commit=lambda: lease_checks.append("checked"),
@@ -191,11 +193,11 @@ def test_a_stale_epoch_is_refused_by_the_driver_merge_and_skipped_by_sparks(
     assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None, "the stamp is not left set"
 
     # The successor's next batches still land, through either path.
-    io.merge_gold(
+    merge_gold(
         spark.createDataFrame([_row("store_a", T0, 10, "10.00", 5)], GOLD_SCHEMA),
         table,
         stamp=CommitStamp(6, 5),
     )
-    io.merge_gold_from_driver([_row("store_a", T0, 11, "11.00", 6)], table, stamp=CommitStamp(6, 6))
+    merge_gold_from_driver([_row("store_a", T0, 11, "11.00", 6)], table, stamp=CommitStamp(6, 6))
     assert _gold(spark, table)["store_a", "GENERAL", T0][4:6] == (11, Decimal("11.00"))
     assert DeltaTable(table).transaction_version(GOLD_COMMIT_APP_ID) == CommitStamp(6, 6).version

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_apps import io
-from spark_apps.schemas import REVENUE_WINDOW_SCHEMA
+from spark_apps.storage.gold import gold_frame, replace_gold_windows
+from spark_apps.validation.schemas import REVENUE_WINDOW_SCHEMA
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def _rows(stores: list[str], first: int, count: int, bump: int = 0) -> list[tupl
 def _gold(spark: SparkSession, path: str) -> dict[tuple, tuple]:
     return {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
-        for r in io.read_gold(spark, path).collect()
+        for r in gold_frame(spark, path).collect()
     }
 
 
@@ -65,7 +65,7 @@ def test_a_hostile_store_id_deletes_nothing(spark: SparkSession, gold_table: str
     # hostile id (the issue's reproduction) must not turn the delete into "every row".
     recomputed = spark.createDataFrame(_rows(["store_1"], 0, 4), REVENUE_WINDOW_SCHEMA)
 
-    io.replace_gold_windows(recomputed, gold_table, START, START + timedelta(minutes=1), ["store_1", HOSTILE])
+    replace_gold_windows(recomputed, gold_table, START, START + timedelta(minutes=1), ["store_1", HOSTILE])
 
     assert _gold(spark, gold_table) == before
 
@@ -75,7 +75,7 @@ def test_a_repair_changes_only_its_stores_inside_its_range(spark: SparkSession, 
     # store_2's first minute recomputed with different totals and one window missing.
     recomputed = spark.createDataFrame(_rows(["store_2"], 0, 3, bump=100), REVENUE_WINDOW_SCHEMA)
 
-    io.replace_gold_windows(recomputed, gold_table, START, START + timedelta(minutes=1), ["store_2", HOSTILE])
+    replace_gold_windows(recomputed, gold_table, START, START + timedelta(minutes=1), ["store_2", HOSTILE])
 
     after = _gold(spark, gold_table)
     fixed = _gold_of(_rows(["store_2"], 0, 3, bump=100))

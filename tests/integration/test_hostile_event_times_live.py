@@ -37,9 +37,9 @@ from revenue_platform.orders_generator import (
     order_json,
     produce,
 )
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
+from spark_apps.contract.config import StreamingAppConfig, load_config
 from spark_apps.orders_streaming_app import run
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import (
     APP_TOPIC_FIELDS,
     COMPACTED_APP_TOPICS,
@@ -131,7 +131,7 @@ def _has_read_a_record(spark: SparkSession) -> bool:
 def _gold(
     spark: SparkSession, config: StreamingAppConfig
 ) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
+    rows = gold_frame(spark, config.names.gold_revenue_table).collect()
     return {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
 
 

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
-from spark_apps import io
-from spark_apps.config import load_config
+from spark_apps.contract.config import load_config
+from spark_apps.storage.kafka import read_orders_batch
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def test_min_partitions_splits_the_kafka_read_of_the_orders_topic_into_more_task
     def read(**more: object) -> tuple[int, int]:
         settings = {"lake_root": str(tmp_path), "kafka.bootstrap_servers": kafka_bootstrap, **topics}
         config = load_config(overrides={**settings, **more})
-        batch = io.read_orders_batch(spark, config, whole, end)
+        batch = read_orders_batch(spark, config, whole, end)
         return batch.rdd.getNumPartitions(), batch.count()
 
     assert read() == (2, len(records))  # one task per topic partition

@@ -38,8 +38,8 @@ from revenue_platform.local_stack.kafka_broker import (
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.paths import state_dir
 from revenue_platform.registry import DeploymentRegistry
-from spark_apps.kafka_security import KAFKA_SECURITY_ENV
-from spark_apps.naming import DeploymentNames, local_driver_dir
+from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV
+from spark_apps.contract.naming import DeploymentNames, local_driver_dir
 from tests.kafka_helpers import APP_TOPIC_FIELDS, app_topic_overrides, create_app_topics, unique_suffix
 from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
@@ -118,7 +118,7 @@ def grant_platform_acls(settings: KafkaBrokerSettings, topics: list[str], deploy
         ),
         allow(ResourceType.GROUP, "stores-watermarks", ResourcePatternType.LITERAL, AclOperation.READ),
     ]
-    # The one-query driver's transactional producer of the revenue topic (spark_apps.revenue_topic).
+    # The one-query driver's transactional producer of the revenue topic (spark_apps.storage.revenue_topic).
     bindings += [
         allow(
             ResourceType.TRANSACTIONAL_ID,

@@ -1,6 +1,6 @@
 """Stream, reprocess and quality give one answer on the same conflicting duplicates.
 
-One rule (spark_apps.contract.DEDUPE_RULE): a copy of an order id is a repeat, never counted, when
+One rule (spark_apps.contract.records.DEDUPE_RULE): a copy of an order id is a repeat, never counted, when
 the copy before it in arrival order (ingest batch, Kafka timestamp, partition, offset) arrived at
 most `dedupe.horizon` before it. The data is built to catch every way the three
 could disagree: copies that differ in amount and in event time (re-stamped, EARLIER than the
@@ -35,11 +35,11 @@ from revenue_platform.orders_generator import (
 )
 from revenue_platform.quality.config import QualityConfig
 from revenue_platform.quality.runner import run_revenue_checks
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
-from spark_apps.contract import ARRIVAL_ORDER
+from spark_apps.contract.config import StreamingAppConfig, load_config
+from spark_apps.contract.records import ARRIVAL_ORDER
 from spark_apps.orders_streaming_app import run
 from spark_apps.reprocess_revenue_job import reprocess
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, latest_revenue, unique_suffix
 from tests.registry_helpers import register_deployment
 
@@ -161,7 +161,7 @@ def test_stream_reprocess_and_quality_count_the_same_copy(
 
     gold = {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
-        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+        for r in gold_frame(spark, config.names.gold_revenue_table).collect()
     }
     expected = first_arrived_windows(config.names.bronze_orders_table, 15)
     assert {k: v for k, v in gold.items() if in_range(k)} == {
@@ -291,7 +291,7 @@ def test_an_order_re_sent_long_after_its_first_copy_is_counted_once_everywhere(
 
     gold = {
         f"{r.location_id}|{r.order_type}|{r.window_start:%Y-%m-%dT%H:%M:%SZ}": (r.order_count, r.revenue)
-        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+        for r in gold_frame(spark, config.names.gold_revenue_table).collect()
     }
     assert gold == expected
     assert latest_revenue(kafka_bootstrap, config.kafka.revenue_topic) == expected

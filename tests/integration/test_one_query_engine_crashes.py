@@ -1,7 +1,8 @@
 """The one-query engine killed between its commits: nothing lost, nothing counted twice.
 
 A real spark-submit driver (JVM + Python) runs `engine: one_query` over 24,000 orders with duplicates
-and bad records. Three runs are each SIGKILLed at a named point of a later batch (spark_apps.fault_points):
+and bad records. Three runs are each SIGKILLed at a named point of a later batch
+(spark_apps.contract.fault_points):
   * right after the gold MERGE, before the revenue topic (bronze and the side outputs may still be
     in flight in their threads);
   * right after the bronze append;
@@ -31,9 +32,9 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps import io
-from spark_apps.config import load_config
-from spark_apps.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
+from spark_apps.contract.config import load_config
+from spark_apps.contract.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -78,7 +79,7 @@ def _kill_at_each_point_then_drain(overrides: dict[str, object], log: Path) -> N
 
 
 def _gold(spark: SparkSession, table: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    rows = io.read_gold(spark, table).collect()
+    rows = gold_frame(spark, table).collect()
     gold = {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
     assert len(rows) == len(gold), "a window key appears twice in gold"
     return gold

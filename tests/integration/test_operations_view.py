@@ -1,7 +1,7 @@
 """The operations view's JSON endpoints against a real registry, gold table and quality history in a tmp lake.
 
 The registry and tables are real Delta tables written with delta-rs; the progress JSON is what
-`spark_apps.observability` writes. Only authentication is replaced (by a fixed user) in the data
+`spark_apps.engine.observability` writes. Only authentication is replaced (by a fixed user) in the data
 tests: it is Airflow's own token check, exercised against a running Airflow by the e2e browser test.
 The unauthenticated tests run the real dependency.
 """
@@ -25,8 +25,8 @@ from revenue_platform.quality.results import store_report
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryEvent
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.operations_view import create_operations_app
-from spark_apps.naming import DeploymentNames
-from spark_apps.observability import write_json_atomically
+from spark_apps.contract.json_files import write_json_atomically
+from spark_apps.contract.naming import DeploymentNames
 from tests.quality_helpers import GOLD_ARROW_SCHEMA
 
 pytestmark = pytest.mark.integration

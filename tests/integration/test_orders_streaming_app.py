@@ -29,9 +29,10 @@ from revenue_platform.orders_generator import (
     produce,
     store_record,
 )
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
-from spark_apps.orders_streaming_app import ONE_QUERY_MERGE_CONF, CheckpointMigrationError, run
+from spark_apps.contract.config import StreamingAppConfig, load_config
+from spark_apps.engine.checkpoints import CheckpointMigrationError
+from spark_apps.orders_streaming_app import ONE_QUERY_MERGE_CONF, run
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,7 @@ def app_config(bootstrap: str, lake: Path, suffix: str, **overrides: object) -> 
 def gold_as_dict(
     spark: SparkSession, config: StreamingAppConfig
 ) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
+    rows = gold_frame(spark, config.names.gold_revenue_table).collect()
     return {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
 
 
@@ -95,7 +96,7 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     assert gold == {key: (w.order_count, w.revenue) for key, w in expected.items()}
     assert all(isinstance(revenue, Decimal) for _, revenue in gold.values())
 
-    gold_rows = io.read_gold(spark, config.names.gold_revenue_table)
+    gold_rows = gold_frame(spark, config.names.gold_revenue_table)
     unknown = gold_rows.filter("location_id = 'store_1004'").select("city").distinct().collect()
     assert [row.city for row in unknown] == [None]
 

@@ -24,10 +24,10 @@ from revenue_platform.orders_generator import (
     generate_stores,
     produce,
 )
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
+from spark_apps.contract.config import StreamingAppConfig, load_config
 from spark_apps.orders_streaming_app import run
 from spark_apps.reprocess_revenue_job import RangeNotCoveredError, reprocess
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ RANGE = (START, START + timedelta(minutes=1))
 
 
 def _gold(spark: SparkSession, config: StreamingAppConfig, start: datetime, end: datetime) -> dict:
-    rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
+    rows = gold_frame(spark, config.names.gold_revenue_table).collect()
     return {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
         for r in rows

@@ -26,11 +26,12 @@ from revenue_platform.orders_generator import (
 )
 from revenue_platform.paths import DAGS_DIR
 from revenue_platform.reprocessing import plan_reprocessing, report_path, windows_closed
-from spark_apps import io
-from spark_apps.config import load_config
+from spark_apps.contract.config import load_config
 from spark_apps.orders_streaming_app import run
-from spark_apps.schemas import GOLD_SCHEMA
-from spark_apps.transformations import to_revenue_kafka_records
+from spark_apps.revenue.windows import to_revenue_kafka_records
+from spark_apps.storage.gold import gold_frame
+from spark_apps.storage.kafka import write_to_kafka
+from spark_apps.validation.schemas import GOLD_SCHEMA
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 from tests.registry_helpers import register_deployment
 
@@ -117,12 +118,12 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
     gold_path = config.names.gold_revenue_table
     minute_one = [
         r
-        for r in io.read_gold(spark, gold_path).collect()
+        for r in gold_frame(spark, gold_path).collect()
         if START + timedelta(minutes=1) <= r.window_start < START + timedelta(minutes=2)
     ]
     phantom = spark.createDataFrame([{**minute_one[0].asDict(), "location_id": "store_9"}], GOLD_SCHEMA)
     phantom.write.format("delta").mode("append").save(gold_path)
-    io.write_to_kafka(to_revenue_kafka_records(phantom), config, config.kafka.revenue_topic)
+    write_to_kafka(to_revenue_kafka_records(phantom), config, config.kafka.revenue_topic)
 
     from airflow.dag_processing.dagbag import DagBag
 
@@ -155,7 +156,7 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
 
     gold = {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
-        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+        for r in gold_frame(spark, config.names.gold_revenue_table).collect()
     }
     expected = {
         k: (w.order_count, w.revenue) for k, w in expected_windows(on_time + late + later, 15).items()
@@ -187,7 +188,7 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
     repaired = {key: totals for key, totals in expected.items() if key[2] < START + timedelta(minutes=3)}
     after = {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
-        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+        for r in gold_frame(spark, config.names.gold_revenue_table).collect()
         if r.window_start < START + timedelta(minutes=3)
     }
     assert after == repaired

@@ -1,6 +1,6 @@
 """The revenue query API as users reach it: mounted by the real plugin on the real Airflow API server.
 
-Gold tables are written by the streaming app's own writer (`spark_apps.io.merge_gold`, real
+Gold tables are written by the streaming app's own writer (`spark_apps.storage.gold.merge_gold`, real
 Spark + Delta) into a per-test lake; the live pointer is the real registry. Expected values are
 computed here from the orders with Decimal, independently of gold and of the API, and compared
 as strings, to the cent. Tokens come from the simple auth manager's `POST /auth/token`.
@@ -19,9 +19,10 @@ import pytest
 
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from revenue_platform.serving.gold import clear_gold_cache
-from spark_apps.naming import DeploymentNames, local_path
-from spark_apps.observability import summarize_progress, write_json_atomically
-from spark_apps.schemas import ENRICHED_REVENUE_DDL
+from spark_apps.contract.json_files import write_json_atomically
+from spark_apps.contract.naming import DeploymentNames, local_path
+from spark_apps.engine.observability import summarize_progress
+from spark_apps.validation.schemas import ENRICHED_REVENUE_DDL
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -109,7 +110,7 @@ class Lake:
     def write_gold(self, spark: SparkSession, deployment_id: str, orders: list[Order]) -> None:
         from pyspark.sql import functions as F
 
-        from spark_apps.io import ensure_gold_table, merge_gold
+        from spark_apps.storage.gold import ensure_gold_table, merge_gold
 
         frame = spark.createDataFrame(_gold_rows(orders), ENRICHED_REVENUE_DDL)
         gold = DeploymentNames(str(self.root), deployment_id).gold_revenue_table

@@ -15,7 +15,7 @@ from revenue_platform.spark_submit import spark_submit_env
 pytestmark = pytest.mark.integration
 
 PROBE = """
-from spark_apps.session import build_spark_session
+from spark_apps.engine.session import build_spark_session
 
 spark = build_spark_session("loopback-probe")
 conf = spark.sparkContext.getConf()

@@ -36,7 +36,7 @@ from revenue_platform.orders_generator import (
 )
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
+from spark_apps.contract.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -98,7 +98,7 @@ def test_a_stalled_old_driver_cannot_roll_gold_or_the_revenue_topic_back(
     kafka_bootstrap: str, tmp_path: Path, stall: str, refusal: str
 ) -> None:
     from revenue_platform.gold_table import read_gold
-    from spark_apps.naming import DeploymentNames
+    from spark_apps.contract.naming import DeploymentNames
 
     suffix = unique_suffix()
     lake = tmp_path / "lake"

@@ -31,8 +31,8 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
+from spark_apps.contract.config import StreamingAppConfig, load_config
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -146,7 +146,7 @@ def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
     expected = {
         k: (w.order_count, w.revenue) for k, w in expected_windows(records, window_seconds=15).items()
     }
-    gold_rows = io.read_gold(spark, config.names.gold_revenue_table).collect()
+    gold_rows = gold_frame(spark, config.names.gold_revenue_table).collect()
     gold: dict[tuple[str, str, datetime], tuple[int, Decimal]] = {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in gold_rows
     }

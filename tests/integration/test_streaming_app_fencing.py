@@ -25,10 +25,10 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
-from spark_apps import io
-from spark_apps.config import StreamingAppConfig, load_config
-from spark_apps.fencing import LeaseFence, LeaseRejectedError
+from spark_apps.contract.config import StreamingAppConfig, load_config
+from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError
 from spark_apps.orders_streaming_app import run
+from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ def _gold(
 ) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
     return {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
-        for r in io.read_gold(spark, config.names.gold_revenue_table).collect()
+        for r in gold_frame(spark, config.names.gold_revenue_table).collect()
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from revenue_platform.registry import DeploymentRegistry
-from spark_apps.naming import DeploymentNames
+from spark_apps.contract.naming import DeploymentNames
 from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, task_states
 
 pytestmark = pytest.mark.integration
@@ -100,8 +100,8 @@ def test_a_hostile_store_id_is_refused_at_trigger_time_and_gold_is_untouched(
 ) -> None:
     """plan_reprocessing refuses it too (tests/unit/test_trigger_validation.py), for callers without
     the form's schema."""
-    from spark_apps import io
-    from spark_apps.schemas import REVENUE_WINDOW_SCHEMA
+    from spark_apps.storage.gold import gold_frame
+    from spark_apps.validation.schemas import REVENUE_WINDOW_SCHEMA
 
     start = datetime(2026, 11, 22, 9, 0, 0)
     gold_path = DeploymentNames(lake, "blue").gold_revenue_table
@@ -132,4 +132,4 @@ def test_a_hostile_store_id_is_refused_at_trigger_time_and_gold_is_untouched(
     # The form's schema refuses it at trigger time: no run is created, so no task can start.
     with pytest.raises(ParamValidationError, match="stores"):
         dags["reprocess_revenue"].test(run_conf=conf)
-    assert io.read_gold(spark, gold_path).count() == len(rows)
+    assert gold_frame(spark, gold_path).count() == len(rows)

@@ -79,7 +79,7 @@ def test_spark_submit_env_is_the_allow_list_plus_python_and_the_kafka_login(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from revenue_platform.spark_submit import spark_submit_env
-    from spark_apps.kafka_security import KAFKA_SECURITY_ENV
+    from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV
 
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "jwt")
     monkeypatch.setenv(KAFKA_SECURITY_ENV, '{"protocol": "SASL_SSL"}')  # a parent's, not this driver's

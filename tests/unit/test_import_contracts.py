@@ -106,8 +106,16 @@ def test_every_import_runs_down_the_layers() -> None:
 @pytest.mark.parametrize(
     ("module", "source", "complaint"),
     [
-        ("spark_apps.io", "from revenue_platform.paths import lake_root", "spark_apps must not depend on"),
-        ("spark_apps.io", "def f():\n    import dags.deploy_streaming_app", "spark_apps must not depend on"),
+        (
+            "spark_apps.storage.gold",
+            "from revenue_platform.paths import lake_root",
+            "spark_apps must not depend on",
+        ),
+        (
+            "spark_apps.storage.gold",
+            "def f():\n    import dags.deploy_streaming_app",
+            "spark_apps must not depend on",
+        ),
         ("revenue_platform.serving.api", "from dags import x", "revenue_platform must not depend on dags"),
         ("revenue_platform.streaming.deploy", "from revenue_platform.local_stack import jvm", "local stack"),
         ("revenue_platform.streaming.deploy", "from ..local_stack import jvm", "local stack"),
@@ -125,12 +133,15 @@ def test_imports_up_the_layers_are_reported(module: str, source: str, complaint:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("dags.reprocess_revenue", "from spark_apps.naming import DEPLOYMENT_ID_PATTERN"),
+        ("dags.reprocess_revenue", "from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN"),
         ("revenue_platform.streaming.deploy", "from revenue_platform import processes"),
         ("revenue_platform.demo", "from revenue_platform.local_stack.airflow_local import x"),
         ("revenue_platform.local_stack.jvm", "from . import prerequisites"),
         ("bench.runner", "from revenue_platform.local_stack.kafka_broker import LocalKafkaBroker"),
-        ("spark_apps.io", "from pyspark.sql import DataFrame\nfrom spark_apps.contract import GOLD_COLUMNS"),
+        (
+            "spark_apps.storage.gold",
+            "from pyspark.sql import DataFrame\nfrom spark_apps.contract.records import GOLD_COLUMNS",
+        ),
     ],
 )
 def test_imports_down_the_layers_are_allowed(module: str, source: str) -> None:

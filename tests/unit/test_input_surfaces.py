@@ -21,8 +21,8 @@ from revenue_platform.bluegreen.release import publish
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentRegistry
 from revenue_platform.streaming.deploy import DeployRequest, resolve_config
-from spark_apps.config import AppConfigError, load_config
-from spark_apps.naming import validate_deployment_id
+from spark_apps.contract.config import AppConfigError, load_config
+from spark_apps.contract.naming import validate_deployment_id
 from tests.registry_helpers import register_deployment
 
 
@@ -135,7 +135,7 @@ def test_a_deployment_cannot_read_what_another_deployment_writes(tmp_path: Path)
 
 def test_only_deployments_desired_running_are_checked_at_a_drivers_start(tmp_path: Path) -> None:
     from revenue_platform.registry import DeploymentRegistry
-    from spark_apps.topic_ownership import verify_topic_ownership
+    from spark_apps.contract.topic_ownership import verify_topic_ownership
 
     register_deployment(tmp_path, None, **{"deployment_id": "old", "kafka.orders_topic": "orders_eu"})
     DeploymentRegistry(str(tmp_path)).update("old", {"desired_state": "stopped"}, "test")
@@ -156,7 +156,7 @@ def test_a_release_cannot_name_output_topics(tmp_path: Path) -> None:
 
 
 def test_the_app_checks_the_registry_at_start(tmp_path: Path) -> None:
-    from spark_apps.topic_ownership import TopicOwnershipError, verify_topic_ownership
+    from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
 
     register_deployment(tmp_path, None, **{"deployment_id": "blue", "kafka.orders_topic": "orders_eu"})
     mine = load_config(

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from revenue_platform.errors import ConfigError
-from spark_apps.config import AppConfigError
+from spark_apps.contract.config import AppConfigError
 
 NOW = datetime(2026, 11, 22, 10, tzinfo=UTC)
 BOOTSTRAP = "connection-broker:9092"
@@ -577,7 +577,7 @@ CONFIG_FIELDS: dict[str, st.SearchStrategy[Any]] = {
 
 
 def test_the_property_covers_every_config_field() -> None:
-    from spark_apps.config import StreamingAppConfig
+    from spark_apps.contract.config import StreamingAppConfig
 
     leaves = set()
     for name, info in StreamingAppConfig.model_fields.items():
@@ -613,7 +613,7 @@ def test_every_config_field_refuses_hostile_values_naming_it(
 def _submit(surface: str, name: str, value: Any, lake: Path) -> None:
     from revenue_platform.bluegreen.release import publish
     from revenue_platform.registry import DeploymentRegistry
-    from spark_apps.config import load_config
+    from spark_apps.contract.config import load_config
 
     if surface == "--set":
         # JSON is YAML: the value reaches the model exactly as generated (quotes keep "5" a string).

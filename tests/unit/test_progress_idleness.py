@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from spark_apps.observability import BatchCounters, ProgressPublisher
+from spark_apps.engine.observability import BatchCounters, ProgressPublisher
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 QUERY, HISTORY = "blue__revenue", "blue__history"

@@ -17,8 +17,8 @@ from revenue_platform.paths import require_inside_lake
 from revenue_platform.reprocessing import plan_reprocessing, validate_stores
 from revenue_platform.streaming.deploy import DeployRequest, resolve_config
 from revenue_platform.trigger_conf import check_conf_keys
-from spark_apps.config import AppConfigError, load_config
-from spark_apps.naming import validate_location_id
+from spark_apps.contract.config import AppConfigError, load_config
+from spark_apps.contract.naming import validate_location_id
 from tests.registry_helpers import register_deployment
 
 DEPLOY_PARAMS = (

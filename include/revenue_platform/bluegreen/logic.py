@@ -77,7 +77,7 @@ class ReplayRequest:
         from revenue_platform.bluegreen.triggers import validate_version
         from revenue_platform.quality.config import validate_thresholds
         from revenue_platform.streaming.deploy import bounded_seconds
-        from spark_apps.naming import validate_deployment_id
+        from spark_apps.contract.naming import validate_deployment_id
 
         source = params.get("replay_source", "kafka_earliest")
         if source not in REPLAY_SOURCES:

@@ -6,7 +6,7 @@ reproduces live, records `replay_reproduced` and retires green with live untouch
 
 Green is deployed through the same deploy machinery as any deployment (registry, lease,
 detached driver), from EARLIEST offsets with a fresh checkpoint, its own tables, consumer
-group and revenue topic (all named by spark_apps/naming.py). Each step writes what it
+group and revenue topic (all named by spark_apps/contract/naming.py). Each step writes what it
 decided to the registry's audit log (`replay_*` events, actor = DAG run and triggering
 user), so the trail answers who promoted what, when and on which evidence. The live pointer
 only ever moves through `DeploymentRegistry.switch_live` (one Delta commit).
@@ -47,8 +47,9 @@ from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
-from spark_apps.config import KafkaConfig, interval_seconds
-from spark_apps.naming import DeploymentNames
+from spark_apps.contract.config_rules import interval_seconds
+from spark_apps.contract.kafka_config import KafkaConfig
+from spark_apps.contract.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
 
@@ -215,7 +216,7 @@ def _plan_history(
     kafka_client_config: Mapping[str, Any] | None,
 ) -> dict[str, Any] | None:
     """Green's `history` config (None: Kafka from earliest), after checking nothing would be lost."""
-    from spark_apps.kafka_ranges import partition_watermarks
+    from spark_apps.storage.kafka_ranges import partition_watermarks
 
     blue_config = registry.get(blue).config
     kafka = blue_config.get("kafka", {})

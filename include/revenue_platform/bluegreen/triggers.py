@@ -29,7 +29,8 @@ PERIODIC_ACTIONS: Final = {"record": REPRODUCE, "switch": PROMOTE}
 DEFAULT_PERIODIC_ACTION: Final = "record"
 
 # Semver-like labels; they end up in registry rows, deployment ids and logs, never in SQL or shell.
-# Full-string: `$(?!\n)` refuses a trailing newline where JSON schema searches (spark_apps/naming.py).
+# Full-string: `$(?!\n)` refuses a trailing newline where JSON schema searches
+# (spark_apps/contract/naming.py).
 VERSION_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$(?!\n)"
 # Release notes (free text for the audit trail) are bounded like every other form value.
 MAX_NOTES: Final = 4000
@@ -73,7 +74,7 @@ def validate_version(version: Any) -> str:
 def validate_release_overrides(overrides: Any) -> dict[str, Any]:
     """A release's config: dotted app-config fields; nothing that is per deployment or per environment."""
     from revenue_platform.streaming.deploy import overridden_fields, refuse_connection_overrides
-    from spark_apps.config import OUTPUT_TOPIC_FIELDS
+    from spark_apps.contract.kafka_config import OUTPUT_TOPIC_FIELDS
 
     if not isinstance(overrides, Mapping):
         raise ConfigError("config_overrides: must be an object of dotted config field -> value")

@@ -24,7 +24,7 @@ from revenue_platform.times import parse_utc
 
 if TYPE_CHECKING:
     from revenue_platform.registry import DeploymentRecord
-    from spark_apps.config import StreamingAppConfig
+    from spark_apps.contract.config import StreamingAppConfig
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +142,8 @@ def wait_for_the_app(record: DeploymentRecord, app: StreamingAppConfig, interval
     behind gets the checks as gold is, and they say what is missing."""
     from revenue_platform.registry.models import DesiredState, ObservedState
     from revenue_platform.streaming.finality import wait_for_final_windows
-    from spark_apps.config import interval_seconds
-    from spark_apps.naming import REVENUE_QUERY_ROLE, local_path
+    from spark_apps.contract.config_rules import interval_seconds
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
 
     if record.desired_state != DesiredState.RUNNING.value:
         return

@@ -16,14 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
-from spark_apps.config import (
-    MAX_DEDUPE_HORIZON_SECONDS,
-    StreamingAppConfig,
-    ascii_amount,
-    bounded_interval,
-    interval_seconds,
-    load_config,
-)
+from spark_apps.contract.config import MAX_DEDUPE_HORIZON_SECONDS, StreamingAppConfig, load_config
+from spark_apps.contract.config_rules import ascii_amount, bounded_interval, interval_seconds
 
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
@@ -61,7 +55,7 @@ class QualityConfig(BaseModel):
     watermark: str = "30 seconds"
     """The app's `window.watermark`: a window is closed (final) once its end is this far behind."""
     dedupe_horizon: str = "1 hour"
-    """The app's `dedupe.horizon` (spark_apps.contract.DEDUPE_RULE): the checks read this much more
+    """The app's `dedupe.horizon` (spark_apps.contract.records.DEDUPE_RULE): the checks read this much more
     bronze, so the copy before each checked order's is read too."""
     freshness_max_lag: str = "15 minutes"
     """The newest closed window may end at most this long before the interval end (1 s..7 days)."""

@@ -26,7 +26,7 @@ from typing import Final
 import pandas as pd
 
 from revenue_platform.quality.config import QualityConfig
-from spark_apps.contract import GOLD_DELTA_TYPES, GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS
+from spark_apps.contract.records import GOLD_DELTA_TYPES, GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS
 
 _MICROS: Final = 1_000_000
 _CENT: Final = Decimal("0.01")
@@ -109,7 +109,7 @@ def gold_windows_frame(
 
 # ------------------------------------------------------------------------------------------------
 def repeat_flags(orders: pd.DataFrame, horizon_seconds: int) -> pd.Series:
-    """`spark_apps.contract.DEDUPE_RULE` in pandas, aligned with `orders` (which must be in arrival
+    """`spark_apps.contract.records.DEDUPE_RULE` in pandas, aligned with `orders` (which must be in arrival
     order, as `parse_bronze_orders` returns them): True for a copy whose previous copy of the same
     order id arrived (Kafka timestamp) at most the horizon before it."""
     stamps = pd.to_datetime(orders["timestamp"], utc=True)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from revenue_platform.gold_table import open_gold
 from revenue_platform.quality.errors import QualityInputMissing
-from spark_apps.contract import ARRIVAL_ORDER
+from spark_apps.contract.records import ARRIVAL_ORDER
 
 # Bronze columns the checks need; `key` and the raw Spark-parsed order columns are not read.
 BRONZE_COLUMNS = [
@@ -134,7 +134,7 @@ def parse_order_value(value: bytes | None) -> dict[str, Any]:
 def parse_bronze_orders(bronze: pd.DataFrame) -> pd.DataFrame:
     """Valid bronze records (dlq_reason null) with independently parsed order fields, in arrival order.
 
-    Arrival order is the order of the platform's one dedupe rule (`spark_apps.contract.ARRIVAL_ORDER`:
+    Arrival order is the order of the platform's one dedupe rule (`spark_apps.contract.records.ARRIVAL_ORDER`:
     ingest batch, then Kafka timestamp, partition, offset; `frames.repeat_flags` applies the rule).
     Rows the independent parser rejects keep `parse_error`.
     """

@@ -25,8 +25,8 @@ from revenue_platform.quality.loaders import bronze_since, load_bronze, load_gol
 from revenue_platform.quality.report import CheckOutcome, QualityReport
 from revenue_platform.quality.results import results_table_path, store_report
 from revenue_platform.quality.suites import SUITES, build_suite
-from spark_apps.contract import GOLD_KEY_COLUMNS
-from spark_apps.naming import DeploymentNames, is_local_location, local_path
+from spark_apps.contract.naming import DeploymentNames, is_local_location, local_path
+from spark_apps.contract.records import GOLD_KEY_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd

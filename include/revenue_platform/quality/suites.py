@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from revenue_platform.quality.config import QualityConfig
-from spark_apps.contract import GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS, ORDER_TYPES
+from spark_apps.contract.records import GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS, ORDER_TYPES
 
 if TYPE_CHECKING:
     import great_expectations as gx

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from spark_apps.config import StreamingAppConfig
+    from spark_apps.contract.config import StreamingAppConfig
 
 
 class DesiredState(StrEnum):
@@ -184,7 +184,7 @@ class DeploymentRecord:
         """The config this deployment was registered with, validated: THE source of its topics, tables,
         window geometry and rules for every reader (reprocess, quality, blue-green, serving)."""
         from revenue_platform.errors import ConfigError
-        from spark_apps.config import AppConfigError, load_config
+        from spark_apps.contract.config import AppConfigError, load_config
 
         try:
             return load_config(overrides=self.config)

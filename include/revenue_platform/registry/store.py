@@ -31,7 +31,7 @@ from revenue_platform.registry.models import (
     release_schema,
     utc_now,
 )
-from spark_apps.naming import RegistryNames
+from spark_apps.contract.naming import RegistryNames
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -102,7 +102,7 @@ class DeploymentRegistry:
 
     @property
     def releases_table(self) -> str:
-        # Next to the other registry tables (spark_apps.naming.RegistryNames names those two; the
+        # Next to the other registry tables (spark_apps.contract.naming.RegistryNames names those two; the
         # Spark app never reads releases, so the name lives with the control plane).
         return f"{self.names.root.rstrip('/')}/releases"
 

@@ -1,7 +1,7 @@
 """The streaming app's liveness as readers show it: the driver's heartbeat, not a query's progress.
 
 The driver rewrites `DeploymentNames.driver_status_file` (`_driver.json`, see
-`spark_apps.fencing.write_driver_status`) every few seconds whether or not batches have data; a
+`spark_apps.contract.fencing.write_driver_status`) every few seconds whether or not batches have data; a
 query's progress file is rewritten only when a batch ran, so an idle, healthy app would look
 minutes old there. `/v1/metadata/all` and the operations view read the heartbeat here.
 """
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spark_apps.naming import DeploymentNames, local_path
+from spark_apps.contract.naming import DeploymentNames, local_path
 
 
 def driver_status_path(names: DeploymentNames) -> Path:

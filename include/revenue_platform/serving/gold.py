@@ -2,7 +2,7 @@
 
 `read_live_gold()` is the one entry point: it asks the registry which deployment is live
 (`revenue_platform.registry.resolve_live_deployment`, never anything else), names its gold table
-with `spark_apps.naming.DeploymentNames`, and returns a `GoldSnapshot` of the table's current
+with `spark_apps.contract.naming.DeploymentNames`, and returns a `GoldSnapshot` of the table's current
 version. Opening a Delta table reads only its log; the data files are read once per
 (table, version) and kept in a small LRU cache, so repeated requests cost a log read, and a new
 micro-batch (a new version) or a live switch (another table) is picked up by the next request.
@@ -23,8 +23,8 @@ from revenue_platform.errors import PlatformError
 from revenue_platform.gold_table import gold_arrow_schema, open_gold
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRegistry, RegistryError, resolve_live_deployment
-from spark_apps.contract import SERVED_GOLD_COLUMNS
-from spark_apps.naming import DeploymentNames
+from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.records import SERVED_GOLD_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,7 +1,7 @@
 """`/v1/metadata/all`: the registry's deployments, the live pointer, and each deployment's lag.
 
 Lag comes from the progress JSON the app's StreamingQueryListener publishes under
-`DeploymentNames.progress_dir` (spark_apps/observability.py): reading one small file per
+`DeploymentNames.progress_dir` (spark_apps/engine/observability.py): reading one small file per
 deployment is bounded and cheap, while asking Kafka for end offsets on every request is not.
 The heartbeat is the driver's (`serving.driver_status`), rewritten every few seconds even while
 no batch has data; the progress file's own time only moves when a batch ran.
@@ -22,7 +22,7 @@ from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, Regi
 from revenue_platform.serving.driver_status import driver_heartbeat, driver_status_path
 from revenue_platform.serving.gold import NoLiveDeploymentError
 from revenue_platform.serving.models import DeploymentMetadata, Lag, Metadata
-from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 LOG = logging.getLogger(__name__)
 

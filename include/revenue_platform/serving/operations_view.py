@@ -45,8 +45,8 @@ from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
 from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
 from revenue_platform.serving.driver_status import driver_heartbeat
-from spark_apps.contract import GOLD_WINDOW_COLUMNS
-from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.records import GOLD_WINDOW_COLUMNS
 
 LOG = logging.getLogger(__name__)
 LIVE_SWITCH_EVENT = "live_switched"
@@ -173,7 +173,7 @@ def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
 
 
 def _revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
-    """The revenue query's latest progress JSON (as `spark_apps.observability` writes it), or {}."""
+    """The revenue query's latest progress JSON (as `spark_apps.engine.observability` writes it), or {}."""
     names = _names(record, lake_root)
     path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
     try:
@@ -401,7 +401,8 @@ def create_operations_app(lake_root: str | None = None) -> FastAPI:
 
     @app.exception_handler(ValueError)
     def bad_value(_request: Request, error: ValueError) -> JSONResponse:
-        # E.g. a deployment_id that is not a valid id (spark_apps.naming refuses it): the caller's error.
+        # E.g. a deployment_id that is not a valid id (spark_apps.contract.naming refuses it): the
+        # caller's error.
         return JSONResponse({"detail": str(error)}, status_code=status.HTTP_400_BAD_REQUEST)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.times import parse_utc
-from spark_apps.contract import GENERAL, RESTAURANT
+from spark_apps.contract.records import GENERAL, RESTAURANT
 
 # Path names follow the seed's REST API (`/v1/orders/count/general_orders`); gold stores the
 # producers' enum values. This mapping is the only place the two meet.

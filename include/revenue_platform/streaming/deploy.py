@@ -42,16 +42,16 @@ from revenue_platform.streaming.launcher import (
     log_tail,
     observe_driver,
 )
-from spark_apps.config import (
-    BRONZE_TABLE_INFIX,
-    MAX_TIMESTAMP_MS,
-    AppConfigError,
-    StreamingAppConfig,
-    load_config,
+from spark_apps.contract.config import BRONZE_TABLE_INFIX, AppConfigError, StreamingAppConfig, load_config
+from spark_apps.contract.kafka_config import MAX_TIMESTAMP_MS
+from spark_apps.contract.kafka_security import KafkaClientSecurity
+from spark_apps.contract.naming import DeploymentNames, validate_deployment_id
+from spark_apps.contract.topic_ownership import (
+    describe_conflicts,
+    input_conflicts,
+    topic_conflicts,
+    topic_writers,
 )
-from spark_apps.kafka_security import KafkaClientSecurity
-from spark_apps.naming import DeploymentNames, validate_deployment_id
-from spark_apps.topic_ownership import describe_conflicts, input_conflicts, topic_conflicts, topic_writers
 
 LOG = logging.getLogger(__name__)
 STARTING_POSITIONS = ("earliest", "latest")

@@ -1,7 +1,7 @@
 """When a running deployment's windows are final: the app will not change them any more.
 
 Readers that compare or rewrite gold windows (the reprocess repair, the hourly quality checks) ask
-this of the progress file the app's revenue query publishes (spark_apps/observability.py). Windows
+this of the progress file the app's revenue query publishes (spark_apps/engine/observability.py). Windows
 ending at or before `through` are final once
 
 * the app's own event-time watermark has reached `through`: Spark has closed them and will never

@@ -29,8 +29,8 @@ from revenue_platform.errors import PlatformError
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.kafka_security import KafkaClientSecurity
-from spark_apps.naming import DeploymentNames, local_driver_dir, local_path
+from spark_apps.contract.kafka_security import KafkaClientSecurity
+from spark_apps.contract.naming import DeploymentNames, local_driver_dir, local_path
 
 LOG = logging.getLogger(__name__)
 APP = "orders_streaming_app.py"

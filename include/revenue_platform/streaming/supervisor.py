@@ -38,8 +38,8 @@ from revenue_platform.streaming.launcher import (
     read_query_progress,
     rotate_driver_log,
 )
-from spark_apps.kafka_security import KafkaClientSecurity
-from spark_apps.naming import REVENUE_QUERY_ROLE, query_role
+from spark_apps.contract.kafka_security import KafkaClientSecurity
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, query_role
 
 LOG = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from revenue_platform.orders_generator import (
     expected_windows,
     generate_orders,
 )
-from spark_apps.config import WindowConfig
-from spark_apps.contract import OrderRules
+from spark_apps.contract.config import WindowConfig
+from spark_apps.contract.records import OrderRules
 
 RULES = OrderRules()
 MAX_CENTS = int(RULES.max_order_amount * 100)

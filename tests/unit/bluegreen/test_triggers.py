@@ -24,7 +24,7 @@ from revenue_platform.bluegreen.triggers import (
     validate_version,
 )
 from revenue_platform.errors import ConfigError
-from spark_apps.naming import validate_deployment_id
+from spark_apps.contract.naming import validate_deployment_id
 
 T0 = datetime(2026, 11, 22, 9, 30, 5)
 FORM = {"green_deployment_id": "green", "blue_deployment_id": None, "version": "dev", "config_overrides": {}}

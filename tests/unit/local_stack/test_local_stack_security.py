@@ -17,7 +17,7 @@ from revenue_platform.local_stack.airflow_local import (
     signing_secrets,
 )
 from revenue_platform.spark_submit import spark_submit_command
-from spark_apps.session import loopback_driver_conf
+from spark_apps.engine.session import loopback_driver_conf
 
 
 def _settings(tmp_path: Path) -> AirflowLocalSettings:

@@ -18,7 +18,7 @@ from revenue_platform.quality.config import QualityConfig, load_quality_config
 from revenue_platform.quality.errors import QualityInputMissing
 from revenue_platform.quality.loaders import load_bronze, load_gold, parse_bronze_orders, parse_order_value
 from revenue_platform.quality.suites import SUITES, all_checks
-from spark_apps.contract import GOLD_DELTA_TYPES
+from spark_apps.contract.records import GOLD_DELTA_TYPES
 from tests.quality_helpers import (
     INTERVAL_END,
     INTERVAL_START,

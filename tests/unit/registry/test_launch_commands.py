@@ -140,7 +140,7 @@ def test_the_connection_s_credentials_reach_a_driver_s_environment_only(
     from revenue_platform.kafka_connection import KafkaConnectionConfigError, client_security
     from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
     from revenue_platform.streaming.launcher import LaunchError, launch
-    from spark_apps.kafka_security import KAFKA_SECURITY_ENV
+    from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV
 
     security = client_security(
         {
@@ -175,7 +175,7 @@ def test_the_reprocess_job_s_login_goes_into_the_task_environment_not_a_template
     import os
 
     from revenue_platform.kafka_connection import export_client_security
-    from spark_apps.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
+    from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
     extra = {
         "bootstrap.servers": "broker:9093",

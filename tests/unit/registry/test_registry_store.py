@@ -19,7 +19,7 @@ from revenue_platform.registry import (
     registry_lake_root,
     resolve_live_deployment,
 )
-from spark_apps.fencing import LeaseRejectedError, current_lease_token, verify_lease
+from spark_apps.contract.fencing import LeaseRejectedError, current_lease_token, verify_lease
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from deltalake import write_deltalake
 
 from revenue_platform.gold_table import arrow_type, gold_arrow_schema, open_gold, read_gold
-from spark_apps.contract import GOLD_COLUMNS, GOLD_WINDOW_COLUMNS
+from spark_apps.contract.records import GOLD_COLUMNS, GOLD_WINDOW_COLUMNS
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 

@@ -20,8 +20,8 @@ from revenue_platform.serving.params import (
     parse_timestamp,
 )
 from revenue_platform.serving.queries import order_counts, revenues
-from spark_apps.contract import GOLD_COLUMNS, GOLD_DELTA_TYPES, SERVED_GOLD_COLUMNS
-from spark_apps.schemas import ENRICHED_REVENUE_SCHEMA, GOLD_SCHEMA
+from spark_apps.contract.records import GOLD_COLUMNS, GOLD_DELTA_TYPES, SERVED_GOLD_COLUMNS
+from spark_apps.validation.schemas import ENRICHED_REVENUE_SCHEMA, GOLD_SCHEMA
 
 LIMITS = ServingLimits(max_range=timedelta(hours=6), default_page_size=10, max_page_size=50)
 

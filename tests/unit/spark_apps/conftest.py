@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_apps.schemas import KAFKA_RAW_SCHEMA
+from spark_apps.validation.schemas import KAFKA_RAW_SCHEMA
 
 # PySpark converts naive Python datetimes with the process time zone; pin it to UTC so
 # expected values written as naive datetimes mean UTC on any host.

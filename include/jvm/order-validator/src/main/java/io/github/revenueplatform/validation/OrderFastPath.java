@@ -55,7 +55,7 @@ public final class OrderFastPath implements UDF1<byte[], Row> {
   /** Larger values fall back (real orders are a few hundred bytes). */
   public static final int MAX_VALUE_BYTES = 64 * 1024;
 
-  // DECIMAL(18,2): the money type of the platform (spark_apps.contract).
+  // DECIMAL(18,2): the money type of the platform (spark_apps/contract/records.py).
   private static final int MONEY_PRECISION = 18;
   private static final int MONEY_SCALE = 2;
   // Spark's variant decimals hold at most 38 digits of precision and scale; beyond that a

@@ -1,0 +1,97 @@
+"""The checkpoints a deployment's queries keep, and the refusal to continue from checkpoints written by
+a retired design (the two-query engine, the two-Kafka-reader design, a dedupe state keyed by order
+id): such a deployment is rolled out anew with a blue-green replay.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import SparkSession
+
+from spark_apps.contract.config import StreamingAppConfig
+from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT, RETIRED_CHECKPOINTS
+
+
+class CheckpointMigrationError(RuntimeError):
+    """The deployment's checkpoints were written by a retired design (the two-query engine or the
+    two-Kafka-reader design before it)."""
+
+
+def _path_exists(spark: SparkSession, path: str) -> bool:
+    """Whether `path` exists on its file system (local or object store), through Hadoop's FS API."""
+    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+    return bool(jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path))
+
+
+def has_committed(spark: SparkSession, checkpoint: str) -> bool:
+    """Whether the query of `checkpoint` committed a batch (its `commits` folder lists one)."""
+    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/commits")  # type: ignore[union-attr]
+    fs = jvm_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return bool(fs.exists(jvm_path)) and any(
+        not status.getPath().getName().startswith(".") for status in fs.listStatus(jvm_path)
+    )
+
+
+# The dedupe operator's state variables before its ids were kept in buckets (one value per order id,
+# a timer each). Spark starts the bucketed operator on such a checkpoint without complaint and with
+# none of the old ids, so a copy re-sent across the upgrade would count twice: it is refused instead.
+RETIRED_DEDUPE_STATE_VARIABLES = frozenset({"last_arrival_ms"})
+
+
+def _dedupe_state_variables(spark: SparkSession, checkpoint: str) -> set[str]:
+    """The state variables named by the oldest operator metadata the query of `checkpoint` kept (its
+    stateful operator's `state/0/_metadata/v2/<batch>`); empty when it has none."""
+    folder = spark._jvm.org.apache.hadoop.fs.Path(f"{checkpoint}/state/0/_metadata/v2")  # type: ignore[union-attr]
+    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(folder):
+        return set()
+    batches = [s.getPath() for s in fs.listStatus(folder) if s.getPath().getName().isdigit()]
+    if not batches:
+        return set()
+    oldest = min(batches, key=lambda path: int(path.getName()))
+    stream = fs.open(oldest)
+    try:
+        text = spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")  # type: ignore[union-attr]
+    finally:
+        stream.close()
+    # Line 1 is the format's version ("v2"), line 2 the operator's metadata as JSON.
+    metadata = json.loads(text.splitlines()[1])
+    properties = json.loads(metadata.get("operatorPropertiesJson") or "{}")
+    return {variable["stateName"] for variable in properties.get("stateVariables", [])}
+
+
+def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) -> None:
+    """A deployment started by an earlier design cannot continue from its checkpoints: the two-query
+    engine's (`ingest`: its offsets, its revenue query's Spark state and bronze's `superseded` marks
+    mean nothing to this engine), the two-Kafka-reader design's before it (`archive`), and this
+    engine's before its dedupe moved into Spark's state store (a query that committed batches
+    without a `state` folder: Spark cannot add a stateful operator to a running query, and the ids
+    it remembered lived in a driver that is gone), and one whose dedupe state is keyed by order id
+    (`RETIRED_DEDUPE_STATE_VARIABLES`). A config that still names `engine: two_queries` is refused
+    the same way."""
+    names = config.names
+    retired = [
+        f"{names.checkpoint(query)} exists"
+        for query in RETIRED_CHECKPOINTS
+        if _path_exists(spark, names.checkpoint(query))
+    ]
+    retired += [
+        f"{names.checkpoint(query)} committed batches without a dedupe state"
+        for query in (PIPELINE_CHECKPOINT, HISTORY_CHECKPOINT)
+        if has_committed(spark, names.checkpoint(query))
+        and not _path_exists(spark, f"{names.checkpoint(query)}/state")
+    ]
+    retired += [
+        f"{names.checkpoint(query)} keeps its dedupe state by order id, before it was bucketed"
+        for query in (PIPELINE_CHECKPOINT, HISTORY_CHECKPOINT)
+        if _dedupe_state_variables(spark, names.checkpoint(query)) & RETIRED_DEDUPE_STATE_VARIABLES
+    ]
+    if config.engine == "two_queries" or retired:
+        found = f" ({retired[0]})" if retired else " (its config says engine: two_queries)"
+        raise CheckpointMigrationError(
+            f"deployment {config.deployment_id} was started by a retired engine{found}; this version "
+            "cannot continue it. Roll it out as a new deployment with the blue_green_replay DAG (a "
+            "replay from earliest offsets or from its bronze archive) and retire the old one; see "
+            "docs/streaming-app.md."
+        )

@@ -1,0 +1,327 @@
+"""Progress the control plane can read, and offsets that Kafka's lag tools can see.
+
+A StreamingQueryListener writes the app's latest progress (rates, batch duration, offsets
+behind latest, DLQ and late counts, a heartbeat) as JSON under the deployment's progress
+folder, and commits the end offsets reflected in gold to a consumer group named after the
+deployment: Spark keeps offsets only in its checkpoint, so without this `kafka-consumer-groups
+--describe` would show no lag at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from spark_apps.contract.json_files import write_json_atomically
+from spark_apps.contract.naming import local_path, query_progress_file
+
+LOG = logging.getLogger("orders_streaming_app.progress")
+
+# Streaming observation (reported in each query's progress, computed by the batch's own jobs): the
+# records and dead letters a batch read.
+INGEST_METRICS = "ingest_totals"
+
+
+def query_failure(error: str) -> str:
+    """A failed query's error without the logical plan and JVM stack frames Spark adds to it: pages of
+    them would push the cause out of the driver log's tail, which is what the control plane reports."""
+    described = error.split("=== Streaming Query ===", 1)[0]
+    lines = [line for line in described.splitlines() if not line.startswith(("\tat ", "\t... "))]
+    return "\n".join(lines).strip()
+
+
+class BatchCounters:
+    """Per-deployment counters that foreachBatch functions add to (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[str, int] = {}
+
+    def add(self, name: str, amount: int) -> None:
+        with self._lock:
+            self._totals[name] = self._totals.get(name, 0) + amount
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._totals)
+
+
+def summarize_progress(progress: dict[str, Any], counters: dict[str, int]) -> dict[str, Any]:
+    """The fields operators and the supervisor need, from one StreamingQueryProgress (as a dict)."""
+    # One source per query: Kafka for the app's query, a Delta table for a replay's history query
+    # (which has no Kafka offsets; ProgressPublisher says whether the history is still pending).
+    source = (progress.get("sources") or [{}])[0]
+    reads_kafka = str(source.get("description", "")).startswith("Kafka")
+    metrics = source.get("metrics") or {}
+    dropped_late = sum(
+        int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", [])
+    )
+    behind = metrics.get("maxOffsetsBehindLatest")
+    return {
+        "query_name": progress.get("name"),
+        "run_id": progress.get("runId"),
+        "batch_id": progress.get("batchId"),
+        "batch_timestamp": progress.get("timestamp"),
+        "heartbeat_at": datetime.now(UTC).isoformat(),
+        "num_input_rows": progress.get("numInputRows"),
+        "input_rows_per_second": progress.get("inputRowsPerSecond"),
+        "processed_rows_per_second": progress.get("processedRowsPerSecond"),
+        "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        "end_offsets": _parse_offsets(source.get("endOffset")) if reads_kafka else {},
+        "max_offsets_behind_latest": int(behind) if behind not in (None, "") else None,
+        "history_pending": False,
+        "rows_dropped_by_watermark": dropped_late,
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "counters": counters,
+    }
+
+
+def _parse_offsets(raw: Any) -> dict[str, dict[str, int]]:
+    if raw in (None, ""):
+        return {}
+    offsets = json.loads(raw) if isinstance(raw, str) else raw
+    return {topic: {str(p): int(o) for p, o in parts.items()} for topic, parts in offsets.items()}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def offsets_behind_latest(
+    end_offsets: dict[str, dict[str, int]], latest_offsets: dict[str, dict[str, int]]
+) -> int | None:
+    """How many records the furthest-behind partition held past `end_offsets` when Kafka's latest
+    offsets were `latest_offsets`; None while either is unknown, never a made-up 0."""
+    if not end_offsets or not latest_offsets:
+        return None
+    return max(
+        latest - end_offsets.get(topic, {}).get(partition, 0)
+        for topic, partitions in latest_offsets.items()
+        for partition, latest in partitions.items()
+    )
+
+
+def _latest_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
+    kafka = [s for s in progress.get("sources") or [] if str(s.get("description", "")).startswith("Kafka")]
+    return _parse_offsets(kafka[0].get("latestOffset")) if kafka else {}
+
+
+class ProgressPublisher(StreamingQueryListener):
+    """Publishes the progress of this app's query and commits the Kafka offsets reflected in gold.
+
+    The query reads Kafka and commits gold in each micro-batch, and Spark reports a batch's progress
+    after the batch committed: the end offsets of its Kafka source are the records gold reflects. The
+    progress file carries them, with the lag behind Kafka's latest offsets as that batch saw them, and
+    they are committed to the deployment's consumer group, so `kafka-consumer-groups` shows how far
+    gold is behind.
+
+    A replay from bronze first runs a history query to its end, and only then the Kafka query. The
+    history's batches are published in the same file with `history_pending: true` (`_on_history`),
+    the Kafka query's with false: every batch of it comes after the history ended. So the file says
+    the history is pending until the Kafka query has committed a batch. Nothing of this needs to
+    survive a restart: one in the middle of the history runs the history query again, which
+    publishes again; one after it finds the history query ended and runs the Kafka query, whose first
+    event says the history is done (its first batch, or an idle event if that batch had committed
+    before the restart but went unpublished).
+    """
+
+    def __init__(
+        self,
+        progress_dir: str,
+        counters: BatchCounters,
+        consumer_group: str,
+        kafka_config: dict[str, Any],
+        query: str,
+        batch_facts: Callable[[int], dict[str, Any]] | None = None,
+        history_query: str | None = None,
+        history_facts: Callable[[int], dict[str, Any]] | None = None,
+    ) -> None:
+        self.progress_dir = local_path(progress_dir)
+        self.counters = counters
+        self.consumer_group = consumer_group
+        self.kafka_config = kafka_config
+        self.query = query
+        # The query has no Spark watermark: its batches tell their own (`batch_facts`).
+        self.batch_facts = batch_facts
+        self.history_query = history_query
+        self.history_facts = history_facts
+        self._consumer: Any = None
+        self._last_batch: dict[str, int] = {}
+        self._seen = threading.Condition()
+        # Listener events arrive on one thread, but wait_until_published reads from another.
+        self._state_lock = threading.Lock()
+        # What the query's newest batch published (or, after a restart, what the last run wrote).
+        self._summary: dict[str, Any] | None = None
+        self._committed_offsets: dict[str, dict[str, int]] = {}
+        # Query id -> name (idle events carry only the id), and the query's latest idle event since
+        # its last batch.
+        self._query_names: dict[str, str] = {}
+        self._idle_at: datetime | None = None
+        self._engine_watermark: str | None = None
+
+    def _progress_file(self) -> Path:
+        return local_path(query_progress_file(str(self.progress_dir), self.query))
+
+    def onQueryStarted(self, event: Any) -> None:
+        LOG.info("query %s started (id %s, run %s)", event.name, event.id, event.runId)
+        with self._state_lock:
+            self._query_names[str(event.id)] = event.name
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            progress = json.loads(event.progress.json)
+            with self._state_lock:
+                self._query_names[str(progress.get("id"))] = progress.get("name")
+                if progress.get("name") == self.query:
+                    self._on_batch(progress)
+                elif self.history_query is not None and progress.get("name") == self.history_query:
+                    self._on_history(progress)
+        except Exception:  # a monitoring hiccup must never stop the pipeline
+            LOG.exception("could not publish streaming progress")
+        finally:
+            with self._seen:
+                self._last_batch[event.progress.name] = event.progress.batchId
+                self._seen.notify_all()
+
+    def _on_batch(self, progress: dict[str, Any]) -> None:
+        """A committed batch of the Kafka query: publish where it left gold, and commit that position."""
+        self._count_ingested(progress)
+        self._idle_at = None  # it had records to read (or a watermark to move): caught up no more
+        summary = summarize_progress(progress, self.counters.snapshot())
+        summary["max_offsets_behind_latest"] = offsets_behind_latest(
+            summary["end_offsets"], _latest_offsets(progress)
+        )
+        # The newest batch gold reflects, under the name the file has always given it.
+        summary["ingest_batch_read"] = summary["batch_id"]
+        if self.batch_facts is not None:
+            facts = self.batch_facts(int(progress["batchId"]))
+            if facts.get("watermark") is not None:
+                self._engine_watermark = facts["watermark"]
+            # A listener far behind may find a batch's facts gone; the watermark never moves back.
+            summary.update({**facts, "watermark": self._engine_watermark})
+        self._summary = summary
+        self._publish(commit=True)
+
+    def _count_ingested(self, progress: dict[str, Any]) -> None:
+        """Add a batch's records and dead letters (its `INGEST_METRICS` observation) to the counters."""
+        totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
+        self.counters.add("records_archived", int(totals.get("records") or 0))
+        self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
+
+    def _on_history(self, progress: dict[str, Any]) -> None:
+        """A batch of the replay's history query: the file says the history is still being read, with
+        the history's rates and the engine's watermark; no Kafka position or lag yet."""
+        self._count_ingested(progress)
+        summary = summarize_progress(progress, self.counters.snapshot())
+        facts = self.history_facts(int(progress["batchId"])) if self.history_facts else {}
+        if facts.get("watermark") is not None:
+            self._engine_watermark = facts["watermark"]
+        summary.update(
+            {
+                **facts,
+                "query_name": self.query,
+                "reading": "history",
+                "watermark": self._engine_watermark,
+                "end_offsets": {},
+                "max_offsets_behind_latest": None,
+                "history_pending": True,
+            }
+        )
+        write_json_atomically(self._progress_file(), summary)
+
+    def _publish(self, commit: bool) -> None:
+        if self._summary is None:
+            return
+        summary = {
+            **self._summary,
+            "heartbeat_at": datetime.now(UTC).isoformat(),
+            # The Kafka query runs only once a replay's history has ended (see the class docstring).
+            "history_pending": False,
+            "caught_up_at": _iso(self._idle_at),
+            "counters": self.counters.snapshot(),
+        }
+        if self._idle_at is not None:
+            # Idle: the query found nothing new in Kafka and its batches before have committed, so
+            # nothing is behind, even right after a restart, before a batch has said where Kafka ends.
+            summary["max_offsets_behind_latest"] = 0
+        write_json_atomically(self._progress_file(), summary)
+        # Offsets are committed on progress only, and only when they moved: a failing commit is not
+        # retried every idle event, and a batch with no records asks nothing of Kafka.
+        end_offsets = summary["end_offsets"]
+        if commit and end_offsets and end_offsets != self._committed_offsets:
+            self._commit(end_offsets)
+            self._committed_offsets = end_offsets
+
+    def wait_until_published(self, query_name: str, batch_id: int, timeout_s: float = 30.0) -> bool:
+        """Block until progress of `batch_id` of `query_name` was handled (events arrive asynchronously)."""
+        with self._seen:
+            return self._seen.wait_for(lambda: self._last_batch.get(query_name, -1) >= batch_id, timeout_s)
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Spark reports an idle query every `spark.sql.streaming.noDataProgressEventInterval` (10 s)
+        instead of a progress: publish that the app has caught up.
+
+        The query's trigger at the event's time found nothing new in Kafka, and its batches before had
+        committed gold, so every record Kafka held then is in gold: that moment is `caught_up_at`. An
+        idle stream's watermark stands still (it moves only with new records), so this is how the
+        control plane knows that a quiet hour is over.
+        """
+        try:
+            at = datetime.fromisoformat(str(event.timestamp).replace("Z", "+00:00"))
+            with self._state_lock:
+                if self._query_names.get(str(event.id)) != self.query:
+                    return
+                self._idle_at = at
+                if self._summary is None:
+                    # Restarted with nothing new to read: no batch has run, so publish on what the last
+                    # run wrote (its watermark is the checkpoint's). That may be the history query's
+                    # last batch (the Kafka query's first one committed but went unpublished): the
+                    # history has ended since, so its marker goes.
+                    self._summary = _read_json(self._progress_file())
+                    if self._summary is not None:
+                        self._summary.pop("reading", None)
+                self._publish(commit=False)
+        except Exception:  # a monitoring hiccup must never stop the pipeline
+            LOG.exception("could not publish idleness")
+
+    def onQueryTerminated(self, event: Any) -> None:
+        LOG.info(
+            "query %s terminated (exception: %s)",
+            event.id,
+            None if event.exception is None else query_failure(event.exception),
+        )
+
+    def close(self) -> None:
+        """Release the Kafka client used for offset commits."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _commit(self, end_offsets: dict[str, dict[str, int]]) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {**self.kafka_config, "group.id": self.consumer_group, "enable.auto.commit": False}
+            )
+        partitions = [
+            TopicPartition(topic, int(partition), offset)
+            for topic, parts in end_offsets.items()
+            for partition, offset in parts.items()
+        ]
+        self._consumer.commit(offsets=partitions, asynchronous=False)

@@ -1,0 +1,134 @@
+"""SparkSession construction shared by the streaming app, the batch job and tests (`build_spark_session`).
+
+One place decides the settings every session of the platform needs: UTC session
+time zone (the transformations assume it), few shuffle partitions (the local stack
+has 2 cores), no UI, and — only when the Delta jar is on the given jar list — the
+Delta SQL extension and catalog. Connector jars (Kafka, Delta) come from a local
+folder filled by ``make jvm``, never from Maven at session start, so sessions start
+offline and reproducibly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # spark_apps/engine/session.py
+SPARK_JARS_DIR_ENV = "SPARK_JARS_DIR"
+DEFAULT_SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark-jars"
+
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # The dedupe state (spark_apps.revenue.dedupe) lives in RocksDB, which transformWithState requires: it
+    # keeps state on local disk with a bounded cache rather than on the JVM heap, and with changelog
+    # checkpointing a batch uploads only the keys it changed.
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # A batch runs when records arrive, never for the watermark alone: the engine's batch commits
+    # bronze and gold, and the dedupe state's timers can wait for the next records.
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+}
+LOOPBACK = "127.0.0.1"
+
+
+def loopback_driver_conf(master: str) -> dict[str, str]:
+    """For a `local[...]` master, or a standalone master on this machine's loopback (`make
+    cluster-up`): the driver's ports listen on loopback only (Spark's default is every interface).
+    Other masters get nothing: executors on other machines must reach the driver."""
+    on_this_machine = master.startswith("local") or master.startswith(
+        (f"spark://{LOOPBACK}:", "spark://localhost:")
+    )
+    if not on_this_machine:
+        return {}
+    return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
+
+
+DELTA_CONF: Mapping[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta rebuilds a table's snapshot after every commit with this many tasks (default 50). Our
+    # tables' logs are small and a micro-batch commits several times: on a few cores, 50 tiny tasks
+    # per rebuild were ~half of each batch (docs/performance.md).
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+
+class SparkJarsMissingError(FileNotFoundError):
+    """The local connector-jar folder is missing or holds no jars."""
+
+
+def default_jar_dir() -> Path:
+    """``$SPARK_JARS_DIR`` if set, else ``<repo>/.jvm/spark-jars``."""
+    from_env = os.environ.get(SPARK_JARS_DIR_ENV)
+    return Path(from_env) if from_env else DEFAULT_SPARK_JARS_DIR
+
+
+def local_jar_paths(jar_dir: Path | None = None) -> list[str]:
+    """Absolute paths of the ``*.jar`` files in ``jar_dir`` (sorted, for stable classpaths)."""
+    folder = jar_dir if jar_dir is not None else default_jar_dir()
+    jars = sorted(str(p.resolve()) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    if not jars:
+        raise SparkJarsMissingError(
+            f"No Spark connector jars in {folder}: run `make jvm` to fetch the Kafka and Delta jars "
+            f"(or point {SPARK_JARS_DIR_ENV} at a folder that has them)."
+        )
+    return jars
+
+
+def _has_delta(jars: Sequence[str]) -> bool:
+    return any(Path(j).name.startswith("delta-spark") for j in jars)
+
+
+def spark_conf(
+    extra_conf: Mapping[str, str] | None = None, jars: Sequence[str] | None = None
+) -> dict[str, str]:
+    """The full configuration ``build_spark_session`` applies (``extra_conf`` wins)."""
+    conf = {**DEFAULT_CONF, **required_spark_conf()}
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+        if _has_delta(jars):
+            conf.update(DELTA_CONF)
+    conf.update(extra_conf or {})
+    return conf
+
+
+def build_spark_session(
+    app_name: str,
+    master: str | None = None,
+    extra_conf: Mapping[str, str] | None = None,
+    jars: list[str] | None = None,
+) -> SparkSession:
+    """Create (or reuse) the session with the platform's settings (the apps' and the tests').
+
+    `master` None: the one spark-submit passed (the apps); tests name theirs. A local master's
+    driver listens on loopback only (`loopback_driver_conf`).
+    Note: ``spark.jars`` only takes effect when this call starts the JVM; a session
+    that already exists in the process keeps its classpath.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    else:
+        # Under spark-submit the master is a JVM system property: a SparkConf made before the gateway
+        # is up reads nothing ("" - and the driver would listen on every interface). Connecting to the
+        # gateway first (what getOrCreate does anyway) makes it read spark-submit's settings.
+        SparkContext._ensure_initialized()
+    running_on = master if master is not None else SparkConf().get("spark.master", "") or ""
+    for key, value in spark_conf({**loopback_driver_conf(running_on), **(extra_conf or {})}, jars).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def required_spark_conf() -> dict[str, str]:
+    """Spark settings the transformations rely on (set on every session): timestamps rendered as
+    text (JSON values, revenue keys) use the session time zone."""
+    return {"spark.sql.session.timeZone": "UTC"}

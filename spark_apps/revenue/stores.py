@@ -1,0 +1,53 @@
+"""Store data for revenue rows: the table view of the compacted `stores` topic (latest record per
+location, tombstones dropped) and the join that adds store addresses to window rows.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_apps.contract.records import STORE_ADDRESS_COLUMNS
+from spark_apps.validation.schemas import STORE_VALUE_SCHEMA
+
+
+# --------------------------------------------------------------------------------------------
+# Stores
+# --------------------------------------------------------------------------------------------
+def latest_stores(stores_raw: DataFrame) -> DataFrame:
+    """Table view of the compacted ``stores`` topic (batch semantics).
+
+    Latest record per key: highest offset within a partition (Kafka's order for a key),
+    and across partitions (only after re-partitioning) the latest Kafka timestamp. Keys
+    whose latest record is a tombstone (null or empty value) are dropped. Returns
+    ``STORE_SCHEMA``; the key is the location id, a malformed value gives null fields.
+    """
+    keyed = stores_raw.filter(F.col("key").isNotNull())
+    per_partition = keyed.groupBy("key", "partition").agg(
+        F.max_by(F.struct("timestamp", "value"), "offset").alias("latest")
+    )
+    per_key = per_partition.groupBy("key").agg(
+        F.max_by(F.col("latest.value"), F.struct(F.col("latest.timestamp"), F.col("partition"))).alias(
+            "value"
+        )
+    )
+    live = per_key.filter(F.col("value").isNotNull() & (F.length("value") > 0))
+    parsed = F.from_json(F.col("value").cast("string"), STORE_VALUE_SCHEMA)
+    return live.select(F.col("key").cast("string").alias("location_id"), parsed.alias("store")).select(
+        "location_id",
+        F.col("store.address.addressLine1").alias("address_line1"),
+        F.col("store.address.addressLine2").alias("address_line2"),
+        F.col("store.address.city").alias("city"),
+        F.col("store.address.state").alias("state"),
+        F.col("store.address.zip").alias("zip"),
+        F.col("store.contactNum").alias("contact_num"),
+    )
+
+
+def enrich_with_stores(revenue: DataFrame, stores: DataFrame) -> DataFrame:
+    """Left-join store address columns onto revenue rows; unknown stores give nulls."""
+    # The store table is small (one row per location): broadcasting avoids a shuffle
+    # and keeps the stream-static join cheap.
+    store_columns = F.broadcast(stores.select("location_id", *STORE_ADDRESS_COLUMNS))
+    joined = revenue.join(store_columns, on="location_id", how="left")
+    return joined.select(*revenue.columns, *STORE_ADDRESS_COLUMNS)

@@ -1,0 +1,92 @@
+"""Gold's second MERGE path: the driver upserts the few hundred window totals it holds with delta-rs,
+in process, without Spark (`merge_gold_from_driver`), when the table allows it
+(`gold_writable_from_driver`). Same key, same result, same conflict retry as `gold.merge_gold`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
+from spark_apps.contract.records import GOLD_KEY_COLUMNS
+from spark_apps.storage.gold import retry_concurrent_gold_write
+from spark_apps.storage.tables import local_table_path
+from spark_apps.validation.schemas import GOLD_SCHEMA
+
+# What the driver's writer (delta-rs) is known to write correctly: the protocol `ensure_gold_table`
+# creates. A gold table someone upgraded (change data feed, deletion vectors, column mapping) keeps
+# Spark's MERGE.
+DRIVER_WRITABLE_PROTOCOL = (1, 2)
+
+
+def gold_writable_from_driver(table_path: str) -> bool:
+    """Whether the streaming app's driver may MERGE into this gold table itself
+    (`merge_gold_from_driver`): a table on this machine's filesystem, in the plain protocol."""
+    from deltalake import DeltaTable
+
+    local = local_table_path(table_path)
+    if local is None:
+        return False
+    protocol = DeltaTable(local).protocol()
+    return (protocol.min_reader_version, protocol.min_writer_version) <= DRIVER_WRITABLE_PROTOCOL and not (
+        protocol.writer_features or protocol.reader_features
+    )
+
+
+def merge_gold_from_driver(
+    rows: list[tuple[Any, ...]],
+    table_path: str,
+    before_commit: Callable[[], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    stamp: CommitStamp | None = None,
+) -> None:
+    """`merge_gold` for a few hundred rows the driver holds, without Spark: delta-rs, in process.
+
+    The same upsert on the gold key, with the same result, in ~30 ms instead of Spark's ~10 small
+    jobs (0.8 s on a quiet machine, 2-3 s beside a live batch's other writes; docs/performance.md,
+    stop 19). The commit is an ordinary Delta commit: Spark's readers and writers (reprocessing,
+    repairs) see it, and a commit that conflicts with theirs is retried like Spark's. `rows` are in
+    GOLD_SCHEMA's column order, timestamps as aware UTC datetimes, money as Decimal.
+
+    With a `stamp`, the commit records the driver's lease epoch, and a table whose snapshot already
+    records a newer one refuses it with LeaseRejectedError (`fencing.CommitStamp`).
+    """
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.exceptions import CommitFailedError
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    local = local_table_path(table_path)
+    if local is None:
+        raise ValueError(f"{table_path} is not on this machine's filesystem: use merge_gold")
+    schema = to_arrow_schema(GOLD_SCHEMA, timezone="UTC")
+    updates = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema)
+    # Column names are fixed identifiers; no value of a row ever becomes predicate text.
+    predicate = " AND ".join(f"gold.{column} = updates.{column}" for column in GOLD_KEY_COLUMNS)
+
+    def attempt() -> None:
+        if before_commit is not None:
+            before_commit()
+        table = DeltaTable(local)
+        commit = None
+        if stamp is not None:
+            # Read from the snapshot the MERGE commits against: a newer lease's commit after it makes
+            # this commit conflict, and the retry reads again.
+            refusal = stamp.refusal(table.transaction_version(GOLD_COMMIT_APP_ID))
+            if refusal is not None:
+                raise refusal
+            commit = CommitProperties(
+                app_transactions=[Transaction(app_id=GOLD_COMMIT_APP_ID, version=stamp.version)]
+            )
+        (
+            table.merge(
+                updates, predicate, source_alias="updates", target_alias="gold", commit_properties=commit
+            )
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    retry_concurrent_gold_write(attempt, "gold MERGE", sleep, conflicts=(CommitFailedError,))

@@ -1,0 +1,84 @@
+"""Kafka through Spark's connector: the orders stream and bounded reads of it, batch writes of sink
+columns, and the librdkafka settings of the app's side channels (`kafka_admin_config`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_apps.contract.config import StreamingAppConfig
+from spark_apps.storage.replay_history import history_cut_over_offsets
+from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS
+
+
+def kafka_client_options(config: StreamingAppConfig) -> dict[str, str]:
+    """Options of Spark's Kafka source/sink: servers, the config's own options, the connection's security."""
+    options = {"kafka.bootstrap.servers": config.kafka.bootstrap_servers}
+    options.update({f"kafka.{key}": value for key, value in config.kafka.options.items()})
+    if config.kafka.security is not None:
+        options.update(config.kafka.security.java_options())
+    return options
+
+
+def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataFrame:
+    """The `orders` topic as a stream of raw Kafka records (binary key/value plus position). With
+    `config.history` (a replay from bronze) Kafka is read from the per-partition cut-over offsets on:
+    the history before them is read by a query of its own first (`read_replay_history_stream`)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .options(**kafka_client_options(config))
+        .option("subscribe", config.kafka.orders_topic)
+        # Silently skipping records lost to retention would make revenue wrong; stop and say so.
+        .option("failOnDataLoss", "true")
+        .option("includeHeaders", "false")
+    )
+    if config.history is not None:
+        reader = reader.option("startingOffsets", history_cut_over_offsets(config))
+    else:
+        reader = reader.option("startingOffsets", config.kafka.starting_offsets)
+        if config.kafka.starting_timestamp_ms is not None:
+            reader = reader.option("startingTimestamp", str(config.kafka.starting_timestamp_ms))
+    if config.kafka.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
+    if config.kafka.min_partitions is not None:
+        reader = reader.option("minPartitions", str(config.kafka.min_partitions))
+    return reader.load().select(*KAFKA_RAW_COLUMNS)
+
+
+def read_orders_batch(
+    spark: SparkSession, config: StreamingAppConfig, starting: str, ending: str
+) -> DataFrame:
+    """A bounded batch of raw `orders` records between explicit per-partition offsets (JSON)."""
+    reader = (
+        spark.read.format("kafka")
+        .options(**kafka_client_options(config))
+        .option("subscribe", config.kafka.orders_topic)
+        .option("startingOffsets", starting)
+        .option("endingOffsets", ending)
+        .option("failOnDataLoss", "true")
+    )
+    if config.kafka.min_partitions is not None:
+        reader = reader.option("minPartitions", str(config.kafka.min_partitions))
+    return reader.load().select(*KAFKA_RAW_COLUMNS)
+
+
+def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | None = None) -> None:
+    """Batch-write Kafka sink columns (key, value[, headers]) to `topic` (at-least-once).
+
+    Without `topic` each row names its own in a `topic` column (several topics, one job).
+    """
+    writer = records.write.format("kafka").options(**kafka_client_options(config))
+    if topic is not None:
+        writer = writer.option("topic", topic)
+    writer.save()
+
+
+def kafka_admin_config(config: StreamingAppConfig) -> dict[str, Any]:
+    """librdkafka settings for side channels of the app (committing offsets to its consumer group).
+
+    Only servers and security: `kafka.options` are the Java client's keys, which librdkafka rejects.
+    """
+    security = config.kafka.security.librdkafka_config() if config.kafka.security is not None else {}
+    return {"bootstrap.servers": config.kafka.bootstrap_servers, **security}

@@ -1,0 +1,47 @@
+"""Helpers shared by the table modules: create an empty Delta table, tell a table on this machine's
+filesystem from one in an object store, and hold a few driver-side rows as a local relation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+
+def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType, *partition_by: str) -> None:
+    """Create an empty Delta table with `schema` unless one exists (a stream can only read a table)."""
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(table_path).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    builder.execute()
+
+
+def local_table_path(table_path: str) -> str | None:
+    """The filesystem path of a table on this machine's filesystem, or None for any other store.
+
+    A table path without a scheme, or with `file:`, is local; `s3a://`, `abfss://` and the like are
+    not (their commits need the store's own coordination, which only Spark's Delta is set up for).
+    """
+    from urllib.parse import urlparse
+
+    parsed = urlparse(table_path)
+    if parsed.scheme == "":
+        return table_path
+    if parsed.scheme == "file":
+        return parsed.path
+    return None
+
+
+def local_table(spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType) -> DataFrame:
+    """`rows` as a local relation: a join broadcasts it from the driver without running a Spark job.
+
+    (`createDataFrame` of a list of rows makes an RDD instead, which every batch's broadcast join
+    would read again with a job of its own; from pandas it makes a local relation.)
+    """
+    import pandas as pd
+
+    return spark.createDataFrame(pd.DataFrame.from_records(rows, columns=schema.fieldNames()), schema)
