@@ -206,13 +206,3 @@ def build_suite(deployment_id: str, spec: SuiteSpec, config: QualityConfig) -> g
         expectations=spec.build(config),
         meta={"suite_version": SUITE_VERSION, "dataset": spec.dataset, "deployment_id": deployment_id},
     )
-
-
-def all_checks(config: QualityConfig | None = None) -> dict[str, str]:
-    """check name -> dataset, for every expectation in every suite."""
-    config = config or QualityConfig()
-    return {
-        str((expectation.meta or {})["check"]): spec.dataset
-        for spec in SUITES
-        for expectation in spec.build(config)
-    }
