@@ -21,16 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
+
+# From their defining modules: `confluent_kafka.admin` re-exports these without `__all__`, which strict
+# type checking does not count as an export (confluent-kafka is pinned in requirements.txt).
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.kafka_connection import bootstrap_servers, broker_unreachable
