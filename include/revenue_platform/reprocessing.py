@@ -22,6 +22,7 @@ from revenue_platform.times import parse_utc
 
 if TYPE_CHECKING:
     from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
+    from spark_apps.contract.config import StreamingAppConfig
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def plan_reprocessing(
     NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
     """
     from revenue_platform.registry import DeploymentRegistry
-    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path, validate_deployment_id
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
 
     source = params.get("source")
     source = "auto" if source in (None, "") else source
@@ -121,40 +122,16 @@ def plan_reprocessing(
             "split it, e.g. `airflow backfill create --dag-id reprocess_revenue --from-date ... "
             "--to-date ...` runs one hour per run"
         )
-    deployment_id = params.get("deployment_id")
-    if deployment_id not in (None, ""):
-        try:
-            validate_deployment_id(deployment_id)
-        except ValueError as error:
-            raise ConfigError(f"deployment_id: {error}") from error
-    else:
-        deployment_id = live_deployment
-    if not deployment_id:
-        raise NoLiveDeploymentYet(
-            f"no deployment is live yet, so there is no gold table to repair for [{start.isoformat()}, "
-            f"{end.isoformat()}): deploy one (deploy_streaming_app, or `make demo`) and make it live, or "
-            "name deployment_id in the trigger form"
-        )
-    try:
-        validate_deployment_id(str(deployment_id))
-    except ValueError as error:
-        raise ConfigError(f"deployment_id: {error}") from error
+    deployment_id = _deployment_to_repair(params, live_deployment, start, end)
     stores = validate_stores(params.get("stores"))
     lake_root = form_lake_root(params)
     registry = registry or DeploymentRegistry(lake_root)
     record = registry.registered(
-        str(deployment_id),
+        deployment_id,
         "reprocessing repairs a deployment the platform deployed, with its registered config",
     )
     config = record.app_config()
-    from spark_apps.contract.config_rules import interval_seconds
-
-    size = interval_seconds(config.window.size)
-    for name, moment in (("range_start", start), ("range_end", end)):
-        if int(moment.timestamp()) % size:
-            raise ConfigError(
-                f"{name} {moment.isoformat()} is not aligned to the {config.window.size} windows"
-            )
+    _check_aligned(config, start, end)
     report = report_path(lake_root, deployment_id, start, end)
     config_file = write_job_config(record, report)
     args = ["--config", config_file]
@@ -172,6 +149,45 @@ def plan_reprocessing(
         "watermark": config.window.watermark,
         "spark_args": args,
     }
+
+
+def _deployment_to_repair(
+    params: dict[str, Any], live_deployment: str | None, start: datetime, end: datetime
+) -> str:
+    """The form's `deployment_id`, else the live deployment, validated. Raises NoLiveDeploymentYet
+    when the form names none and none is live."""
+    from spark_apps.contract.naming import validate_deployment_id
+
+    deployment_id = params.get("deployment_id")
+    if deployment_id not in (None, ""):
+        try:
+            validate_deployment_id(deployment_id)
+        except ValueError as error:
+            raise ConfigError(f"deployment_id: {error}") from error
+    else:
+        deployment_id = live_deployment
+    if not deployment_id:
+        raise NoLiveDeploymentYet(
+            f"no deployment is live yet, so there is no gold table to repair for [{start.isoformat()}, "
+            f"{end.isoformat()}): deploy one (deploy_streaming_app, or `make demo`) and make it live, or "
+            "name deployment_id in the trigger form"
+        )
+    try:
+        return validate_deployment_id(str(deployment_id))
+    except ValueError as error:
+        raise ConfigError(f"deployment_id: {error}") from error
+
+
+def _check_aligned(config: StreamingAppConfig, start: datetime, end: datetime) -> None:
+    """Both range ends on a window boundary: a repair rewrites whole windows."""
+    from spark_apps.contract.config_rules import interval_seconds
+
+    size = interval_seconds(config.window.size)
+    for name, moment in (("range_start", start), ("range_end", end)):
+        if int(moment.timestamp()) % size:
+            raise ConfigError(
+                f"{name} {moment.isoformat()} is not aligned to the {config.window.size} windows"
+            )
 
 
 def write_job_config(record: DeploymentRecord, report: str) -> str:

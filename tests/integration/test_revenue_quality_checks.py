@@ -20,12 +20,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from revenue_platform.paths import DAGS_DIR
 from revenue_platform.quality import QualityCheckFailed, QualityConfig, QualityInputMissing
-from revenue_platform.quality.results import read_failing_windows, read_results
+from revenue_platform.quality.results import failing_windows_table_path, results_table_path
 from revenue_platform.quality.runner import run_revenue_checks
 from tests.quality_helpers import (
     GOLD_ARROW_SCHEMA,
@@ -67,6 +69,11 @@ def run_checks(
     return run_revenue_checks(DEPLOYMENT, str(lake), *interval, config, raise_on_failure=False)
 
 
+def read_history(table_path: str) -> pd.DataFrame:
+    """One of the quality history tables, as any Delta reader sees it (a test's lake has one deployment)."""
+    return DeltaTable(table_path).to_pandas()
+
+
 def test_correct_gold_passes_and_records_the_run(
     tmp_path: Path, base: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -83,7 +90,7 @@ def test_correct_gold_passes_and_records_the_run(
     assert index == tmp_path / "quality" / "data_docs" / "index.html"
     assert report.run_id in index.read_text()
     assert_data_docs_are_offline(index.parent)
-    history = read_results(str(tmp_path), DEPLOYMENT)
+    history = read_history(results_table_path(str(tmp_path)))
     assert set(history["run_id"]) == {report.run_id}
     assert history["success"].all()
     assert len(history) == 23
@@ -289,7 +296,7 @@ def test_failure_raises_a_readable_error_and_records_failing_windows(tmp_path: P
     assert "1 of" in message
     assert key in message
     assert "Data Docs:" in message
-    windows = read_failing_windows(str(tmp_path), DEPLOYMENT)
+    windows = read_history(failing_windows_table_path(str(tmp_path)))
     assert windows[["check", "location_id", "order_type"]].values.tolist() == [
         ["reconciliation_revenue", target["location_id"], target["order_type"]]
     ]
@@ -366,7 +373,7 @@ def test_the_dag_passes_on_correct_gold_and_fails_loudly_on_a_bad_one(
     assert bad.state == "failed"
     states = {ti.task_id: ti.state for ti in bad.get_task_instances()}
     assert states == {"quality_gate.check_revenue_quality": "failed"}
-    history = read_results(str(tmp_path), DEPLOYMENT)
+    history = read_history(results_table_path(str(tmp_path)))
     failed = history[~history["success"]]
     assert failed["check"].tolist() == ["dlq_share"]
     assert failed["run_id"].iloc[0].endswith(bad.run_id)

@@ -13,6 +13,8 @@ starts; its command line still contains "standalone", which is how the stack fin
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import cast
 
 # The components of `airflow standalone` that would start a log server, and the flag that stops them.
 COMPONENTS_WITH_LOG_SERVER = frozenset({"scheduler", "triggerer"})
@@ -40,7 +42,8 @@ def main() -> None:
     from airflow.__main__ import main as airflow_main
 
     sys.argv = ["airflow", "standalone"]
-    airflow_main()
+    # Airflow's CLI entry point has no annotations; it reads sys.argv and returns nothing.
+    cast("Callable[[], None]", airflow_main)()
 
 
 if __name__ == "__main__":

@@ -9,15 +9,12 @@ explicit Arrow schema, so concurrent gates of different deployments append safel
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from revenue_platform.quality.report import QualityReport
 from revenue_platform.quality.suites import SUITE_VERSION
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 _TS = pa.timestamp("us", tz="UTC")
 RESULTS_SCHEMA = pa.schema(
@@ -112,26 +109,3 @@ def store_report(report: QualityReport, lake_root: str, checked_at: datetime | N
             pa.Table.from_pylist(windows, schema=FAILING_WINDOWS_SCHEMA),
             mode="append",
         )
-
-
-def read_results(lake_root: str, deployment_id: str | None = None) -> pd.DataFrame:
-    """The results history (optionally of one deployment), oldest first."""
-    from deltalake import DeltaTable
-
-    filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
-    frame = DeltaTable(results_table_path(lake_root)).to_pandas(filters=filters)
-    return frame.sort_values(["checked_at", "run_id"], kind="stable").reset_index(drop=True)
-
-
-def read_failing_windows(lake_root: str, deployment_id: str | None = None) -> pd.DataFrame:
-    """Every recorded failing window (optionally of one deployment); empty if none ever failed."""
-    import pandas as pd
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(failing_windows_table_path(lake_root))
-    except TableNotFoundError:
-        return pd.DataFrame(columns=FAILING_WINDOWS_SCHEMA.names)
-    filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
-    return table.to_pandas(filters=filters)

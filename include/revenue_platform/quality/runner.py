@@ -30,7 +30,7 @@ from spark_apps.contract.records import GOLD_KEY_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
-    from great_expectations.data_context import AbstractDataContext
+    from great_expectations.data_context.data_context.abstract_data_context import AbstractDataContext
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def validate_frames(
     """Run one Checkpoint (with a Data Docs update) per suite; return every expectation's outcome."""
     quiet_gx_logging()  # before GX is imported: its import logs ~200 INFO lines registering its API
     import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.checkpoint.actions import UpdateDataDocsAction
 
     context = gx_context(root)
     outcomes: list[CheckOutcome] = []

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Final
 from revenue_platform.quality.config import QualityConfig
 from spark_apps.contract.records import GOLD_KEY_COLUMNS, GOLD_WINDOW_COLUMNS, ORDER_TYPES
 
+# Expectations are imported from their defining modules: GX's package `__init__` files re-export
+# without `__all__`, which strict type checking does not count as an export.
 if TYPE_CHECKING:
     import great_expectations as gx
-    from great_expectations.expectations import Expectation
+    from great_expectations.expectations.expectation import Expectation
 
 SUITE_VERSION: Final = "1"
 DATASETS: Final = ("gold_schema", "gold_windows", "reconciliation", "freshness", "input_health")
@@ -32,20 +34,25 @@ def _meta(check: str) -> dict[str, str]:
 
 
 def gold_schema_expectations(config: QualityConfig) -> list[Expectation]:
-    import great_expectations.expectations as gxe
+    from great_expectations.expectations.core.expect_column_pair_values_to_be_equal import (
+        ExpectColumnPairValuesToBeEqual,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_not_be_null import (
+        ExpectColumnValuesToNotBeNull,
+    )
 
     return [
-        gxe.ExpectColumnValuesToNotBeNull(
+        ExpectColumnValuesToNotBeNull(
             column="actual_type",
             meta=_meta("schema_columns_present"),
             description="Every column of the gold contract exists in the table.",
         ),
-        gxe.ExpectColumnValuesToNotBeNull(
+        ExpectColumnValuesToNotBeNull(
             column="expected_type",
             meta=_meta("schema_no_unexpected_columns"),
             description="The table has no column outside the gold contract.",
         ),
-        gxe.ExpectColumnPairValuesToBeEqual(
+        ExpectColumnPairValuesToBeEqual(
             column_A="actual_type",
             column_B="expected_type",
             ignore_row_if="either_value_is_missing",
@@ -56,29 +63,40 @@ def gold_schema_expectations(config: QualityConfig) -> list[Expectation]:
 
 
 def gold_windows_expectations(config: QualityConfig) -> list[Expectation]:
-    import great_expectations.expectations as gxe
+    from great_expectations.expectations.core.expect_column_values_to_be_between import (
+        ExpectColumnValuesToBeBetween,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_be_in_set import (
+        ExpectColumnValuesToBeInSet,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_not_be_null import (
+        ExpectColumnValuesToNotBeNull,
+    )
+    from great_expectations.expectations.core.expect_compound_columns_to_be_unique import (
+        ExpectCompoundColumnsToBeUnique,
+    )
 
     not_null: list[Expectation] = [
-        gxe.ExpectColumnValuesToNotBeNull(
+        ExpectColumnValuesToNotBeNull(
             column=column, meta=_meta(f"not_null_{column}"), description=f"{column} is never null."
         )
         for column in GOLD_WINDOW_COLUMNS
     ]
     return [
         *not_null,
-        gxe.ExpectColumnValuesToBeInSet(
+        ExpectColumnValuesToBeInSet(
             column="order_type",
             value_set=list(ORDER_TYPES),
             meta=_meta("order_type_known"),
             description="order_type is GENERAL or RESTAURANT.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="order_count",
             min_value=1,
             meta=_meta("order_count_positive"),
             description="A window row exists only if at least one order fell into it.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="revenue_cents",
             min_value=0,
             max_value=config.revenue_ceiling_cents,
@@ -86,20 +104,20 @@ def gold_windows_expectations(config: QualityConfig) -> list[Expectation]:
             meta=_meta("revenue_in_range"),
             description=f"Revenue (in cents) is >= 0 and below the ceiling {config.revenue_ceiling}.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="window_duration_seconds",
             min_value=config.size_seconds,
             max_value=config.size_seconds,
             meta=_meta("window_duration"),
             description=f"window_end - window_start equals the window size ({config.window_size}).",
         ),
-        gxe.ExpectColumnValuesToBeInSet(
+        ExpectColumnValuesToBeInSet(
             column="window_start_epoch_mod_slide",
             value_set=[0],
             meta=_meta("window_start_aligned"),
             description=f"window_start is a multiple of the slide ({config.slide_seconds} s) since epoch.",
         ),
-        gxe.ExpectCompoundColumnsToBeUnique(
+        ExpectCompoundColumnsToBeUnique(
             column_list=list(GOLD_KEY_COLUMNS),
             meta=_meta("window_key_unique"),
             description="(location_id, order_type, window_start) identifies one row.",
@@ -108,23 +126,28 @@ def gold_windows_expectations(config: QualityConfig) -> list[Expectation]:
 
 
 def reconciliation_expectations(config: QualityConfig) -> list[Expectation]:
-    import great_expectations.expectations as gxe
+    from great_expectations.expectations.core.expect_column_values_to_be_between import (
+        ExpectColumnValuesToBeBetween,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_be_in_set import (
+        ExpectColumnValuesToBeInSet,
+    )
 
     return [
-        gxe.ExpectColumnValuesToBeInSet(
+        ExpectColumnValuesToBeInSet(
             column="present_in",
             value_set=["both"],
             meta=_meta("reconciliation_window_present"),
             description="Every closed window is in gold exactly when bronze has valid orders for it.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="order_count_diff",
             min_value=0,
             max_value=0,
             meta=_meta("reconciliation_order_count"),
             description="Gold order_count equals the count of valid, deduplicated bronze orders.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="revenue_diff_cents",
             min_value=0,
             max_value=0,
@@ -135,15 +158,20 @@ def reconciliation_expectations(config: QualityConfig) -> list[Expectation]:
 
 
 def freshness_expectations(config: QualityConfig) -> list[Expectation]:
-    import great_expectations.expectations as gxe
+    from great_expectations.expectations.core.expect_column_values_to_be_between import (
+        ExpectColumnValuesToBeBetween,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_not_be_null import (
+        ExpectColumnValuesToNotBeNull,
+    )
 
     return [
-        gxe.ExpectColumnValuesToNotBeNull(
+        ExpectColumnValuesToNotBeNull(
             column="lag_seconds",
             meta=_meta("freshness_closed_window_exists"),
             description="Gold has at least one closed window ending at or before the interval end.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="lag_seconds",
             min_value=0,
             max_value=config.freshness_max_lag_seconds,
@@ -155,24 +183,26 @@ def freshness_expectations(config: QualityConfig) -> list[Expectation]:
 
 
 def input_health_expectations(config: QualityConfig) -> list[Expectation]:
-    import great_expectations.expectations as gxe
+    from great_expectations.expectations.core.expect_column_values_to_be_between import (
+        ExpectColumnValuesToBeBetween,
+    )
 
     return [
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="dlq_share",
             min_value=0,
             max_value=config.max_dlq_share,
             meta=_meta("dlq_share"),
             description=f"At most {config.max_dlq_share:.2%} of the interval's records are dead letters.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="late_share",
             min_value=0,
             max_value=config.max_late_share,
             meta=_meta("late_share"),
             description=f"At most {config.max_late_share:.2%} of the interval's valid records are late.",
         ),
-        gxe.ExpectColumnValuesToBeBetween(
+        ExpectColumnValuesToBeBetween(
             column="valid_unparseable",
             min_value=0,
             max_value=0,
@@ -206,13 +236,3 @@ def build_suite(deployment_id: str, spec: SuiteSpec, config: QualityConfig) -> g
         expectations=spec.build(config),
         meta={"suite_version": SUITE_VERSION, "dataset": spec.dataset, "deployment_id": deployment_id},
     )
-
-
-def all_checks(config: QualityConfig | None = None) -> dict[str, str]:
-    """check name -> dataset, for every expectation in every suite."""
-    config = config or QualityConfig()
-    return {
-        str((expectation.meta or {})["check"]): spec.dataset
-        for spec in SUITES
-        for expectation in spec.build(config)
-    }

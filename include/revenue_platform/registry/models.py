@@ -193,11 +193,6 @@ class DeploymentRecord:
                 f"the registered config of {self.deployment_id!r} is invalid: {error}"
             ) from error
 
-    @property
-    def last_progress(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.last_progress_json or "{}")
-        return loaded
-
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
 

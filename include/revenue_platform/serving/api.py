@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
@@ -74,17 +74,26 @@ Authenticate with an Airflow token: `POST /auth/token` on the Airflow API server
 
 def create_app(lake_root: str | None = None, limits: ServingLimits | None = None) -> FastAPI:
     """The query API. `lake_root` None: `revenue_platform.paths.lake_root()` per request."""
-    bounds = limits or ServingLimits()
     app = FastAPI(
         title="Revenue query API",
         version="1",
         description=DESCRIPTION,
+        # Applies to every route of the routers included below.
         dependencies=[Depends(require_airflow_user)],
         # FastAPI's own pages load Swagger UI / Redoc from a CDN: /docs is served offline below.
         docs_url=None,
         redoc_url=None,
     )
     add_offline_swagger_ui(app)
+    _add_error_handlers(app)
+    app.include_router(_totals_router(lake_root))
+    app.include_router(_windows_router(lake_root, limits or ServingLimits()))
+    app.include_router(_metadata_router(lake_root))
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Bad values answer 400/404 with what is wrong; no live deployment answers 503."""
 
     @app.exception_handler(BadRequestError)
     def bad_request(_: Request, error: BadRequestError) -> JSONResponse:
@@ -94,45 +103,23 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
     def nothing_live(_: Request, error: NoLiveDeploymentError) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": str(error)})
 
-    def snapshot() -> GoldSnapshot:
-        return read_live_gold(lake_root)
 
-    def check_location(gold: GoldSnapshot, location_id: str | None) -> None:
-        from revenue_platform.serving.queries import has_location
+def _check_location(gold: GoldSnapshot, location_id: str | None) -> None:
+    """404 for a store the live deployment has never seen (None: every store, nothing to check)."""
+    from revenue_platform.serving.queries import has_location
 
-        if location_id is not None and not has_location(gold, location_id):
-            raise BadRequestError(
-                f"location_id {location_id!r} has no orders in the live deployment {gold.deployment_id!r}",
-                status_code=404,
-            )
+    if location_id is not None and not has_location(gold, location_id):
+        raise BadRequestError(
+            f"location_id {location_id!r} has no orders in the live deployment {gold.deployment_id!r}",
+            status_code=404,
+        )
 
-    def window_page(
-        order_type: str | None,
-        from_time: str | None,
-        to_time: str | None,
-        limit: int | None,
-        offset: int | None,
-    ) -> tuple[GoldSnapshot, dict[str, object], list[dict[str, object]]]:
-        from revenue_platform.serving.queries import windows
 
-        time_range = parse_time_range(from_time, to_time, bounds)
-        page = parse_page(limit, offset, bounds)
-        gold = snapshot()
-        selected = windows(gold, order_type, time_range, page)
-        following = page.offset + len(selected.rows)
-        envelope: dict[str, object] = {
-            "deployment_id": gold.deployment_id,
-            "table_version": gold.table_version,
-            "from_time": time_range.start,
-            "to_time": time_range.end,
-            "total": selected.total,
-            "limit": page.limit,
-            "offset": page.offset,
-            "next_offset": following if following < selected.total else None,
-        }
-        return gold, envelope, selected.rows
+def _totals_router(lake_root: str | None) -> APIRouter:
+    """Order counts and revenue per store, summed over every window."""
+    router = APIRouter()
 
-    @app.get("/v1/orders/count/{order_type}", tags=["totals"])
+    @router.get("/v1/orders/count/{order_type}", tags=["totals"])
     def count_by_order_type(
         order_type: OrderTypePath, location_id: LocationQuery = None
     ) -> list[OrderCountPerStore]:
@@ -140,21 +127,21 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
         from revenue_platform.serving.queries import order_counts
 
         gold_type = parse_order_type(order_type)
-        gold = snapshot()
-        check_location(gold, location_id)
+        gold = read_live_gold(lake_root)
+        _check_location(gold, location_id)
         counts = order_counts(gold, gold_type, location_id)
         if location_id is not None and not counts:
             counts = [OrderCountPerStore(location_id=location_id, order_type=gold_type, order_count=0)]
         return counts
 
-    @app.get("/v1/orders/count", tags=["totals"])
+    @router.get("/v1/orders/count", tags=["totals"])
     def count_all() -> list[OrderCountPerStore]:
         """Orders per store and order type, summed over every window."""
         from revenue_platform.serving.queries import order_counts
 
-        return order_counts(snapshot())
+        return order_counts(read_live_gold(lake_root))
 
-    @app.get("/v1/orders/revenue/{order_type}", tags=["totals"])
+    @router.get("/v1/orders/revenue/{order_type}", tags=["totals"])
     def revenue_by_order_type(
         order_type: OrderTypePath, location_id: LocationQuery = None
     ) -> list[RevenuePerStore]:
@@ -162,32 +149,72 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
         from revenue_platform.serving.queries import revenues
 
         gold_type = parse_order_type(order_type)
-        gold = snapshot()
-        check_location(gold, location_id)
+        gold = read_live_gold(lake_root)
+        _check_location(gold, location_id)
         totals = revenues(gold, gold_type, location_id)
         if location_id is not None and not totals:
-            from decimal import Decimal
-
-            other = revenues(gold, None, location_id)[0]  # check_location guarantees a row
-            totals = [
-                RevenuePerStore(
-                    location_id=location_id,
-                    order_type=gold_type,
-                    order_count=0,
-                    revenue=Decimal(0),
-                    store=other.store,
-                )
-            ]
+            totals = [_no_revenue_of_type(gold, gold_type, location_id)]
         return totals
 
-    @app.get("/v1/orders/revenue", tags=["totals"])
+    @router.get("/v1/orders/revenue", tags=["totals"])
     def revenue_all() -> list[RevenuePerStore]:
         """Orders and revenue per store and order type with addresses."""
         from revenue_platform.serving.queries import revenues
 
-        return revenues(snapshot())
+        return revenues(read_live_gold(lake_root))
 
-    @app.get("/v1/orders/windows/count/{order_type}", tags=["windows"])
+    return router
+
+
+def _no_revenue_of_type(gold: GoldSnapshot, gold_type: str, location_id: str) -> RevenuePerStore:
+    """The zero row of a known store without orders of `gold_type`, with its address from other orders."""
+    from decimal import Decimal
+
+    from revenue_platform.serving.queries import revenues
+
+    other = revenues(gold, None, location_id)[0]  # check_location guarantees a row
+    return RevenuePerStore(
+        location_id=location_id, order_type=gold_type, order_count=0, revenue=Decimal(0), store=other.store
+    )
+
+
+def _window_page(
+    lake_root: str | None,
+    bounds: ServingLimits,
+    order_type: str | None,
+    from_time: str | None,
+    to_time: str | None,
+    limit: int | None,
+    offset: int | None,
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """One page of windows (of `order_type`, None: both) starting in [from_time, to_time): the page's
+    envelope (deployment, range, total, next offset) and its gold rows."""
+    from revenue_platform.serving.queries import windows
+
+    # Bad parameters answer 400 before the live deployment is looked up.
+    time_range = parse_time_range(from_time, to_time, bounds)
+    page = parse_page(limit, offset, bounds)
+    gold = read_live_gold(lake_root)
+    selected = windows(gold, order_type, time_range, page)
+    following = page.offset + len(selected.rows)
+    envelope: dict[str, object] = {
+        "deployment_id": gold.deployment_id,
+        "table_version": gold.table_version,
+        "from_time": time_range.start,
+        "to_time": time_range.end,
+        "total": selected.total,
+        "limit": page.limit,
+        "offset": page.offset,
+        "next_offset": following if following < selected.total else None,
+    }
+    return envelope, selected.rows
+
+
+def _windows_router(lake_root: str | None, bounds: ServingLimits) -> APIRouter:
+    """Order counts and revenue per event-time window, a page at a time."""
+    router = APIRouter()
+
+    @router.get("/v1/orders/windows/count/{order_type}", tags=["windows"])
     def window_counts_by_order_type(
         order_type: OrderTypePath,
         from_time: FromTime = None,
@@ -199,20 +226,20 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
         from revenue_platform.serving.queries import count_windows
 
         gold_type = parse_order_type(order_type)
-        _, envelope, rows = window_page(gold_type, from_time, to_time, limit, offset)
+        envelope, rows = _window_page(lake_root, bounds, gold_type, from_time, to_time, limit, offset)
         return OrderCountWindowPage.model_validate({**envelope, "items": count_windows(rows)})
 
-    @app.get("/v1/orders/windows/count", tags=["windows"])
+    @router.get("/v1/orders/windows/count", tags=["windows"])
     def window_counts(
         from_time: FromTime = None, to_time: ToTime = None, limit: Limit = None, offset: Offset = None
     ) -> OrderCountWindowPage:
         """Order count per window of both order types, for windows starting in [from_time, to_time)."""
         from revenue_platform.serving.queries import count_windows
 
-        _, envelope, rows = window_page(None, from_time, to_time, limit, offset)
+        envelope, rows = _window_page(lake_root, bounds, None, from_time, to_time, limit, offset)
         return OrderCountWindowPage.model_validate({**envelope, "items": count_windows(rows)})
 
-    @app.get("/v1/orders/windows/revenue/{order_type}", tags=["windows"])
+    @router.get("/v1/orders/windows/revenue/{order_type}", tags=["windows"])
     def window_revenue_by_order_type(
         order_type: OrderTypePath,
         from_time: FromTime = None,
@@ -224,23 +251,30 @@ def create_app(lake_root: str | None = None, limits: ServingLimits | None = None
         from revenue_platform.serving.queries import revenue_windows
 
         gold_type = parse_order_type(order_type)
-        _, envelope, rows = window_page(gold_type, from_time, to_time, limit, offset)
+        envelope, rows = _window_page(lake_root, bounds, gold_type, from_time, to_time, limit, offset)
         return RevenueWindowPage.model_validate({**envelope, "items": revenue_windows(rows)})
 
-    @app.get("/v1/orders/windows/revenue", tags=["windows"])
+    @router.get("/v1/orders/windows/revenue", tags=["windows"])
     def window_revenue(
         from_time: FromTime = None, to_time: ToTime = None, limit: Limit = None, offset: Offset = None
     ) -> RevenueWindowPage:
         """Revenue per window of both order types with addresses, windows starting in [from_time, to_time)."""
         from revenue_platform.serving.queries import revenue_windows
 
-        _, envelope, rows = window_page(None, from_time, to_time, limit, offset)
+        envelope, rows = _window_page(lake_root, bounds, None, from_time, to_time, limit, offset)
         return RevenueWindowPage.model_validate({**envelope, "items": revenue_windows(rows)})
 
-    @app.get("/v1/metadata/all", tags=["metadata"])
+    return router
+
+
+def _metadata_router(lake_root: str | None) -> APIRouter:
+    """The registry's deployments and live pointer."""
+    router = APIRouter()
+
+    @router.get("/v1/metadata/all", tags=["metadata"])
     def metadata_all(user: AirflowUser) -> Metadata:
         """Registered deployments (colour, version, states, live flag, lag) and the live pointer; the
         server paths of each deployment's files for admins only (null for other users)."""
         return deployments_metadata(lake_root, show_paths=is_admin(user))
 
-    return app
+    return router

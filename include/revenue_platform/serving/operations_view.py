@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
@@ -375,24 +375,13 @@ def operations_page_html() -> str:
     return resources.files("revenue_platform.serving").joinpath("static/operations.html").read_text()
 
 
+# Every route but the page shell and its icon needs an Airflow user.
+_AUTHENTICATED = [Depends(require_airflow_user)]
+DeploymentQuery = Annotated[str | None, Query(description="default: the live deployment")]
+
+
 def create_operations_app(lake_root: str | None = None) -> FastAPI:
     """The operations view app; `lake_root` defaults to the platform's (PLATFORM_LAKE_ROOT), per request."""
-
-    def current_lake_root() -> str:
-        return lake_root or default_lake_root()
-
-    def registry() -> DeploymentRegistry:
-        return DeploymentRegistry(current_lake_root())
-
-    def live_or_404(chosen: str | None) -> str:
-        deployment_id = chosen or registry().live_deployment()
-        if deployment_id is None:
-            raise HTTPException(
-                status.HTTP_404_NOT_FOUND, "no deployment is live; name one with deployment_id"
-            )
-        return deployment_id
-
-    authenticated = [Depends(require_airflow_user)]
     app = FastAPI(
         title="Revenue operations view",
         description="Deployments, lag, quality checks, live pointer history and revenue per window.",
@@ -405,50 +394,84 @@ def create_operations_app(lake_root: str | None = None) -> FastAPI:
         # caller's error.
         return JSONResponse({"detail": str(error)}, status_code=status.HTTP_400_BAD_REQUEST)
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    app.include_router(_page_router())
+    app.include_router(_api_router(lake_root))
+    app.include_router(_data_docs_router(lake_root))
+    return app
+
+
+def _page_router() -> APIRouter:
+    """The page shell and its icon: public, they hold no data."""
+    router = APIRouter()
+
+    @router.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
         return HTMLResponse(operations_page_html())
 
-    @app.get("/icon.svg", include_in_schema=False)
+    @router.get("/icon.svg", include_in_schema=False)
     def icon() -> Response:
         # Public like the page shell: the UI's nav loads it as an <img>.
         return Response(NAV_ICON_SVG, media_type="image/svg+xml")
 
-    @app.get("/api/deployments")
+    return router
+
+
+def _registry(lake_root: str | None) -> DeploymentRegistry:
+    return DeploymentRegistry(lake_root or default_lake_root())
+
+
+def _live_or_404(lake_root: str | None, chosen: str | None) -> str:
+    deployment_id = chosen or _registry(lake_root).live_deployment()
+    if deployment_id is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no deployment is live; name one with deployment_id")
+    return deployment_id
+
+
+def _api_router(lake_root: str | None) -> APIRouter:
+    """The JSON the page fetches: deployments, quality, live history, stores and revenue per window."""
+    router = APIRouter()
+
+    @router.get("/api/deployments")
     def deployments(user: AirflowUser) -> DeploymentsResponse:
-        return read_deployments(registry(), show_paths=is_admin(user))
+        return read_deployments(_registry(lake_root), show_paths=is_admin(user))
 
-    @app.get("/api/quality", dependencies=authenticated)
-    def quality(
-        deployment_id: Annotated[str | None, Query(description="default: the live deployment")] = None,
-    ) -> QualityResponse:
-        return read_latest_quality(current_lake_root(), deployment_id or registry().live_deployment())
+    @router.get("/api/quality", dependencies=_AUTHENTICATED)
+    def quality(deployment_id: DeploymentQuery = None) -> QualityResponse:
+        chosen = deployment_id or _registry(lake_root).live_deployment()
+        return read_latest_quality(lake_root or default_lake_root(), chosen)
 
-    @app.get("/api/live-history", dependencies=authenticated)
+    @router.get("/api/live-history", dependencies=_AUTHENTICATED)
     def live_history() -> LiveHistoryResponse:
-        return read_live_history(registry())
+        return read_live_history(_registry(lake_root))
 
-    @app.get("/api/stores", dependencies=authenticated)
-    def stores(
-        deployment_id: Annotated[str | None, Query(description="default: the live deployment")] = None,
-    ) -> StoresResponse:
-        return read_stores(current_lake_root(), deployment_id or registry().live_deployment())
+    @router.get("/api/stores", dependencies=_AUTHENTICATED)
+    def stores(deployment_id: DeploymentQuery = None) -> StoresResponse:
+        chosen = deployment_id or _registry(lake_root).live_deployment()
+        return read_stores(lake_root or default_lake_root(), chosen)
 
-    @app.get("/api/revenue", dependencies=authenticated)
+    @router.get("/api/revenue", dependencies=_AUTHENTICATED)
     def revenue(
         location_id: Annotated[str, Query(min_length=1)],
-        deployment_id: Annotated[str | None, Query(description="default: the live deployment")] = None,
+        deployment_id: DeploymentQuery = None,
         limit: Annotated[int, Query(ge=1, le=MAX_CHART_WINDOWS)] = 240,
     ) -> RevenueSeriesResponse:
-        return read_revenue_series(current_lake_root(), live_or_404(deployment_id), location_id, limit)
+        chosen = _live_or_404(lake_root, deployment_id)
+        return read_revenue_series(lake_root or default_lake_root(), chosen, location_id, limit)
 
-    @app.get("/data-docs/{file_path:path}", dependencies=authenticated, include_in_schema=False)
+    return router
+
+
+def _data_docs_router(lake_root: str | None) -> APIRouter:
+    """The quality checks' Data Docs pages, for signed-in users."""
+    router = APIRouter()
+
+    @router.get("/data-docs/{file_path:path}", dependencies=_AUTHENTICATED, include_in_schema=False)
     def data_docs(file_path: str) -> FileResponse:
-        root = data_docs_root(current_lake_root()).resolve()
+        root = data_docs_root(lake_root or default_lake_root()).resolve()
         target = (root / (file_path or "index.html")).resolve()
         # Never serve anything outside the Data Docs folder (`..` in the path).
         if not target.is_relative_to(root) or not target.is_file():
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no Data Docs file {file_path!r}")
         return FileResponse(target)
 
-    return app
+    return router

@@ -76,7 +76,8 @@ def _select(table: pa.Table, order_type: str | None, location_id: str | None) ->
 
 def has_location(snapshot: GoldSnapshot, location_id: str) -> bool:
     """True when the location has any window (of any order type) in the snapshot."""
-    return _select(snapshot.totals, None, location_id).num_rows > 0
+    rows: int = _select(snapshot.totals, None, location_id).num_rows
+    return rows > 0
 
 
 def order_counts(

@@ -282,7 +282,8 @@ def ensure_output_topics(
     """Create the deployment's missing output topics (the revenue topic compacted: latest value per
     window); partitions and replicas are the broker's defaults. Returns the topics created."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic  # its defining module (admin re-exports it implicitly)
 
     admin = AdminClient(dict(client_config))
     existing = set(admin.list_topics(timeout=timeout_s).topics)
@@ -499,63 +500,15 @@ def deploy(
     fields = registration_fields(config, request.colour)
     deployment_id = request.deployment_id
     existing = registry.find(deployment_id)
-    if existing is not None and existing.lease_token is not None:
-        observation = observe_driver(existing, datetime.now(UTC))
-        running = observation.process_alive or (
-            observation.process_alive is None and observation.alive(DEFAULT_HEARTBEAT_STALE_S)
+    if existing is not None and _driver_running(existing):
+        _keep_running(registry, existing, fields["config_hash"], actor)
+        progress(
+            f"[deploy] {deployment_id} is already running (pid {existing.driver_pid} on "
+            f"{existing.driver_host}, lease {existing.lease_token}): nothing launched"
         )
-        if running:
-            if existing.config_hash != fields["config_hash"]:
-                # A green run that applied nothing would read as "rolled out"; refuse before any change.
-                raise ConfigError(
-                    f"deployment {deployment_id!r} is running with config {existing.config_hash[:12]}, not "
-                    f"the requested {fields['config_hash'][:12]}; nothing was changed. A running deployment "
-                    "is never reconfigured in place: roll the new config out with the blue_green_replay DAG "
-                    '(e.g. {"green_deployment_id": "<new id>", "config_overrides": {...}}), which replays it '
-                    "next to this one and switches live once it is caught up and checked; or stop it with "
-                    "stop_streaming_app and deploy again to restart it from its checkpoint with the new "
-                    "config."
-                )
-            if existing.desired_state != DesiredState.RUNNING.value:
-                registry.update(
-                    deployment_id,
-                    {"desired_state": DesiredState.RUNNING.value},
-                    actor,
-                    events=[
-                        RegistryEvent(
-                            deployment_id, "desired_state", actor, existing.desired_state, "running", "deploy"
-                        )
-                    ],
-                )
-            progress(
-                f"[deploy] {deployment_id} is already running (pid {existing.driver_pid} on "
-                f"{existing.driver_host}, lease {existing.lease_token}): nothing launched"
-            )
-            return _outcome("already_running", registry.get(deployment_id))
+        return _outcome("already_running", registry.get(deployment_id))
 
-    if existing is None:
-        registry.register(
-            DeploymentRecord(deployment_id=deployment_id, **fields),
-            actor,
-            events=[RegistryEvent(deployment_id, "desired_state", actor, None, "running", "deploy")],
-        )
-    else:
-        events = [
-            RegistryEvent(deployment_id, "desired_state", actor, existing.desired_state, "running", "deploy")
-        ]
-        if existing.config_hash != fields["config_hash"]:
-            events.append(
-                RegistryEvent(
-                    deployment_id,
-                    "config_changed",
-                    actor,
-                    existing.config_hash,
-                    fields["config_hash"],
-                    "deploy",
-                )
-            )
-        # A deliberate deploy resets the supervisor's restart budget.
-        registry.update(deployment_id, {**fields, "restart_history_json": "[]"}, actor, events=events)
+    _register(registry, deployment_id, existing, fields, actor)
     record = registry.get(deployment_id)
     progress(
         f"[deploy] {deployment_id}: registered config {record.config_hash[:12]} "
@@ -576,6 +529,80 @@ def deploy(
         kafka_security=kafka_security,
     )
     return _outcome("launched", started)
+
+
+def _driver_running(existing: DeploymentRecord) -> bool:
+    """Whether the deployment's leased driver is alive (its process, or else a fresh heartbeat)."""
+    if existing.lease_token is None:
+        return False
+    observation = observe_driver(existing, datetime.now(UTC))
+    return observation.process_alive or (
+        observation.process_alive is None and observation.alive(DEFAULT_HEARTBEAT_STALE_S)
+    )
+
+
+def _keep_running(
+    registry: DeploymentRegistry, existing: DeploymentRecord, config_hash: str, actor: str
+) -> None:
+    """A deploy of a running deployment: refuse a different config (before any change), else make sure
+    it is meant to run."""
+    deployment_id = existing.deployment_id
+    if existing.config_hash != config_hash:
+        # A green run that applied nothing would read as "rolled out"; refuse before any change.
+        raise ConfigError(
+            f"deployment {deployment_id!r} is running with config {existing.config_hash[:12]}, not "
+            f"the requested {config_hash[:12]}; nothing was changed. A running deployment "
+            "is never reconfigured in place: roll the new config out with the blue_green_replay DAG "
+            '(e.g. {"green_deployment_id": "<new id>", "config_overrides": {...}}), which replays it '
+            "next to this one and switches live once it is caught up and checked; or stop it with "
+            "stop_streaming_app and deploy again to restart it from its checkpoint with the new "
+            "config."
+        )
+    if existing.desired_state != DesiredState.RUNNING.value:
+        registry.update(
+            deployment_id,
+            {"desired_state": DesiredState.RUNNING.value},
+            actor,
+            events=[
+                RegistryEvent(
+                    deployment_id, "desired_state", actor, existing.desired_state, "running", "deploy"
+                )
+            ],
+        )
+
+
+def _register(
+    registry: DeploymentRegistry,
+    deployment_id: str,
+    existing: DeploymentRecord | None,
+    fields: dict[str, Any],
+    actor: str,
+) -> None:
+    """Register a new deployment, or store the (possibly new) config of a known one whose driver is not
+    running; either way it is meant to run."""
+    if existing is None:
+        registry.register(
+            DeploymentRecord(deployment_id=deployment_id, **fields),
+            actor,
+            events=[RegistryEvent(deployment_id, "desired_state", actor, None, "running", "deploy")],
+        )
+        return
+    events = [
+        RegistryEvent(deployment_id, "desired_state", actor, existing.desired_state, "running", "deploy")
+    ]
+    if existing.config_hash != fields["config_hash"]:
+        events.append(
+            RegistryEvent(
+                deployment_id,
+                "config_changed",
+                actor,
+                existing.config_hash,
+                fields["config_hash"],
+                "deploy",
+            )
+        )
+    # A deliberate deploy resets the supervisor's restart budget.
+    registry.update(deployment_id, {**fields, "restart_history_json": "[]"}, actor, events=events)
 
 
 def _outcome(action: str, record: DeploymentRecord) -> dict[str, Any]:

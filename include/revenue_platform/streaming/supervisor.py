@@ -210,6 +210,69 @@ def _restart(
     return started, None
 
 
+def _give_up(
+    registry: DeploymentRegistry, record: DeploymentRecord, verdict: Verdict, actor: str, now: datetime
+) -> tuple[DeploymentRecord, str]:
+    """Mark the deployment failed with its last error (no more restarts); return the row and that
+    error's tail for the report."""
+    error = record.last_error or log_tail(record) or "(no error captured)"
+    history = [
+        *record.restart_history,
+        {"at": now.isoformat(), "reason": verdict.reason, "outcome": "gave_up"},
+    ]
+    failed = registry.update(
+        record.deployment_id,
+        {
+            "observed_state": ObservedState.FAILED.value,
+            "restart_history_json": json.dumps(history),
+            "last_error": error[-4000:],
+        },
+        actor,
+        expected_version=record.row_version,
+        events=[
+            RegistryEvent(
+                record.deployment_id,
+                "gave_up",
+                actor,
+                record.observed_state,
+                ObservedState.FAILED.value,
+                verdict.reason,
+                {"last_error": error[-2000:]},
+            )
+        ],
+    )
+    return failed, error[-3000:]
+
+
+def _record_healthy(
+    registry: DeploymentRegistry,
+    record: DeploymentRecord,
+    verdict: Verdict,
+    observation: DriverObservation,
+    actor: str,
+) -> DeploymentRecord:
+    """Store a healthy driver's progress and heartbeat, and mark it running if it was not."""
+    changes: dict[str, Any] = {"last_progress_json": json.dumps(progress_summary(record), default=str)}
+    if observation.status is not None:
+        changes["heartbeat_at"] = datetime.fromisoformat(observation.status["heartbeat_at"])
+    events = []
+    if record.observed_state != ObservedState.RUNNING.value:
+        changes["observed_state"] = ObservedState.RUNNING.value
+        events.append(
+            RegistryEvent(
+                record.deployment_id,
+                "observed_state",
+                actor,
+                record.observed_state,
+                "running",
+                verdict.reason,
+            )
+        )
+    return registry.update(
+        record.deployment_id, changes, actor, expected_lease=record.lease_token, events=events
+    )
+
+
 def supervise(
     registry: DeploymentRegistry,
     target: SparkTarget,
@@ -252,55 +315,10 @@ def supervise(
                     kafka_security,
                 )
             elif verdict.action == "give_up":
-                error = record.last_error or log_tail(record) or "(no error captured)"
-                history = [
-                    *record.restart_history,
-                    {"at": now.isoformat(), "reason": verdict.reason, "outcome": "gave_up"},
-                ]
-                record = registry.update(
-                    record.deployment_id,
-                    {
-                        "observed_state": ObservedState.FAILED.value,
-                        "restart_history_json": json.dumps(history),
-                        "last_error": error[-4000:],
-                    },
-                    actor,
-                    expected_version=record.row_version,
-                    events=[
-                        RegistryEvent(
-                            record.deployment_id,
-                            "gave_up",
-                            actor,
-                            record.observed_state,
-                            ObservedState.FAILED.value,
-                            verdict.reason,
-                            {"last_error": error[-2000:]},
-                        )
-                    ],
-                )
-                gave_up.append(f"{record.deployment_id}: {verdict.reason}; last error:\n{error[-3000:]}")
+                record, last_error = _give_up(registry, record, verdict, actor, now)
+                gave_up.append(f"{record.deployment_id}: {verdict.reason}; last error:\n{last_error}")
             elif verdict.action == "healthy":
-                changes: dict[str, Any] = {
-                    "last_progress_json": json.dumps(progress_summary(record), default=str)
-                }
-                if observation.status is not None:
-                    changes["heartbeat_at"] = datetime.fromisoformat(observation.status["heartbeat_at"])
-                events = []
-                if record.observed_state != ObservedState.RUNNING.value:
-                    changes["observed_state"] = ObservedState.RUNNING.value
-                    events.append(
-                        RegistryEvent(
-                            record.deployment_id,
-                            "observed_state",
-                            actor,
-                            record.observed_state,
-                            "running",
-                            verdict.reason,
-                        )
-                    )
-                record = registry.update(
-                    record.deployment_id, changes, actor, expected_lease=record.lease_token, events=events
-                )
+                record = _record_healthy(registry, record, verdict, observation, actor)
         except RegistryConflictError as error:
             # Someone (a deploy or stop) changed this deployment meanwhile; judge it again next pass.
             verdict = Verdict("skipped", f"changed concurrently: {error}")

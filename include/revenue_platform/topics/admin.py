@@ -21,21 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
+
+# From their defining modules: `confluent_kafka.admin` re-exports these without `__all__`, which strict
+# type checking does not count as an export (confluent-kafka is pinned in requirements.txt).
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from revenue_platform.errors import PlatformError
 from revenue_platform.kafka_connection import bootstrap_servers, broker_unreachable
 from revenue_platform.topics.errors import DestructiveChangeRefused
-from revenue_platform.topics.plan import Action, ObservedTopic, TopicPlan
+from revenue_platform.topics.plan import Action, ObservedTopic, TopicChange, TopicPlan
 
 log = logging.getLogger(__name__)
 
@@ -235,95 +232,119 @@ def apply_plan(
         servers,
         attempts,
     )
-    failures: dict[str, str] = {}
-
-    to_create = plan.by_action(Action.CREATE)
-    if to_create:
-        new_topics = {
-            change.topic: NewTopic(
-                change.topic,
-                num_partitions=change.spec.partitions,
-                replication_factor=change.spec.replication_factor,
-                config=dict(change.spec.configs),
-            )
-            for change in to_create
-        }
-        outcomes = _run_batch(
-            lambda names: client.create_topics(
-                [new_topics[n] for n in names], operation_timeout=timeout_s, request_timeout=timeout_s
-            ),
-            list(new_topics),
-            attempts,
-            timeout_s,
-        )
-        for name, error in outcomes.items():
-            if error is None:
-                result.created.append(name)
-            elif error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                # Created since describe (another run, auto-creation): the next run diffs it properly.
-                result.already_done.append(f"{name} already exists; re-run to converge its configs")
-            else:
-                failures[f"create {name}"] = _describe_error(error)
-        _wait_for_topics(client, {n: new_topics[n].num_partitions for n in result.created}, timeout_s)
-
-    to_grow = {change.topic: change for change in plan.by_action(Action.INCREASE_PARTITIONS)}
-    if to_grow:
-        outcomes = _run_batch(
-            lambda names: client.create_partitions(
-                [NewPartitions(n, to_grow[n].spec.partitions) for n in names],
-                operation_timeout=timeout_s,
-                request_timeout=timeout_s,
-            ),
-            list(to_grow),
-            attempts,
-            timeout_s,
-        )
-        for name, error in outcomes.items():
-            change = to_grow[name]
-            if error is None:
-                result.partitions_increased[name] = (change.current_partitions or 0, change.spec.partitions)
-            elif error.code() == KafkaError.INVALID_PARTITIONS and "already has" in error.str():
-                # Kafka rejects "increase" to the current count; that means an earlier run did it.
-                result.already_done.append(f"{name} already has {change.spec.partitions} partitions")
-            else:
-                failures[f"add partitions to {name}"] = _describe_error(error)
-        _wait_for_topics(
-            client, {n: to_grow[n].spec.partitions for n in result.partitions_increased}, timeout_s
-        )
-
-    to_alter = {change.topic: change for change in plan.by_action(Action.ALTER_CONFIGS)}
-    if to_alter:
-        resources = {
-            name: ConfigResource(
-                ResourceType.TOPIC,
-                name,
-                incremental_configs=[
-                    ConfigEntry(drift.key, drift.expected, incremental_operation=AlterConfigOpType.SET)
-                    for drift in change.config_drift
-                ],
-            )
-            for name, change in to_alter.items()
-        }
-        outcomes = _run_batch(
-            lambda names: {
-                resource.name: future
-                for resource, future in client.incremental_alter_configs(
-                    [resources[n] for n in names], request_timeout=timeout_s
-                ).items()
-            },
-            list(resources),
-            attempts,
-            timeout_s,
-        )
-        for name, error in outcomes.items():
-            if error is None:
-                result.configs_altered[name] = [drift.key for drift in to_alter[name].config_drift]
-            else:
-                failures[f"set configs on {name}"] = _describe_error(error)
-
+    failures = {
+        **_create_topics(client, plan.by_action(Action.CREATE), result, timeout_s, attempts),
+        **_add_partitions(client, plan.by_action(Action.INCREASE_PARTITIONS), result, timeout_s, attempts),
+        **_set_configs(client, plan.by_action(Action.ALTER_CONFIGS), result, timeout_s, attempts),
+    }
     if failures:
         raise TopicApplyError(failures, result)
     return result
+
+
+def _create_topics(
+    client: AdminClient, changes: list[TopicChange], result: ApplyResult, timeout_s: float, attempts: int
+) -> dict[str, str]:
+    """Create the topics of `changes` with their configs; record them in `result`, return failures."""
+    if not changes:
+        return {}
+    failures: dict[str, str] = {}
+    new_topics = {
+        change.topic: NewTopic(
+            change.topic,
+            num_partitions=change.spec.partitions,
+            replication_factor=change.spec.replication_factor,
+            config=dict(change.spec.configs),
+        )
+        for change in changes
+    }
+    outcomes = _run_batch(
+        lambda names: client.create_topics(
+            [new_topics[n] for n in names], operation_timeout=timeout_s, request_timeout=timeout_s
+        ),
+        list(new_topics),
+        attempts,
+        timeout_s,
+    )
+    for name, error in outcomes.items():
+        if error is None:
+            result.created.append(name)
+        elif error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            # Created since describe (another run, auto-creation): the next run diffs it properly.
+            result.already_done.append(f"{name} already exists; re-run to converge its configs")
+        else:
+            failures[f"create {name}"] = _describe_error(error)
+    _wait_for_topics(client, {n: new_topics[n].num_partitions for n in result.created}, timeout_s)
+    return failures
+
+
+def _add_partitions(
+    client: AdminClient, changes: list[TopicChange], result: ApplyResult, timeout_s: float, attempts: int
+) -> dict[str, str]:
+    """Grow the topics of `changes` to their spec's partition count; record in `result`, return failures."""
+    if not changes:
+        return {}
+    failures: dict[str, str] = {}
+    to_grow = {change.topic: change for change in changes}
+    outcomes = _run_batch(
+        lambda names: client.create_partitions(
+            [NewPartitions(n, to_grow[n].spec.partitions) for n in names],
+            operation_timeout=timeout_s,
+            request_timeout=timeout_s,
+        ),
+        list(to_grow),
+        attempts,
+        timeout_s,
+    )
+    for name, error in outcomes.items():
+        change = to_grow[name]
+        if error is None:
+            result.partitions_increased[name] = (change.current_partitions or 0, change.spec.partitions)
+        elif error.code() == KafkaError.INVALID_PARTITIONS and "already has" in error.str():
+            # Kafka rejects "increase" to the current count; that means an earlier run did it.
+            result.already_done.append(f"{name} already has {change.spec.partitions} partitions")
+        else:
+            failures[f"add partitions to {name}"] = _describe_error(error)
+    _wait_for_topics(client, {n: to_grow[n].spec.partitions for n in result.partitions_increased}, timeout_s)
+    return failures
+
+
+def _set_configs(
+    client: AdminClient, changes: list[TopicChange], result: ApplyResult, timeout_s: float, attempts: int
+) -> dict[str, str]:
+    """SET each drifted config of `changes` (others untouched); record in `result`, return failures."""
+    if not changes:
+        return {}
+    failures: dict[str, str] = {}
+    to_alter = {change.topic: change for change in changes}
+    resources = {
+        name: ConfigResource(
+            ResourceType.TOPIC,
+            name,
+            incremental_configs=[
+                ConfigEntry(drift.key, drift.expected, incremental_operation=AlterConfigOpType.SET)
+                for drift in change.config_drift
+            ],
+        )
+        for name, change in to_alter.items()
+    }
+    outcomes = _run_batch(
+        lambda names: {
+            resource.name: future
+            for resource, future in client.incremental_alter_configs(
+                [resources[n] for n in names], request_timeout=timeout_s
+            ).items()
+        },
+        list(resources),
+        attempts,
+        timeout_s,
+    )
+    for name, error in outcomes.items():
+        if error is None:
+            result.configs_altered[name] = [drift.key for drift in to_alter[name].config_drift]
+        else:
+            failures[f"set configs on {name}"] = _describe_error(error)
+    return failures
 
 
 def _admin_client(client_config: Mapping[str, Any]) -> AdminClient:

@@ -370,6 +370,35 @@ def _plan_topic(spec: TopicSpec, current: ObservedTopic | None, opted_in: bool) 
             )
         )
 
+    drift, config_refused, config_notes = _config_drift(spec, current, opted_in)
+    refused.extend(config_refused)
+    notes.extend(config_notes)
+    if drift:
+        actions.append(Action.ALTER_CONFIGS)
+
+    if refused:
+        actions.append(Action.REFUSED)
+    if not actions:
+        actions.append(Action.UNCHANGED)
+    return TopicChange(
+        topic=spec.name,
+        actions=tuple(actions),
+        spec=spec,
+        current_partitions=current.partitions,
+        current_replication_factor=current.replication_factor,
+        config_drift=tuple(drift),
+        refused=tuple(refused),
+        notes=tuple(notes),
+    )
+
+
+def _config_drift(
+    spec: TopicSpec, current: ObservedTopic, opted_in: bool
+) -> tuple[list[ConfigDrift], list[RefusedChange], list[str]]:
+    """The declared configs whose value on the cluster differs (to SET), the refused ones (removing
+    compaction without opting in) and notes for the operator."""
+    refused: list[RefusedChange] = []
+    notes: list[str] = []
     drift: list[ConfigDrift] = []
     for key, expected in sorted(spec.configs.items()):
         actual = current.configs.get(key)
@@ -393,23 +422,7 @@ def _plan_topic(spec: TopicSpec, current: ObservedTopic | None, opted_in: bool) 
             destructive = True
             notes.append("compaction removal opted in via allow_destructive: it will be applied")
         drift.append(ConfigDrift(key, expected, actual, inherited, destructive))
-    if drift:
-        actions.append(Action.ALTER_CONFIGS)
-
-    if refused:
-        actions.append(Action.REFUSED)
-    if not actions:
-        actions.append(Action.UNCHANGED)
-    return TopicChange(
-        topic=spec.name,
-        actions=tuple(actions),
-        spec=spec,
-        current_partitions=current.partitions,
-        current_replication_factor=current.replication_factor,
-        config_drift=tuple(drift),
-        refused=tuple(refused),
-        notes=tuple(notes),
-    )
+    return drift, refused, notes
 
 
 def _removes_compaction(expected: str, actual: str | None) -> bool:
