@@ -30,24 +30,20 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, get_current_context, task
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import ReplayGateFailed
-from revenue_platform.bluegreen.logic import REPLAY_FORM_BOUNDS
-from revenue_platform.bluegreen.triggers import VERSION_PATTERN
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import bounded_param
+from revenue_platform.forms import params_from_model
 from revenue_platform.kafka_connection import KafkaConnectionConfigError, optional_client_config
 from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
-from revenue_platform.quality.config import THRESHOLD_FIELDS
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
 from revenue_platform.streaming.deploy import DeploymentFailedError
-from spark_apps.config import MAX_OVERRIDES
-from spark_apps.naming import DEPLOYMENT_ID_PATTERN
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
@@ -84,98 +80,7 @@ def _schedule() -> Any:
             QualityInputMissing,
         ),
     ),
-    params={
-        "green_deployment_id": Param(
-            "green",
-            type="string",
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="A NEW deployment id (by-hand runs; release and periodic runs derive one).",
-        ),
-        "blue_deployment_id": Param(
-            None,
-            type=["null", "string"],
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment to replace; empty = the live one (release/periodic runs: always live).",
-        ),
-        "version": Param(
-            "dev",
-            type="string",
-            pattern=VERSION_PATTERN,
-            description="Version label of green (release runs: the release's).",
-        ),
-        "config_overrides": Param(
-            {},
-            type="object",
-            maxProperties=MAX_OVERRIDES,
-            description="Dotted config field -> value applied over blue's config (release runs: the "
-            "release's; periodic runs: none).",
-        ),
-        "mode": Param(
-            "promote",
-            type="string",
-            enum=["promote", "reproduce"],
-            description="promote: switch live to green when every gate passes. reproduce: only prove green "
-            "recomputes live's numbers, record replay_reproduced and retire green (periodic runs: "
-            "REPLAY_SCHEDULE_ACTION decides).",
-        ),
-        "replay_source": Param(
-            "kafka_earliest",
-            type="string",
-            enum=["kafka_earliest", "bronze"],
-            description=(
-                "kafka_earliest: green reads the orders topic from its first offset. bronze: green reads "
-                "blue's bronze archive, then Kafka from the first offset bronze lacks (use when Kafka's "
-                "retention has deleted history). Validation refuses a source that would lose records."
-            ),
-        ),
-        "max_offsets_behind": bounded_param(
-            REPLAY_FORM_BOUNDS, "max_offsets_behind", 0, "integer", "Lag that counts as caught up."
-        ),
-        "catch_up_timeout_s": bounded_param(
-            REPLAY_FORM_BOUNDS, "catch_up_timeout_s", 900, "number", "Bound on waiting to catch up (seconds)."
-        ),
-        "poll_interval_s": bounded_param(
-            REPLAY_FORM_BOUNDS, "poll_interval_s", 5, "number", "Seconds between two looks at green's lag."
-        ),
-        "revenue_tolerance": Param(
-            "0.00",
-            type="string",
-            pattern=r"^[0-9]{1,16}(\.[0-9]{1,2})?$(?!\n)",
-            description="Allowed absolute revenue difference per closed window (an amount, e.g. 0.01).",
-        ),
-        "count_tolerance": bounded_param(
-            REPLAY_FORM_BOUNDS, "count_tolerance", 0, "integer", "Allowed order-count difference."
-        ),
-        "quality_thresholds": Param(
-            {},
-            type="object",
-            propertyNames={"enum": list(THRESHOLD_FIELDS)},
-            description='Quality threshold overrides, e.g. {"revenue_ceiling": "5000.00"}; one of '
-            f"{', '.join(THRESHOLD_FIELDS)} (the window geometry is green's registered config).",
-        ),
-        "require_approval": Param(
-            False,
-            type="boolean",
-            description="Ask a human before switching live (release runs: the release's, on by default).",
-        ),
-        "grace_period_s": bounded_param(
-            REPLAY_FORM_BOUNDS, "grace_period_s", 300, "number", "Blue keeps running this long (seconds)."
-        ),
-        "start_timeout_s": bounded_param(
-            REPLAY_FORM_BOUNDS,
-            "start_timeout_s",
-            180,
-            "number",
-            "Bound on green's first heartbeat after launch (seconds).",
-        ),
-        "stop_timeout_s": bounded_param(
-            REPLAY_FORM_BOUNDS,
-            "stop_timeout_s",
-            60,
-            "number",
-            "Bound on stopping a driver gracefully, then forced.",
-        ),
-    },
+    params=params_from_model(ReplayRequest),
 )
 def blue_green_replay() -> None:
     @task

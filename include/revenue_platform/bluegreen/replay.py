@@ -22,13 +22,13 @@ from typing import Any
 
 from revenue_platform.bluegreen.logic import (
     OffsetBounds,
-    ReplayRequest,
     WindowDiff,
     diff_windows,
     green_overrides,
     plan_replay_history,
     previous_live,
 )
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import (
     AWAITING_APPROVAL,
     MANUAL,

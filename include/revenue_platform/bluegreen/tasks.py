@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from revenue_platform.bluegreen.logic import ReplayRequest, approval_given, diff_blockers, promotion_blockers
+from revenue_platform.bluegreen.logic import approval_given, diff_blockers, promotion_blockers
 from revenue_platform.bluegreen.replay import (
     ReplayGateFailed,
     abort_green,
@@ -25,6 +25,7 @@ from revenue_platform.bluegreen.replay import (
     record_reproduced,
     resolve_request,
 )
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import ReleaseEvent
 from revenue_platform.kafka_connection import bootstrap_servers
 from revenue_platform.registry import DeploymentRegistry

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from revenue_platform.bluegreen.logic import ReplayRequest
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import (
     AWAITING_APPROVAL,
     ReleaseEvent,
