@@ -26,8 +26,8 @@ from revenue_platform.errors import ConfigError
 # live to green; reproduce = only prove green recomputes live's numbers, then retire it.
 TriggerKind = Literal["manual", "release", "periodic"]
 Mode = Literal["promote", "reproduce"]
-TRIGGER_KINDS: Final = get_args(TriggerKind)
-MODES: Final = get_args(Mode)
+TRIGGER_KINDS: Final[tuple[TriggerKind, ...]] = get_args(TriggerKind)
+MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 MANUAL, RELEASE, PERIODIC = TRIGGER_KINDS
 PROMOTE, REPRODUCE = MODES
 # REPLAY_SCHEDULE_ACTION: what a periodic run does once green reproduced live with a zero diff.
@@ -199,7 +199,7 @@ def effective_params(
     return {**params, **derived}
 
 
-def next_step(mode: str, require_approval: bool) -> str:
+def choose_next_step(mode: str, require_approval: bool) -> str:
     """Task id the branch after the diff follows: record a reproduction, ask a human, or switch."""
     if mode == REPRODUCE:
         return "record_reproduced"
