@@ -1,9 +1,9 @@
 """The blue_green_replay trigger form as one typed request model: the only place its fields are stated.
 
 Each field carries the form's default, description, type and bounds; the DAG's `Params` are built
-from it (`forms.params_from_model`) and every task validates the request with it, so a REST call, a
-test or a release run is held to the same checks as the form. A refused value is a ConfigError
-naming the field. Release and periodic runs derive some fields (`triggers.effective_params`) and
+from it (`forms.params_from_model`) and `validate_request` checks a run's request with it, so a REST
+call, a test or a derived release run is held to the same checks as the form. A refused value is a
+ConfigError naming the field. Release and periodic runs derive some fields (`triggers.effective_params`) and
 keep the rest at these defaults. Values stay data: they reach the registry, config and logs, never
 SQL or shell text.
 """
@@ -11,6 +11,7 @@ SQL or shell text.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
@@ -108,7 +109,7 @@ class ReplayRequest(BaseModel):
     trigger: SkipJsonSchema[TriggerKind] = "manual"
 
     @classmethod
-    def from_params(cls, params: Any) -> ReplayRequest:
+    def from_params(cls, params: Mapping[str, Any]) -> ReplayRequest:
         """The request in a run's params (or an XCom of `to_dict()`); ConfigError names each bad field."""
         return validated(cls, params)
 
