@@ -100,3 +100,25 @@ def test_the_teardown_without_a_validated_request_does_nothing(registry: Deploym
 
     run = ReplayRun(registry, ACTOR, {"ti": _TaskInstance({})})
     assert abort_green(run) == {"action": "nothing"}
+
+
+def test_a_run_knows_its_trigger_from_its_run_type_and_release_events(registry: DeploymentRegistry) -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from revenue_platform.assets import app_release_asset
+
+    manual = ReplayRun(registry, ACTOR, {"dag_run": SimpleNamespace(run_type="manual")})
+    assert manual.trigger() == ("manual", [])
+    at = datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
+    event = SimpleNamespace(extra={"version": "2.1.0", "config_hash": "abc"}, timestamp=at)
+    released = ReplayRun(
+        registry,
+        ACTOR,
+        {
+            "dag_run": SimpleNamespace(run_type="asset_triggered"),
+            "triggering_asset_events": {app_release_asset(): [event]},
+        },
+    )
+    kind, [release] = released.trigger()
+    assert (kind, release.version, release.config_hash, release.at) == ("release", "2.1.0", "abc", at)
