@@ -1,27 +1,28 @@
 """
-Blue-green replay of the streaming app. It starts three ways: by hand (this form or the REST API), when
-a version is published (`publish_app_version` / `make release` emits the `streaming_app_release` asset
-event this DAG is scheduled on; version, config and approval come from the registry's release row,
-approval required by default) or periodically when `REPLAY_SCHEDULE` (a cron expression, off by
-default) is set: the live version is rebuilt from the earliest offsets and, with a zero diff, recorded
-`replay_reproduced` and retired, live untouched (`REPLAY_SCHEDULE_ACTION=switch` makes it live instead).
-`check_no_replay_in_flight` skips the run, with the reason in its log, while another replay runs or
-waits for approval (Airflow's run states and the registry's audit trail).
-SETUP `deploy_green` registers and launches a new deployment (colour green, version label, config
-overrides over blue's registered config) from the EARLIEST Kafka offsets (or blue's bronze archive,
-then Kafka, when retention has deleted history) with a fresh checkpoint, its own tables, consumer
-group and revenue topic `<revenue_topic>_<green id>`. BODY:
-`wait_for_catch_up` defers to the triggerer, which polls green's lag (offsets behind, rate, ETA in the
-log) until it is at most `max_offsets_behind`, bounded by `catch_up_timeout_s`; `check_quality` runs
-the Great Expectations revenue checks on green's output; `diff_against_blue` compares per-window count
-and revenue over the closed windows both cover (tolerances are per window, absolute); with
-`require_approval` a human approves in the UI (HITL); `switch_live` flips the registry's live pointer to
-green in one Delta commit (audited: run id and triggering user); `retire_blue` keeps blue for
-`grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is stopped
-and the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced`
-replaces approval, switch and retirement. `fail_if_any_failed` makes the run fail when any task
-failed, even though the teardown succeeded. Every input is validated before anything is
-touched. See docs/blue-green.md.
+Blue-green replay of the streaming app. It starts three ways: by hand (this form or the REST API), when a
+version is published (`publish_app_version` / `make release` emits the `streaming_app_release` asset event
+this DAG is scheduled on; version, config and approval come from the registry's release row, approval
+required by default) or periodically when `REPLAY_SCHEDULE` (a cron expression, off by default) is set: the
+live version is rebuilt from the earliest offsets and, with a zero diff, recorded `replay_reproduced` and
+retired, live untouched (`REPLAY_SCHEDULE_ACTION=switch` makes it live instead). `check_no_replay_in_flight`
+skips the run, with the reason in its log, while another replay runs or waits for approval.
+
+SETUP `deploy_green` registers and launches a new deployment (colour green, version label, config overrides
+over blue's registered config) from the EARLIEST Kafka offsets (or blue's bronze archive, then Kafka, when
+retention has deleted history) with a fresh checkpoint, its own tables, consumer group and revenue topic
+`<revenue_topic>_<green id>`. BODY: `wait_for_catch_up` defers to the triggerer, which polls green's lag
+(offsets behind, rate, ETA in the log) until it is at most `max_offsets_behind`, bounded by
+`catch_up_timeout_s`; `check_quality` runs the Great Expectations revenue checks on green's output;
+`diff_against_blue` compares per-window count and revenue over the closed windows both cover (tolerances are
+per window, absolute); with `require_approval` a human approves in the UI (HITL); `switch_live` flips the
+registry's live pointer to green in one Delta commit (audited); `retire_blue` keeps blue for
+`grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is stopped and
+the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced` replaces
+approval, switch and retirement. `fail_if_any_failed` makes the run fail when any task failed, even though
+the teardown succeeded.
+
+Every input is checked before anything is touched (the form is `ReplayRequest`, bluegreen/request.py); each
+task calls the function of its name in bluegreen/tasks.py. See docs/blue-green.md.
 """
 
 from __future__ import annotations
@@ -30,24 +31,18 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
+from airflow.sdk.exceptions import AirflowException
 
 from revenue_platform.assets import app_release_asset
-from revenue_platform.bluegreen import ReplayGateFailed
-from revenue_platform.bluegreen.logic import REPLAY_FORM_BOUNDS
-from revenue_platform.bluegreen.triggers import VERSION_PATTERN
-from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
-from revenue_platform.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.errors import ConfigError
-from revenue_platform.forms import bounded_param
-from revenue_platform.kafka_connection import KafkaConnectionConfigError, optional_client_config
-from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
-from revenue_platform.quality.config import THRESHOLD_FIELDS
-from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError, ReleaseNotFoundError
-from revenue_platform.streaming.deploy import DeploymentFailedError
-from spark_apps.contract.config import MAX_OVERRIDES
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
+from revenue_platform.bluegreen import tasks
+from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
+from revenue_platform.bluegreen.request import ReplayRequest
+from revenue_platform.bluegreen.tasks import ReplayRun
+from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.forms import params_from_model
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
@@ -70,245 +65,56 @@ def _schedule() -> Any:
     max_active_runs=1,
     doc_md=__doc__,
     tags=["streaming", "deployment", "blue-green"],
-    default_args=platform_default_args(
-        timedelta(seconds=30),
-        non_retryable=(
-            ConfigError,
-            DeploymentFailedError,
-            DeploymentNotFoundError,
-            ReleaseNotFoundError,
-            RegistryConflictError,
-            KafkaConnectionConfigError,
-            ReplayGateFailed,
-            QualityCheckFailed,
-            QualityInputMissing,
-        ),
-    ),
-    params={
-        "green_deployment_id": Param(
-            "green",
-            type="string",
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="A NEW deployment id (by-hand runs; release and periodic runs derive one).",
-        ),
-        "blue_deployment_id": Param(
-            None,
-            type=["null", "string"],
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment to replace; empty = the live one (release/periodic runs: always live).",
-        ),
-        "version": Param(
-            "dev",
-            type="string",
-            pattern=VERSION_PATTERN,
-            description="Version label of green (release runs: the release's).",
-        ),
-        "config_overrides": Param(
-            {},
-            type="object",
-            maxProperties=MAX_OVERRIDES,
-            description="Dotted config field -> value applied over blue's config (release runs: the "
-            "release's; periodic runs: none).",
-        ),
-        "mode": Param(
-            "promote",
-            type="string",
-            enum=["promote", "reproduce"],
-            description="promote: switch live to green when every gate passes. reproduce: only prove green "
-            "recomputes live's numbers, record replay_reproduced and retire green (periodic runs: "
-            "REPLAY_SCHEDULE_ACTION decides).",
-        ),
-        "replay_source": Param(
-            "kafka_earliest",
-            type="string",
-            enum=["kafka_earliest", "bronze"],
-            description=(
-                "kafka_earliest: green reads the orders topic from its first offset. bronze: green reads "
-                "blue's bronze archive, then Kafka from the first offset bronze lacks (use when Kafka's "
-                "retention has deleted history). Validation refuses a source that would lose records."
-            ),
-        ),
-        "max_offsets_behind": bounded_param(
-            REPLAY_FORM_BOUNDS, "max_offsets_behind", 0, "integer", "Lag that counts as caught up."
-        ),
-        "catch_up_timeout_s": bounded_param(
-            REPLAY_FORM_BOUNDS, "catch_up_timeout_s", 900, "number", "Bound on waiting to catch up (seconds)."
-        ),
-        "poll_interval_s": bounded_param(
-            REPLAY_FORM_BOUNDS, "poll_interval_s", 5, "number", "Seconds between two looks at green's lag."
-        ),
-        "revenue_tolerance": Param(
-            "0.00",
-            type="string",
-            pattern=r"^[0-9]{1,16}(\.[0-9]{1,2})?$(?!\n)",
-            description="Allowed absolute revenue difference per closed window (an amount, e.g. 0.01).",
-        ),
-        "count_tolerance": bounded_param(
-            REPLAY_FORM_BOUNDS, "count_tolerance", 0, "integer", "Allowed order-count difference."
-        ),
-        "quality_thresholds": Param(
-            {},
-            type="object",
-            propertyNames={"enum": list(THRESHOLD_FIELDS)},
-            description='Quality threshold overrides, e.g. {"revenue_ceiling": "5000.00"}; one of '
-            f"{', '.join(THRESHOLD_FIELDS)} (the window geometry is green's registered config).",
-        ),
-        "require_approval": Param(
-            False,
-            type="boolean",
-            description="Ask a human before switching live (release runs: the release's, on by default).",
-        ),
-        "grace_period_s": bounded_param(
-            REPLAY_FORM_BOUNDS, "grace_period_s", 300, "number", "Blue keeps running this long (seconds)."
-        ),
-        "start_timeout_s": bounded_param(
-            REPLAY_FORM_BOUNDS,
-            "start_timeout_s",
-            180,
-            "number",
-            "Bound on green's first heartbeat after launch (seconds).",
-        ),
-        "stop_timeout_s": bounded_param(
-            REPLAY_FORM_BOUNDS,
-            "stop_timeout_s",
-            60,
-            "number",
-            "Bound on stopping a driver gracefully, then forced.",
-        ),
-    },
+    default_args=platform_default_args(timedelta(seconds=30), non_retryable=tasks.NOT_RETRYABLE),
+    params=params_from_model(ReplayRequest),
 )
 def blue_green_replay() -> None:
     @task
     def check_no_replay_in_flight() -> None:
-        from revenue_platform.bluegreen.replay import precheck
-        from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.trigger_conf import refuse_unknown_conf
-
-        context = get_current_context()
-        refuse_unknown_conf(context)  # first task: a misspelled conf key fails before anything runs
-        # The Task SDK's own calls (the execution API): tasks never open the metadata DB themselves.
-        ti: Any = context["ti"]
-        dag_id = context["dag"].dag_id
-        others = ti.get_dr_count(dag_id=dag_id, states=["running"]) - 1  # this run is running too
-        awaiting = ti.get_ti_count(dag_id=dag_id, task_ids=["request_approval"], states=["awaiting_input"])
-        kind, _ = _trigger()
-        reason = precheck(DeploymentRegistry(), kind, others, awaiting)
-        if reason:
-            print(f"[replay] {reason}")
-            raise AirflowSkipException(reason)
-        print(f"[replay] {kind} run: no other replay in flight")
+        tasks.check_no_replay_in_flight(ReplayRun.current())
 
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import validate_request
-        from revenue_platform.registry import DeploymentRegistry
-
-        context = get_current_context()
-        kind, releases = _trigger()
-        return validate_request(
-            DeploymentRegistry(),
-            kind,
-            context["params"],
-            releases,
-            context["dag_run"].run_after,
-            os.environ.get("REPLAY_SCHEDULE_ACTION"),
-            optional_client_config(KAFKA_CONN_ID),
-        )
+        return tasks.validate_request(ReplayRun.current())
 
     # No retry: a failed setup has already stopped the green it registered, and a replay needs a fresh
     # namespace, so a second attempt would only be refused by validation.
     @task(multiple_outputs=False, retries=0)
     def deploy_green(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import setup_green
-        from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.streaming.launcher import spark_target_from_connection
-
-        return setup_green(
-            DeploymentRegistry(),
-            request,
-            spark_target_from_connection(SPARK_CONN_ID),
-            _actor(),
-            optional_client_config(KAFKA_CONN_ID),
-        )
+        return tasks.deploy_green(ReplayRun.current(), request)
 
     @task(multiple_outputs=False)
     def check_quality(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import check_quality
-        from revenue_platform.registry import DeploymentRegistry
-
-        return check_quality(DeploymentRegistry(), request, str(get_current_context()["run_id"]), _actor())
+        return tasks.check_quality(ReplayRun.current(), request)
 
     @task(multiple_outputs=False)
     def diff_against_blue(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import diff_against_blue
-        from revenue_platform.registry import DeploymentRegistry
-
-        return diff_against_blue(DeploymentRegistry(), request, _actor())
+        return tasks.diff_against_blue(ReplayRun.current(), request)
 
     @task.branch
     def choose_next_step(request: dict[str, Any]) -> str:
-        from revenue_platform.bluegreen.replay import mark_awaiting_approval
-        from revenue_platform.bluegreen.triggers import next_step
-        from revenue_platform.registry import DeploymentRegistry
-
-        step = next_step(request["mode"], request["require_approval"])
-        if step == "request_approval":
-            mark_awaiting_approval(DeploymentRegistry(), request["green_deployment_id"], _actor())
-        return step
+        return tasks.choose_next_step(ReplayRun.current(), request)
 
     @task(multiple_outputs=False)
     def record_reproduced(request: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import confirm_reproduced
-        from revenue_platform.registry import DeploymentRegistry
-
-        return confirm_reproduced(DeploymentRegistry(), request, diff, _actor())
+        return tasks.record_reproduced(ReplayRun.current(), request, diff)
 
     @task(multiple_outputs=False, trigger_rule="none_failed_min_one_success")
-    def switch_live(
-        request: dict[str, Any], caught_up: dict[str, Any], quality: dict[str, Any], diff: dict[str, Any]
-    ) -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import switch_live
-        from revenue_platform.registry import DeploymentRegistry
-
-        if request["mode"] != "promote":
-            # Both approval paths were skipped, but the gates' success alone would satisfy the trigger rule.
-            raise AirflowSkipException(f"{request['mode']} mode: live is never switched")
-        approval = get_current_context()["ti"].xcom_pull(task_ids="request_approval")
-        return switch_live(DeploymentRegistry(), request, caught_up, quality, diff, approval, _actor())
+    def switch_live(request: dict[str, Any], caught_up: Any, quality: Any, diff: Any) -> dict[str, Any]:
+        return tasks.switch_live(ReplayRun.current(), request, caught_up, quality, diff)
 
     @task(multiple_outputs=False)
     def retire_blue(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import retire_blue
-        from revenue_platform.registry import DeploymentRegistry
-
-        return retire_blue(
-            DeploymentRegistry(),
-            request["blue_deployment_id"],
-            request["green_deployment_id"],
-            float(request["grace_period_s"]),
-            float(request["stop_timeout_s"]),
-            _actor(),
-        )
+        return tasks.retire_blue(ReplayRun.current(), request)
 
     @task(multiple_outputs=False)
     def abort_green() -> dict[str, Any]:
-        from revenue_platform.bluegreen.tasks import teardown
-        from revenue_platform.registry import DeploymentRegistry
-
-        # The validated request names green (a release or periodic run derives its id); it exists
-        # whenever the setup ran, which is the only case in which a teardown runs.
-        request = get_current_context()["ti"].xcom_pull(task_ids="validate_request")
-        return teardown(DeploymentRegistry(), request, _actor())
+        return tasks.abort_green(ReplayRun.current())
 
     @task(trigger_rule="one_failed", retries=0)
     def fail_if_any_failed() -> None:
         # A successful teardown must not turn a failed replay into a green run.
         raise AirflowException("a task of the replay failed; green was not promoted (see abort_green's log)")
-
-    from airflow.providers.standard.operators.empty import EmptyOperator
-    from airflow.providers.standard.operators.hitl import ApprovalOperator
-
-    from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
 
     precheck = check_no_replay_in_flight()
     request: Any = validate_request()
@@ -342,21 +148,6 @@ def blue_green_replay() -> None:
     # Not downstream of the setup itself (Airflow wants ALL_SUCCESS there); a failed setup shows up as
     # upstream_failed in the body, which one_failed counts.
     [caught_up, quality, diff, switch, retire, request_approval, reproduced, teardown] >> fail_if_any_failed()
-
-
-def _trigger() -> tuple[str, list[Any]]:
-    """This run's kind (manual / release / periodic) and the release events it consumed."""
-    from revenue_platform.bluegreen.triggers import ReleaseEvent, trigger_kind
-
-    context = get_current_context()
-    consumed = (context.get("triggering_asset_events") or {}).get(app_release_asset(), [])
-    releases = [ReleaseEvent.from_extra(event.extra, event.timestamp) for event in consumed]
-    run_type = context["dag_run"].run_type
-    return trigger_kind(str(getattr(run_type, "value", run_type)), len(releases)), releases
-
-
-def _actor() -> str:
-    return actor_from_context(get_current_context())
 
 
 blue_green_replay()

@@ -1,4 +1,5 @@
-"""The trigger forms of the DAGs that have no request model of their own: bounds and checks.
+"""The trigger forms of the DAGs: Params built from a request model, and the checks of the forms
+that have no model of their own.
 
 Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
 form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
@@ -6,7 +7,8 @@ inside the platform's lake). So each DAG's first task calls its form's `validate
 `refuse_unknown_conf`, before anything is registered, launched or written; a bad value is a
 ConfigError naming the field. The numbers are the DAGs' Params' too (they import them from here), and
 docs/security.md ("Input surfaces") lists them. Forms with a request model elsewhere: deploy
-(`streaming.deploy.DeployRequest`), blue-green replay (`bluegreen.logic.ReplayRequest`), publish
+(`streaming.deploy.DeployRequest`), blue-green replay (`bluegreen.request.ReplayRequest`, a pydantic
+model: `params_from_model` builds its DAG's Params, `validated` checks a request), publish
 (`bluegreen.release.publish`) and reprocess (`reprocessing.plan_reprocessing`).
 """
 
@@ -16,9 +18,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from revenue_platform.errors import ConfigError
+
+Model = TypeVar("Model", bound=BaseModel)
 
 # Lists of names a form may carry (deployments to supervise, topics to provision).
 MAX_LIST_ITEMS: Final = 100
@@ -61,6 +68,58 @@ def bounded_param(
         maximum=maximum,
         description=f"{description} {_readable(minimum)}..{_readable(maximum)}.",
     )
+
+
+def params_from_model(model: type[BaseModel]) -> dict[str, Any]:
+    """The DAG `Params` of a form whose request model is `model`: one per field of its JSON schema
+    (a field marked `SkipJsonSchema` is not on the form), with the field's default, description,
+    type, pattern, enum and bounds; a bounded number states its bounds in its description."""
+    from airflow.sdk import Param
+
+    params = {}
+    for name, schema in model.model_json_schema()["properties"].items():
+        field = model.model_fields[name]
+        schema = _nullable(schema)
+        # Only a title the model sets (the form labels a field with its name otherwise, as the docs do).
+        schema.pop("title", None)
+        schema.pop("default", None)
+        if schema.get("additionalProperties") is True:
+            del schema["additionalProperties"]  # JSON schema's default for an object
+        if field.title:
+            schema["title"] = field.title
+        # One line, however the model's docstring wraps it.
+        description = " ".join(schema.pop("description", "").split())
+        if "minimum" in schema and "maximum" in schema:
+            description += f" {_readable(schema['minimum'])}..{_readable(schema['maximum'])}."
+        default = to_jsonable_python(field.get_default(call_default_factory=True))
+        params[name] = Param(default, description=description, **schema)
+    return params
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`X | None` as Airflow's form reads it: pydantic's `anyOf: [X, null]` as `type: ["null", X's type]`."""
+    variants = schema.get("anyOf", [])
+    if len(variants) != 2 or {"type": "null"} not in variants:
+        return dict(schema)
+    [other] = [variant for variant in variants if variant != {"type": "null"}]
+    merged = {key: value for key, value in schema.items() if key != "anyOf"}
+    return {**merged, **other, "type": ["null", other["type"]]}
+
+
+def validated(model: type[Model], params: Mapping[str, Any]) -> Model:
+    """`params` as a `model`; a ConfigError naming each bad field (and the value) otherwise."""
+    try:
+        return model.model_validate(dict(params))
+    except ValidationError as error:
+        raise ConfigError("; ".join(_problem(issue) for issue in error.errors(include_url=False))) from error
+
+
+def _problem(issue: Any) -> str:
+    field = ".".join(str(part) for part in issue["loc"])
+    if issue["type"] == "value_error":  # the model's own message says what is wrong with the value
+        message = str(issue["msg"]).removeprefix("Value error, ")
+        return f"{field}: {message}" if field else message
+    return f"{field}: {issue['msg']} (got {repr(issue['input'])[:40]})"
 
 
 def _readable(number: float) -> str:

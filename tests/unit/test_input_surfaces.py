@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from revenue_platform.bluegreen.logic import ReplayRequest
 from revenue_platform.bluegreen.release import publish
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentRegistry
 from revenue_platform.streaming.deploy import DeployRequest, resolve_config

@@ -1,4 +1,4 @@
-"""Pure decisions of a blue-green replay: the green request, catch-up, the window diff and the gate.
+"""Pure decisions of a blue-green replay: green's config, its history, catch-up, the window diff, the gate.
 
 Nothing here touches Kafka, Spark, Delta or Airflow, so every rule that decides whether a
 new version may go live is unit-tested on plain values (tests/unit/bluegreen/). The
@@ -8,20 +8,14 @@ progress files and the gold tables.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from revenue_platform.errors import ConfigError
 
-REPLAY_SOURCES = ("kafka_earliest", "bronze")
-# How a run was started (bluegreen.triggers derives it from the run) and what it does after the gates:
-# promote = switch live to green; reproduce = only prove green recomputes live's numbers, then retire it.
-TRIGGER_KINDS = ("manual", "release", "periodic")
-MODES = ("promote", "reproduce")
 # Fields of the blue config that a green replay never inherits: identity and lease come from the
 # registry, where to connect from today's kafka_default connection and registry, the starting
 # position is always "earliest" and the revenue topic is per deployment.
@@ -38,134 +32,6 @@ NOT_INHERITED = (
 )
 
 WindowKey = tuple[str, str, datetime]
-
-
-@dataclass(frozen=True)
-class ReplayRequest:
-    """The blue_green_replay trigger form, validated."""
-
-    green_deployment_id: str
-    blue_deployment_id: str | None = None
-    version: str = "dev"
-    config_overrides: Mapping[str, Any] = field(default_factory=dict)
-    replay_source: str = "kafka_earliest"
-    max_offsets_behind: int = 0
-    catch_up_timeout_s: float = 900.0
-    poll_interval_s: float = 5.0
-    revenue_tolerance: Decimal = Decimal("0.00")
-    count_tolerance: int = 0
-    quality_thresholds: Mapping[str, Any] = field(default_factory=dict)
-    require_approval: bool = False
-    grace_period_s: float = 300.0
-    start_timeout_s: float = 180.0
-    stop_timeout_s: float = 60.0
-    trigger: str = "manual"
-    mode: str = "promote"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (XCom)."""
-        return {
-            **{name: getattr(self, name) for name in self.__dataclass_fields__},
-            "config_overrides": dict(self.config_overrides),
-            "quality_thresholds": dict(self.quality_thresholds),
-            "revenue_tolerance": str(self.revenue_tolerance),
-        }
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> ReplayRequest:
-        """Validate the trigger form; ConfigError names the bad field (bounds: REPLAY_FORM_BOUNDS)."""
-        from revenue_platform.bluegreen.triggers import validate_version
-        from revenue_platform.quality.config import validate_thresholds
-        from revenue_platform.streaming.deploy import bounded_seconds
-        from spark_apps.contract.naming import validate_deployment_id
-
-        source = params.get("replay_source", "kafka_earliest")
-        if source not in REPLAY_SOURCES:
-            raise ConfigError(f"replay_source: {str(source)[:40]!r} must be one of {REPLAY_SOURCES}")
-        trigger, mode = params.get("trigger", "manual"), params.get("mode")
-        mode = "promote" if mode in (None, "") else mode
-        if trigger not in TRIGGER_KINDS:
-            raise ConfigError(f"trigger: {str(trigger)[:40]!r} must be one of {TRIGGER_KINDS}")
-        if mode not in MODES:
-            raise ConfigError(f"mode: {str(mode)[:40]!r} must be one of {MODES}")
-        tolerance = _amount(params.get("revenue_tolerance", "0.00"), "revenue_tolerance")
-        numbers = {
-            name: _count(params.get(name, 0), name, REPLAY_FORM_BOUNDS[name][1])
-            for name in ("max_offsets_behind", "count_tolerance")
-        }
-        durations = {
-            name: bounded_seconds(params.get(name, default), name, *REPLAY_FORM_BOUNDS[name])
-            for name, default in (
-                ("catch_up_timeout_s", 900.0),
-                ("poll_interval_s", 5.0),
-                ("grace_period_s", 300.0),
-                ("start_timeout_s", 180.0),
-                ("stop_timeout_s", 60.0),
-            )
-        }
-        ids = {}
-        for name in ("green_deployment_id", "blue_deployment_id"):
-            value = params.get(name)
-            try:
-                ids[name] = None if value in (None, "") else validate_deployment_id(value)
-            except ValueError as error:
-                raise ConfigError(f"{name}: {error}") from error
-        green, blue = ids["green_deployment_id"], ids["blue_deployment_id"]
-        if green is None:
-            raise ConfigError("green_deployment_id: required (a NEW deployment id, e.g. green-2)")
-        if blue == green:
-            raise ConfigError(f"green_deployment_id {green!r} must differ from the blue deployment")
-        overrides = params.get("config_overrides") or {}
-        if not isinstance(overrides, Mapping):
-            raise ConfigError("config_overrides: must be an object of dotted field -> value")
-        approval = params.get("require_approval", False)
-        if not isinstance(approval, bool):
-            raise ConfigError(f"require_approval: {str(approval)[:40]!r} must be true or false")
-        return cls(
-            green_deployment_id=green,
-            blue_deployment_id=blue,
-            version=validate_version(params.get("version", "dev")),
-            config_overrides=dict(overrides),
-            replay_source=source,
-            revenue_tolerance=tolerance,
-            quality_thresholds=validate_thresholds(params.get("quality_thresholds") or {}),
-            require_approval=approval,
-            trigger=trigger,
-            mode=mode,
-            **numbers,
-            **durations,  # type: ignore[arg-type]
-        )
-
-
-# Bounds of the blue_green_replay form (the DAG's Params carry the same numbers): (minimum, maximum).
-REPLAY_FORM_BOUNDS: dict[str, tuple[float, float]] = {
-    "max_offsets_behind": (0, 1_000_000_000),
-    "count_tolerance": (0, 1_000_000),
-    "catch_up_timeout_s": (0, 7 * 86400),
-    "poll_interval_s": (0.1, 3600),
-    "grace_period_s": (0, 86400),
-    "start_timeout_s": (10, 3600),
-    "stop_timeout_s": (1, 3600),
-}
-# A revenue tolerance is an amount of money: at most DECIMAL(18,2)'s digits.
-MAX_REVENUE_TOLERANCE = Decimal("9999999999999999.99")
-_AMOUNT = r"[0-9]{1,16}(?:\.[0-9]{1,2})?"
-
-
-def _count(value: Any, field: str, maximum: float) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise ConfigError(f"{field}: {str(value)[:40]!r} must be a whole number from 0 to {maximum:,.0f}")
-    return value
-
-
-def _amount(value: Any, field: str) -> Decimal:
-    whole = isinstance(value, int) and not isinstance(value, bool)
-    text = value if isinstance(value, str) else str(value) if whole else None
-    if text is None or not re.fullmatch(_AMOUNT, text):
-        raise ConfigError(
-            f"{field}: {str(value)[:40]!r} must be a non-negative amount with at most 2 decimals, e.g. '0.01'"
-        )
-    return Decimal(text)
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

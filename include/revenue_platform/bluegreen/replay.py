@@ -1,4 +1,5 @@
-"""The steps of a blue-green replay and of a rollback, as the thin DAGs call them.
+"""The steps of a blue-green replay and of a rollback, named like the tasks that run them
+(`bluegreen/tasks.py` for blue_green_replay; rollback_live_deployment calls `rollback`).
 
 A run first checks that no other replay is in flight, then resolves what it stands for (by hand,
 release or periodic: see `triggers`), and after the gates either promotes green or, when it only
@@ -22,13 +23,13 @@ from typing import Any
 
 from revenue_platform.bluegreen.logic import (
     OffsetBounds,
-    ReplayRequest,
     WindowDiff,
     diff_windows,
     green_overrides,
     plan_replay_history,
     previous_live,
 )
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import (
     AWAITING_APPROVAL,
     MANUAL,
@@ -61,7 +62,7 @@ class ReplayGateFailed(PlatformError):
     """Green did not pass a gate (catch-up, quality, diff): it must not go live."""
 
 
-def precheck(
+def check_no_replay_in_flight(
     registry: DeploymentRegistry, kind: str, other_runs_active: int, other_runs_awaiting_approval: int
 ) -> str | None:
     """Why this run must not start a replay (None: go ahead): another replay in flight, or nothing to do.
@@ -299,14 +300,14 @@ def deploy_green(
 
 def gold_rows(table_path: str) -> list[dict[str, Any]]:
     """Rows of a gold table (window times as naive UTC), [] if it does not exist yet."""
-    rows = read_gold(table_path).to_pylist()
+    rows: list[dict[str, Any]] = read_gold(table_path).to_pylist()
     for row in rows:
         for column in ("window_start", "window_end"):
             row[column] = row[column].replace(tzinfo=None)
     return rows
 
 
-def diff_green_against_blue(
+def diff_against_blue(
     registry: DeploymentRegistry, request: ReplayRequest, blue: str, progress: Callable[[str], None] = print
 ) -> WindowDiff:
     """Compare closed windows both cover; the log gets a summary and a sample of mismatches."""
@@ -346,10 +347,10 @@ def quality_interval(registry: DeploymentRegistry, green: str) -> tuple[Any, Any
     return start, end, quality
 
 
-def promote(
+def switch_live(
     registry: DeploymentRegistry, green: str, blue: str, actor: str, evidence: Mapping[str, Any]
 ) -> str | None:
-    """Atomically point live at green (one Delta commit) and audit why."""
+    """Atomically point live at green (one Delta commit), unless live moved meanwhile, and audit why."""
     if registry.live_deployment() not in (blue, None):
         raise ReplayGateFailed(
             f"live moved to {registry.live_deployment()!r} during the replay (expected {blue!r}); "

@@ -1,45 +1,91 @@
-"""The `blue_green_replay` DAG's steps, one function per task, in the DAG's order.
+"""The `blue_green_replay` DAG's tasks: one function per task, named like it, in the DAG's order.
 
-Each takes the validated request (the `validate_request` XCom, a dict), the registry, the audit
-actor and the evidence of earlier tasks, and returns the task's XCom. The DAG file only reads its
-context and wires tasks. Body steps run "gated": a failure is recorded in the registry as the gate
-that stopped green (`replay_gate_failed`), which the teardown then writes into its reason.
+Each takes the run (`ReplayRun`: the registry, the audit actor and the task's Airflow context), the
+validated request (the `validate_request` XCom, a dict) and the evidence of earlier tasks, reads
+what else the task needs from Airflow (the run's trigger, connections, an XCom) and calls the step
+of the same name in `replay`; it returns the task's XCom. The DAG file only wires tasks. Body steps
+run "gated": a failure is recorded in the registry as the gate that stopped green
+(`replay_gate_failed`), which the teardown then writes into its reason.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-from revenue_platform.bluegreen.logic import ReplayRequest, approval_given, diff_blockers, promotion_blockers
-from revenue_platform.bluegreen.replay import (
-    ReplayGateFailed,
-    abort_green,
-    deploy_green,
-    diff_green_against_blue,
-    plan_green,
-    promote,
-    quality_interval,
-    record,
-    record_reproduced,
-    resolve_request,
+from revenue_platform.assets import app_release_asset
+from revenue_platform.bluegreen import replay, triggers
+from revenue_platform.bluegreen.logic import approval_given, diff_blockers, promotion_blockers
+from revenue_platform.bluegreen.replay import ReplayGateFailed, record
+from revenue_platform.bluegreen.request import ReplayRequest
+from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.dag_defaults import actor_from_context
+from revenue_platform.errors import ConfigError
+from revenue_platform.kafka_connection import (
+    KafkaConnectionConfigError,
+    bootstrap_servers,
+    optional_client_config,
 )
-from revenue_platform.bluegreen.triggers import ReleaseEvent
-from revenue_platform.kafka_connection import bootstrap_servers
-from revenue_platform.registry import DeploymentRegistry
-from revenue_platform.streaming.launcher import SparkTarget
+from revenue_platform.quality import QualityCheckFailed, QualityInputMissing
+from revenue_platform.registry import (
+    DeploymentNotFoundError,
+    DeploymentRegistry,
+    RegistryConflictError,
+    ReleaseNotFoundError,
+)
+from revenue_platform.streaming.deploy import DeploymentFailedError
 
-# A body step: (registry, actor) -> the task's XCom.
-Step = Callable[[DeploymentRegistry, str], dict[str, Any]]
+# What a retry cannot fix: a refused request, a missing deployment or release, a failed gate.
+NOT_RETRYABLE: Final = (
+    ConfigError,
+    DeploymentFailedError,
+    DeploymentNotFoundError,
+    ReleaseNotFoundError,
+    RegistryConflictError,
+    KafkaConnectionConfigError,
+    ReplayGateFailed,
+    QualityCheckFailed,
+    QualityInputMissing,
+)
 
 
-def gated(registry: DeploymentRegistry, green: str, gate: str, actor: str, step: Step) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReplayRun:
+    """What a task needs of its run: the registry it works on, who acts (audit) and the context."""
+
+    registry: DeploymentRegistry
+    actor: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+    """The task's Airflow context (run type, asset events, params, XComs); tests pass what they use."""
+
+    @classmethod
+    def current(cls) -> ReplayRun:
+        """The running task's run."""
+        from airflow.sdk import get_current_context
+
+        context = get_current_context()
+        return cls(DeploymentRegistry(), actor_from_context(context), context)
+
+    def trigger(self) -> tuple[str, list[triggers.ReleaseEvent]]:
+        """This run's kind (manual / release / periodic) and the release events it consumed."""
+        consumed = (self.context.get("triggering_asset_events") or {}).get(app_release_asset(), [])
+        releases = [triggers.ReleaseEvent.from_extra(event.extra, event.timestamp) for event in consumed]
+        run_type = self.context["dag_run"].run_type
+        return triggers.trigger_kind(str(getattr(run_type, "value", run_type)), len(releases)), releases
+
+    def xcom(self, task_id: str) -> Any:
+        """The result of another task of this run (None if it was skipped)."""
+        return self.context["ti"].xcom_pull(task_ids=task_id)
+
+
+def gated(run: ReplayRun, green: str, gate: str, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a body step; on failure record which gate stopped green, then re-raise unchanged."""
     try:
-        return step(registry, actor)
+        return step()
     except Exception as error:
-        record(registry, green, "replay_gate_failed", actor, f"{gate}: {error}"[:2000])
+        record(run.registry, green, "replay_gate_failed", run.actor, f"{gate}: {error}"[:2000])
         raise
 
 
@@ -47,116 +93,135 @@ def _bootstrap(kafka_client_config: Mapping[str, Any] | None) -> str | None:
     return None if kafka_client_config is None else bootstrap_servers(dict(kafka_client_config))
 
 
-def validate_request(
-    registry: DeploymentRegistry,
-    kind: str,
-    params: Mapping[str, Any],
-    releases: list[ReleaseEvent],
-    run_after: datetime,
-    schedule_action: str | None,
-    kafka_client_config: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+def check_no_replay_in_flight(run: ReplayRun) -> None:
+    """First task: refuse unknown conf keys; skip the run (every task, the teardown too) while another
+    replay runs or waits for approval, with the reason in the log."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from revenue_platform.trigger_conf import refuse_unknown_conf
+
+    refuse_unknown_conf(run.context)  # a misspelled conf key fails before anything runs
+    # The Task SDK's own calls (the execution API): tasks never open the metadata DB themselves.
+    ti, dag_id = run.context["ti"], run.context["dag"].dag_id
+    others = ti.get_dr_count(dag_id=dag_id, states=["running"]) - 1  # this run is running too
+    awaiting = ti.get_ti_count(dag_id=dag_id, task_ids=["request_approval"], states=["awaiting_input"])
+    kind, _ = run.trigger()
+    reason = replay.check_no_replay_in_flight(run.registry, kind, others, awaiting)
+    if reason:
+        print(f"[replay] {reason}")
+        raise AirflowSkipException(reason)
+    print(f"[replay] {kind} run: no other replay in flight")
+
+
+def validate_request(run: ReplayRun) -> dict[str, Any]:
     """The run's request (form, release row or schedule), checked against the registry and Kafka
     before anything is touched; the XCom every later task reads."""
-    request = resolve_request(registry, kind, params, releases, run_after, schedule_action)
-    deploy_request, blue = plan_green(registry, request, _bootstrap(kafka_client_config), kafka_client_config)
+    kind, releases = run.trigger()
+    request = replay.resolve_request(
+        run.registry,
+        kind,
+        run.context["params"],
+        releases,
+        run.context["dag_run"].run_after,
+        os.environ.get("REPLAY_SCHEDULE_ACTION"),
+    )
+    kafka = optional_client_config(KAFKA_CONN_ID)
+    deploy_request, blue = replay.plan_green(run.registry, request, _bootstrap(kafka), kafka)
     print(f"[replay] green {request.green_deployment_id} replaces {blue}; overrides {deploy_request}")
     return {**request.to_dict(), "blue_deployment_id": blue}
 
 
-def setup_green(
-    registry: DeploymentRegistry,
-    request: Mapping[str, Any],
-    target: SparkTarget,
-    actor: str,
-    kafka_client_config: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """SETUP `deploy_green`; a green it left half-deployed is recorded and stopped before re-raising.
+def deploy_green(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
+    """SETUP; a green it left half-deployed is recorded and stopped before re-raising.
 
     Airflow runs the teardown only after a successful setup, so the setup cleans up after itself.
     """
+    from revenue_platform.streaming.launcher import spark_target_from_connection
+
     parsed = ReplayRequest.from_params(request)
+    target, kafka = spark_target_from_connection(SPARK_CONN_ID), optional_client_config(KAFKA_CONN_ID)
     try:
-        return deploy_green(
-            registry, parsed, target, actor, _bootstrap(kafka_client_config), kafka_client_config
-        )
+        return replay.deploy_green(run.registry, parsed, target, run.actor, _bootstrap(kafka), kafka)
     except Exception as error:
-        if registry.find(parsed.green_deployment_id) is not None:
-            record(registry, parsed.green_deployment_id, "replay_gate_failed", actor, f"deploy: {error}")
-            abort_green(registry, parsed.green_deployment_id, parsed.stop_timeout_s, actor)
+        green = parsed.green_deployment_id
+        if run.registry.find(green) is not None:
+            record(run.registry, green, "replay_gate_failed", run.actor, f"deploy: {error}")
+            replay.abort_green(run.registry, green, parsed.stop_timeout_s, run.actor)
         raise
 
 
-def check_quality(
-    registry: DeploymentRegistry, request: Mapping[str, Any], run_id: str, actor: str
-) -> dict[str, Any]:
+def check_quality(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
     """Gate `quality`: the revenue checks over all of green's closed output."""
     from revenue_platform.quality.runner import run_revenue_checks
 
-    green = request["green_deployment_id"]
+    green, run_id = request["green_deployment_id"], str(run.context["run_id"])
 
-    def step(registry: DeploymentRegistry, actor: str) -> dict[str, Any]:
-        start, end, config = quality_interval(registry, green)
+    def step() -> dict[str, Any]:
+        start, end, config = replay.quality_interval(run.registry, green)
         config = config.with_overrides(request["quality_thresholds"])
         report = run_revenue_checks(
-            green, registry.lake_root, start, end, config, run_name=f"{green}__replay__{run_id}"
+            green, run.registry.lake_root, start, end, config, run_name=f"{green}__replay__{run_id}"
         )
-        record(registry, green, "replay_quality_passed", actor, "quality checks passed", report.stats)
+        record(run.registry, green, "replay_quality_passed", run.actor, "quality checks passed", report.stats)
         return report.to_dict()
 
-    return gated(registry, green, "quality", actor, step)
+    return gated(run, green, "quality", step)
 
 
-def diff_against_blue(registry: DeploymentRegistry, request: Mapping[str, Any], actor: str) -> dict[str, Any]:
+def diff_against_blue(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
     """Gate `diff`: green's closed windows against blue's, with the promotion rule's own verdict."""
     green = request["green_deployment_id"]
 
-    def step(registry: DeploymentRegistry, actor: str) -> dict[str, Any]:
-        diff = diff_green_against_blue(
-            registry, ReplayRequest.from_params(request), request["blue_deployment_id"]
-        )
-        summary = diff.summary()
+    def step() -> dict[str, Any]:
+        parsed = ReplayRequest.from_params(request)
+        summary = replay.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
         if blockers := diff_blockers(summary):
             sample = f"; sample: {summary['sample'][:3]}" if summary["sample"] else ""
             raise ReplayGateFailed(f"diff: {'; '.join(blockers)}{sample}")
-        record(registry, green, "replay_diff_passed", actor, "diff within tolerance", summary)
+        record(run.registry, green, "replay_diff_passed", run.actor, "diff within tolerance", summary)
         return summary
 
-    return gated(registry, green, "diff", actor, step)
+    return gated(run, green, "diff", step)
 
 
-def confirm_reproduced(
-    registry: DeploymentRegistry, request: Mapping[str, Any], diff: Mapping[str, Any], actor: str
-) -> dict[str, Any]:
+def choose_next_step(run: ReplayRun, request: Mapping[str, Any]) -> str:
+    """The branch after the gates (a task id); a request for approval is audited first, so other
+    replays are skipped until a human decides."""
+    step = triggers.choose_next_step(request["mode"], request["require_approval"])
+    if step == "request_approval":
+        replay.mark_awaiting_approval(run.registry, request["green_deployment_id"], run.actor)
+    return step
+
+
+def record_reproduced(run: ReplayRun, request: Mapping[str, Any], diff: Mapping[str, Any]) -> dict[str, Any]:
     """Gate `reproduce` (reproduce mode): record that green recomputed blue's numbers, retire green."""
+    green = request["green_deployment_id"]
 
-    def step(registry: DeploymentRegistry, actor: str) -> dict[str, Any]:
-        return record_reproduced(
-            registry,
-            request["green_deployment_id"],
-            request["blue_deployment_id"],
-            diff,
-            float(request["stop_timeout_s"]),
-            actor,
-        )
+    def step() -> dict[str, Any]:
+        blue, stop_timeout_s = request["blue_deployment_id"], float(request["stop_timeout_s"])
+        return replay.record_reproduced(run.registry, green, blue, diff, stop_timeout_s, run.actor)
 
-    return gated(registry, request["green_deployment_id"], "reproduce", actor, step)
+    return gated(run, green, "reproduce", step)
 
 
 def switch_live(
-    registry: DeploymentRegistry,
+    run: ReplayRun,
     request: Mapping[str, Any],
     caught_up: Mapping[str, Any] | None,
     quality: Mapping[str, Any] | None,
     diff: Mapping[str, Any] | None,
-    approval: Mapping[str, Any] | None,
-    actor: str,
 ) -> dict[str, Any]:
-    """Gate `switch`: re-check every gate's evidence in one place, then point live at green."""
-    green, blue = request["green_deployment_id"], request["blue_deployment_id"]
-    approved, approved_by = approval_given(approval)
+    """Gate `switch`: re-check every gate's evidence and the approval in one place, then point live
+    at green. Skipped in reproduce mode."""
+    from airflow.sdk.exceptions import AirflowSkipException
 
-    def step(registry: DeploymentRegistry, actor: str) -> dict[str, Any]:
+    if request["mode"] != triggers.PROMOTE:
+        # Both approval paths were skipped, but the gates' success alone would satisfy the trigger rule.
+        raise AirflowSkipException(f"{request['mode']} mode: live is never switched")
+    green, blue = request["green_deployment_id"], request["blue_deployment_id"]
+    approved, approved_by = approval_given(run.xcom("request_approval"))
+
+    def step() -> dict[str, Any]:
         blockers = promotion_blockers(
             bool(caught_up), bool((quality or {}).get("success")), diff, request["require_approval"], approved
         )
@@ -168,14 +233,31 @@ def switch_live(
             "diff": diff,
             "caught_up": caught_up,
         }
-        return {"previous": promote(registry, green, blue, actor, evidence), "live": green}
+        return {"previous": replay.switch_live(run.registry, green, blue, run.actor, evidence), "live": green}
 
-    return gated(registry, green, "switch", actor, step)
+    return gated(run, green, "switch", step)
 
 
-def teardown(registry: DeploymentRegistry, request: Mapping[str, Any] | None, actor: str) -> dict[str, Any]:
-    """TEARDOWN `abort_green`: stop green unless it went live or was retired as a reproduction."""
+def retire_blue(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep blue for the grace period (readers move over), then stop it unless it went live again."""
+    return replay.retire_blue(
+        run.registry,
+        request["blue_deployment_id"],
+        request["green_deployment_id"],
+        float(request["grace_period_s"]),
+        float(request["stop_timeout_s"]),
+        run.actor,
+    )
+
+
+def abort_green(run: ReplayRun) -> dict[str, Any]:
+    """TEARDOWN: stop green unless it went live or was retired as a reproduction."""
+    # The validated request names green (a release or periodic run derives its id); it exists
+    # whenever the setup ran, which is the only case in which a teardown runs.
+    request = run.xcom("validate_request")
     if not request:
         print("[replay] no validated request: nothing was deployed, nothing to clean up")
         return {"action": "nothing"}
-    return abort_green(registry, request["green_deployment_id"], float(request["stop_timeout_s"]), actor)
+    return replay.abort_green(
+        run.registry, request["green_deployment_id"], float(request["stop_timeout_s"]), run.actor
+    )

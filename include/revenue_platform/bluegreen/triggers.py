@@ -17,11 +17,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
-from revenue_platform.bluegreen.logic import MODES, NOT_INHERITED, TRIGGER_KINDS
+from revenue_platform.bluegreen.logic import NOT_INHERITED
 from revenue_platform.errors import ConfigError
 
+# How a run was started (derived from the run) and what it does after the gates: promote = switch
+# live to green; reproduce = only prove green recomputes live's numbers, then retire it.
+TriggerKind = Literal["manual", "release", "periodic"]
+Mode = Literal["promote", "reproduce"]
+TRIGGER_KINDS: Final[tuple[TriggerKind, ...]] = get_args(TriggerKind)
+MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 MANUAL, RELEASE, PERIODIC = TRIGGER_KINDS
 PROMOTE, REPRODUCE = MODES
 # REPLAY_SCHEDULE_ACTION: what a periodic run does once green reproduced live with a zero diff.
@@ -194,7 +200,7 @@ def effective_params(
     return {**params, **derived}
 
 
-def next_step(mode: str, require_approval: bool) -> str:
+def choose_next_step(mode: str, require_approval: bool) -> str:
     """Task id the branch after the diff follows: record a reproduction, ask a human, or switch."""
     if mode == REPRODUCE:
         return "record_reproduced"

@@ -1,4 +1,4 @@
-"""Pure rules of a blue-green replay: the request, green's config, catch-up, the diff and the gate."""
+"""Pure rules of a blue-green replay: green's config, catch-up, the diff and the gate."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from revenue_platform.bluegreen.logic import (
-    ReplayRequest,
     approval_given,
     closed_horizon,
     diff_windows,
@@ -41,33 +40,6 @@ def window(start_s: int, revenue: str, count: int = 1, location: str = "store_10
 
 def series(revenues: list[str]) -> list[dict[str, Any]]:
     return [window(15 * i, r) for i, r in enumerate(revenues)]
-
-
-def test_request_defaults_and_validation() -> None:
-    request = ReplayRequest.from_params({"green_deployment_id": "green"})
-    assert (request.max_offsets_behind, request.revenue_tolerance, request.require_approval) == (
-        0,
-        Decimal("0.00"),
-        False,
-    )
-    assert ReplayRequest.from_params(request.to_dict()) == request
-
-
-@pytest.mark.parametrize(
-    ("params", "field"),
-    [
-        ({"replay_source": "s3"}, "replay_source"),
-        ({"revenue_tolerance": "abc"}, "revenue_tolerance"),
-        ({"revenue_tolerance": "-1"}, "revenue_tolerance"),
-        ({"max_offsets_behind": -1}, "max_offsets_behind"),
-        ({"catch_up_timeout_s": -5}, "catch_up_timeout_s"),
-        ({"blue_deployment_id": "green"}, "green_deployment_id"),
-        ({"config_overrides": ["x"]}, "config_overrides"),
-    ],
-)
-def test_bad_requests_name_the_field(params: dict[str, Any], field: str) -> None:
-    with pytest.raises(ConfigError, match=field):
-        ReplayRequest.from_params({"green_deployment_id": "green", **params})
 
 
 def test_green_inherits_blue_config_but_not_identity_start_or_topic() -> None:

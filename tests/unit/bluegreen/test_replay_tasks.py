@@ -8,11 +8,16 @@ from typing import Any
 import pytest
 
 from revenue_platform.bluegreen import ReplayGateFailed
-from revenue_platform.bluegreen.tasks import gated, switch_live
+from revenue_platform.bluegreen.tasks import ReplayRun, gated, switch_live
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 
 ACTOR = "airflow:blue_green_replay/run-1 (user ann)"
-REQUEST = {"green_deployment_id": "green", "blue_deployment_id": "blue", "require_approval": True}
+REQUEST = {
+    "green_deployment_id": "green",
+    "blue_deployment_id": "blue",
+    "require_approval": True,
+    "mode": "promote",
+}
 PASSED_DIFF = {"passed": True, "windows_compared": 4, "mismatched_windows": 0, "sample": []}
 EMPTY_DIFF = {"passed": True, "windows_compared": 0, "mismatched_windows": 0, "sample": []}
 APPROVED = {"chosen_options": ["Approve"], "responded_by_user": "ann"}
@@ -27,34 +32,93 @@ def registry(tmp_path: Path) -> DeploymentRegistry:
     return registry
 
 
+class _TaskInstance:
+    """The one thing the steps ask of Airflow's task instance here: another task's XCom."""
+
+    def __init__(self, xcoms: dict[str, Any]) -> None:
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids: str) -> Any:
+        return self.xcoms.get(task_ids)
+
+
+def _run(registry: DeploymentRegistry, approval: dict[str, Any] | None = None) -> ReplayRun:
+    return ReplayRun(registry, ACTOR, {"ti": _TaskInstance({"request_approval": approval})})
+
+
 def _gate_failures(registry: DeploymentRegistry) -> list[str | None]:
     return [e.reason for e in registry.events("green") if e.kind == "replay_gate_failed"]
 
 
 def test_a_failing_step_is_recorded_as_its_gate_and_re_raised(registry: DeploymentRegistry) -> None:
-    def step(registry: DeploymentRegistry, actor: str) -> dict[str, Any]:
+    def step() -> dict[str, Any]:
         raise ReplayGateFailed("no gold output")
 
     with pytest.raises(ReplayGateFailed, match="no gold output"):
-        gated(registry, "green", "quality", ACTOR, step)
+        gated(_run(registry), "green", "quality", step)
     assert _gate_failures(registry) == ["quality: no gold output"]
-    assert gated(registry, "green", "diff", ACTOR, lambda registry, actor: {"ok": actor}) == {"ok": ACTOR}
+    assert gated(_run(registry), "green", "diff", lambda: {"ok": True}) == {"ok": True}
 
 
 def test_switch_promotes_only_with_every_gate_passed_and_approval(registry: DeploymentRegistry) -> None:
     rejected = {"chosen_options": ["Reject"], "responded_by_user": "bob"}
     with pytest.raises(ReplayGateFailed, match="approval required and not given"):
-        switch_live(registry, REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF, rejected, ACTOR)
+        switch_live(_run(registry, rejected), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
     with pytest.raises(ReplayGateFailed, match="no closed window covered"):
         switch_live(
-            registry, REQUEST, {"behind": 0}, {"success": True}, {"windows_compared": 0}, APPROVED, ACTOR
+            _run(registry, APPROVED), REQUEST, {"behind": 0}, {"success": True}, {"windows_compared": 0}
         )
     assert registry.live_deployment() == "blue"
     assert [reason.split(":")[0] for reason in _gate_failures(registry) if reason] == ["switch", "switch"]
 
-    result = switch_live(registry, REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF, APPROVED, ACTOR)
+    result = switch_live(_run(registry, APPROVED), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
 
     assert result == {"previous": "blue", "live": "green"}
     assert registry.live_deployment() == "green"
     [promoted] = [e for e in registry.events("green") if e.kind == "replay_promoted"]
     assert (promoted.actor, promoted.details["approved_by"]) == (ACTOR, "ann")
+
+
+def test_switch_is_skipped_in_reproduce_mode(registry: DeploymentRegistry) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    with pytest.raises(AirflowSkipException, match="reproduce mode"):
+        switch_live(_run(registry), {**REQUEST, "mode": "reproduce"}, {}, {"success": True}, PASSED_DIFF)
+    assert registry.live_deployment() == "blue"
+
+
+def test_the_branch_audits_a_request_for_approval(registry: DeploymentRegistry) -> None:
+    from revenue_platform.bluegreen.tasks import choose_next_step
+
+    assert choose_next_step(_run(registry), {**REQUEST, "require_approval": False}) == "no_approval_required"
+    assert choose_next_step(_run(registry), REQUEST) == "request_approval"
+    assert [e.kind for e in registry.events("green")][-1] == "replay_awaiting_approval"
+
+
+def test_the_teardown_without_a_validated_request_does_nothing(registry: DeploymentRegistry) -> None:
+    from revenue_platform.bluegreen.tasks import abort_green
+
+    run = ReplayRun(registry, ACTOR, {"ti": _TaskInstance({})})
+    assert abort_green(run) == {"action": "nothing"}
+
+
+def test_a_run_knows_its_trigger_from_its_run_type_and_release_events(registry: DeploymentRegistry) -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from revenue_platform.assets import app_release_asset
+
+    manual = ReplayRun(registry, ACTOR, {"dag_run": SimpleNamespace(run_type="manual")})
+    assert manual.trigger() == ("manual", [])
+    at = datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
+    event = SimpleNamespace(extra={"version": "2.1.0", "config_hash": "abc"}, timestamp=at)
+    released = ReplayRun(
+        registry,
+        ACTOR,
+        {
+            "dag_run": SimpleNamespace(run_type="asset_triggered"),
+            "triggering_asset_events": {app_release_asset(): [event]},
+        },
+    )
+    kind, [release] = released.trigger()
+    assert (kind, release.version, release.config_hash, release.at) == ("release", "2.1.0", "abc", at)

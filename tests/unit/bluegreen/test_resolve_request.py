@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from revenue_platform.bluegreen.replay import precheck, resolve_request
+from revenue_platform.bluegreen.replay import check_no_replay_in_flight, resolve_request
 from revenue_platform.bluegreen.triggers import ReleaseEvent
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import (
@@ -64,9 +64,13 @@ def test_a_periodic_run_reproduces_the_live_version(registry: DeploymentRegistry
     assert request.green_deployment_id == "repro-20261122093000"
 
 
-def test_precheck_reads_airflow_counts_and_the_registry(registry: DeploymentRegistry, tmp_path: Path) -> None:
-    assert precheck(registry, "manual", 0, 0) is None
-    assert "1 other blue_green_replay run(s) are running" in (precheck(registry, "manual", 1, 0) or "")
+def test_check_no_replay_in_flight_reads_airflow_counts_and_the_registry(
+    registry: DeploymentRegistry, tmp_path: Path
+) -> None:
+    assert check_no_replay_in_flight(registry, "manual", 0, 0) is None
+    assert "1 other blue_green_replay run(s) are running" in (
+        check_no_replay_in_flight(registry, "manual", 1, 0) or ""
+    )
 
     registry.register(DeploymentRecord("green-x", desired_state="running"), "tester")
     registry.append_events(
@@ -75,11 +79,11 @@ def test_precheck_reads_airflow_counts_and_the_registry(registry: DeploymentRegi
             RegistryEvent("green-x", "replay_awaiting_approval", "airflow:blue_green_replay/run-1"),
         ]
     )
-    reason = precheck(registry, "manual", 0, 0)
+    reason = check_no_replay_in_flight(registry, "manual", 0, 0)
     assert reason is not None
     assert "replay of green-x" in reason
     assert "waiting for approval" in reason
 
     empty = DeploymentRegistry(str(tmp_path / "empty-lake"))
-    assert "no deployment is live" in (precheck(empty, "periodic", 0, 0) or "")
-    assert precheck(empty, "manual", 0, 0) is None
+    assert "no deployment is live" in (check_no_replay_in_flight(empty, "periodic", 0, 0) or "")
+    assert check_no_replay_in_flight(empty, "manual", 0, 0) is None

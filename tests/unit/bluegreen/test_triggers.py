@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from revenue_platform.bluegreen.logic import ReplayRequest
+from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import (
     AWAITING_APPROVAL,
     ReleaseEvent,
+    choose_next_step,
     chosen_release,
     derived_green_id,
     effective_params,
-    next_step,
     overlap_skip_reason,
     periodic_mode,
     replays_in_flight,
@@ -154,7 +154,7 @@ def test_the_request_refuses_unknown_modes_and_kinds() -> None:
     ],
 )
 def test_the_step_after_the_gates(mode: str, approval: bool, step: str) -> None:
-    assert next_step(mode, approval) == step
+    assert choose_next_step(mode, approval) == step
 
 
 @dataclass

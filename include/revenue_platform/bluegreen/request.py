@@ -1,0 +1,157 @@
+"""The blue_green_replay trigger form as one typed request model: the only place its fields are stated.
+
+Each field carries the form's default, description, type and bounds; the DAG's `Params` are built
+from it (`forms.params_from_model`) and `validate_request` checks a run's request with it, so a REST
+call, a test or a derived release run is held to the same checks as the form. A refused value is a
+ConfigError naming the field. Release and periodic runs derive some fields (`triggers.effective_params`) and
+keep the rest at these defaults. Values stay data: they reach the registry, config and logs, never
+SQL or shell text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+
+from revenue_platform.bluegreen.triggers import VERSION_PATTERN, Mode, TriggerKind
+from revenue_platform.forms import validated
+from revenue_platform.quality.config import THRESHOLD_FIELDS, validate_thresholds
+from spark_apps.contract.config import MAX_OVERRIDES
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deployment_id
+
+ReplaySource = Literal["kafka_earliest", "bronze"]
+
+# A revenue tolerance is an amount of money: at most DECIMAL(18,2)'s digits, ASCII only (Decimal()
+# would also read '1e400', 'NaN' and any script's digits).
+AMOUNT: Final = r"[0-9]{1,16}(?:\.[0-9]{1,2})?"
+
+# The form's pattern for the JSON schema, the friendlier rule of spark_apps/contract/naming.py for the model.
+DeploymentId = Annotated[
+    str,
+    AfterValidator(validate_deployment_id),
+    WithJsonSchema({"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern}),
+]
+Amount = Annotated[Decimal, WithJsonSchema({"type": "string", "pattern": rf"^{AMOUNT}$(?!\n)"})]
+
+
+class ReplayRequest(BaseModel):
+    """The blue_green_replay trigger form, validated (the `validate_request` XCom is `to_dict()`)."""
+
+    # Strict: "5" is not a number and 1 is not true. Extra keys are ignored here: `refuse_unknown_conf`
+    # already refused a run's unknown conf keys, and `dag.test()` keeps earlier runs' keys in params.
+    model_config = ConfigDict(
+        strict=True,
+        frozen=True,
+        extra="ignore",
+        validate_default=True,  # the defaults as the checked types (900 seconds -> 900.0)
+        use_attribute_docstrings=True,
+        # The form's patterns refuse a trailing newline with a look-ahead (`$(?!\n)`), as JSON schema
+        # searches; Rust's regex engine has no look-ahead.
+        regex_engine="python-re",
+    )
+
+    green_deployment_id: DeploymentId = "green"
+    """A NEW deployment id (by-hand runs; release and periodic runs derive one)."""
+    blue_deployment_id: DeploymentId | None = None
+    """Deployment to replace; empty = the live one (release/periodic runs: always live)."""
+    version: str = Field("dev", pattern=VERSION_PATTERN)
+    """Version label of green (release runs: the release's)."""
+    config_overrides: dict[str, Any] = Field(default_factory=dict, max_length=MAX_OVERRIDES)
+    """Dotted config field -> value applied over blue's config (release runs: the release's; periodic
+    runs: none)."""
+    mode: Mode = "promote"
+    """promote: switch live to green when every gate passes. reproduce: only prove green recomputes
+    live's numbers, record replay_reproduced and retire green (periodic runs: REPLAY_SCHEDULE_ACTION
+    decides)."""
+    replay_source: ReplaySource = "kafka_earliest"
+    """kafka_earliest: green reads the orders topic from its first offset. bronze: green reads blue's
+    bronze archive, then Kafka from the first offset bronze lacks (use when Kafka's retention has
+    deleted history). Validation refuses a source that would lose records."""
+    max_offsets_behind: int = Field(0, ge=0, le=1_000_000_000)
+    """Lag that counts as caught up."""
+    catch_up_timeout_s: float = Field(900, ge=0, le=7 * 86400, allow_inf_nan=False)
+    """Bound on waiting to catch up (seconds)."""
+    poll_interval_s: float = Field(5, ge=0.1, le=3600, allow_inf_nan=False)
+    """Seconds between two looks at green's lag."""
+    revenue_tolerance: Amount = Decimal("0.00")
+    """Allowed absolute revenue difference per closed window (an amount, e.g. 0.01)."""
+    count_tolerance: int = Field(0, ge=0, le=1_000_000)
+    """Allowed order-count difference."""
+    quality_thresholds: dict[str, Any] = Field(
+        default_factory=dict,
+        description='Quality threshold overrides, e.g. {"revenue_ceiling": "5000.00"}; one of '
+        f"{', '.join(THRESHOLD_FIELDS)} (the window geometry is green's registered config).",
+        json_schema_extra={"propertyNames": {"enum": list(THRESHOLD_FIELDS)}},
+    )
+    require_approval: bool = False
+    """Ask a human before switching live (release runs: the release's, on by default)."""
+    grace_period_s: float = Field(300, ge=0, le=86400, allow_inf_nan=False)
+    """Blue keeps running this long (seconds)."""
+    start_timeout_s: float = Field(180, ge=10, le=3600, allow_inf_nan=False)
+    """Bound on green's first heartbeat after launch (seconds)."""
+    stop_timeout_s: float = Field(60, ge=1, le=3600, allow_inf_nan=False)
+    """Bound on stopping a driver gracefully, then forced."""
+    # Not a form field: derived from the run (bluegreen.triggers), never from free text.
+    trigger: SkipJsonSchema[TriggerKind] = "manual"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ReplayRequest:
+        """The request in a run's params (or an XCom of `to_dict()`); ConfigError names each bad field."""
+        return validated(cls, params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (XCom); `from_params` reads it back."""
+        return self.model_dump(mode="json")
+
+    @field_validator("green_deployment_id", mode="before")
+    @classmethod
+    def _green_required(cls, value: Any) -> Any:
+        if value in (None, ""):
+            raise ValueError("required (a NEW deployment id, e.g. green-2)")
+        return value
+
+    @field_validator("blue_deployment_id", "mode", "config_overrides", "quality_thresholds", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: Any, info: ValidationInfo) -> Any:
+        # A REST call or an older form may send "" or null for "not set".
+        if value is None or (isinstance(value, str) and value == ""):
+            return cls.model_fields[str(info.field_name)].get_default(call_default_factory=True)
+        return value
+
+    @field_validator("revenue_tolerance", mode="before")
+    @classmethod
+    def _amount(cls, value: Any) -> Decimal:
+        text = str(value) if isinstance(value, int | Decimal) and not isinstance(value, bool) else value
+        if not isinstance(text, str) or not re.fullmatch(AMOUNT, text):
+            raise ValueError(
+                f"{str(value)[:40]!r} must be a non-negative amount with at most 2 decimals, e.g. '0.01'"
+            )
+        return Decimal(text)
+
+    @field_validator("quality_thresholds")
+    @classmethod
+    def _thresholds(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # Raises ConfigError naming the field and the key (pydantic lets it through unchanged).
+        return validate_thresholds(value)
+
+    @model_validator(mode="after")
+    def _green_is_not_blue(self) -> ReplayRequest:
+        if self.blue_deployment_id == self.green_deployment_id:
+            raise ValueError(
+                f"green_deployment_id {self.green_deployment_id!r} must differ from the blue deployment"
+            )
+        return self
