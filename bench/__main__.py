@@ -19,7 +19,8 @@ from pathlib import Path
 from bench.memory import peaks_by_phase, samples_as_json
 from bench.plots import write_plots
 from bench.report import derive, markdown
-from bench.runner import OPTIONAL_PHASES, BenchSettings, execute
+from bench.run import OPTIONAL_PHASES, BenchSettings
+from bench.runner import execute
 
 QUICK = BenchSettings(
     orders=100_000,

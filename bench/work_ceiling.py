@@ -5,7 +5,7 @@ process does what the app must do with them: parse each value as JSON with exact
 validator's required-field checks (see ``DlqReason`` and ``parse_and_validate_orders`` in
 spark_apps/transformations.py, ``OrderRules`` in spark_apps/contract.py), keep the first copy of each
 orderId, and sum integer cents per (location, order type, event-time window). Nothing here touches
-Kafka or the clock, so the rules are unit-tested; bench/runner.py feeds it from a consumer.
+Kafka or the clock, so the rules are unit-tested; bench/consumers.py feeds it from a consumer.
 
 Comparable work, not a second validator. Where it differs from the app (none of these occur in the
 benchmark's generated data): orderLineItems are not type-checked; a JSON number with an exponent

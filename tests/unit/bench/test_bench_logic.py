@@ -100,7 +100,7 @@ def test_the_measured_window_starts_a_warm_up_after_the_first_append() -> None:
 
 def test_a_query_that_reads_kafka_itself_is_positioned_by_its_own_offsets() -> None:
     """The one-query engine's query has a Kafka source: its end offsets are what gold reflects."""
-    from bench.runner import revenue_positions
+    from bench.phases.live import revenue_positions
 
     event = {
         "name": "bench-live__revenue",
@@ -328,7 +328,7 @@ def test_stage_profile_sums_wall_and_task_time_per_call_site() -> None:
 
 
 def test_progress_lines_being_written_are_skipped(tmp_path: Path) -> None:
-    from bench.runner import read_events
+    from bench.spark_app import read_events
 
     (tmp_path / "events.jsonl").write_text('{"batchId": 0}\n{"batchId": 1}\n{"batchId": 2, "na')
     assert read_events(tmp_path) == [{"batchId": 0}, {"batchId": 1}]
@@ -351,7 +351,7 @@ def test_memory_peaks_are_per_group_and_of_the_simultaneous_sum() -> None:
 
 
 def test_window_heavy_stores_give_about_five_orders_per_store_type_and_window() -> None:
-    from bench.history import WINDOW_HEAVY_ORDERS_PER_WINDOW, window_heavy_stores
+    from bench.phases.history import WINDOW_HEAVY_ORDERS_PER_WINDOW, window_heavy_stores
 
     # 15 s windows over an hour: 240 windows x 2 order types per store.
     stores = window_heavy_stores(1_000_000, 15)
@@ -361,7 +361,7 @@ def test_window_heavy_stores_give_about_five_orders_per_store_type_and_window() 
 
 
 def test_phases_select_what_runs_and_live_selects_every_rate() -> None:
-    from bench.runner import BenchSettings, selected
+    from bench.run import BenchSettings, selected
 
     every = BenchSettings()
     assert all(selected(every, step) for step in ("replay", "history", "live_20000", "restart"))

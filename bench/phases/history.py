@@ -19,19 +19,17 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from bench.runner import (
-    BenchRun,
+from bench.consumers import ceiling_consumer, end_offsets, read_work_ceiling
+from bench.gold import gold_stats
+from bench.phases.replay import generate_and_produce
+from bench.run import BenchRun
+from bench.services import create_topics
+from bench.spark_app import (
     app_overrides,
-    ceiling_consumer,
-    create_topics,
     duration_profile,
-    end_offsets,
     epoch_ms,
-    generate_and_produce,
-    gold_stats,
     processing_seconds,
     read_events,
-    read_work_ceiling,
     start_driver,
 )
 from bench.work_ceiling import WindowGeometry
