@@ -8,7 +8,6 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from bench.services import ORDERS_PARTITIONS
 from bench.work_ceiling import WindowGeometry, tally_orders
 from spark_apps.contract import OrderRules
 
@@ -32,20 +31,25 @@ def ceiling_consumer(bootstrap: str, group_prefix: str) -> Consumer:
     )
 
 
+def partitions_of(consumer: Consumer, topic: str) -> list[int]:
+    """The partition ids of `topic`, as the broker reports them (the topic spec decides how many)."""
+    return sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+
+
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
     """Per partition of `topic`: its high watermark (the offset after its last record)."""
     from confluent_kafka import TopicPartition
 
     return {
         p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-        for p in range(ORDERS_PARTITIONS)
+        for p in partitions_of(consumer, topic)
     }
 
 
 def assign_from_beginning(consumer: Consumer, topic: str) -> None:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(ORDERS_PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions_of(consumer, topic)])
 
 
 def read_ceiling(bootstrap: str, topic: str) -> dict[str, float]:
@@ -125,15 +129,13 @@ def append_times(bootstrap: str, topic: str) -> tuple[dict[int, list[int]], dict
             "enable.auto.commit": False,
         }
     )
-    times: dict[int, list[int]] = {p: [] for p in range(ORDERS_PARTITIONS)}
     firsts: dict[int, int] = {}
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            for p in range(ORDERS_PARTITIONS)
-        }
+        partitions = partitions_of(consumer, topic)
+        times: dict[int, list[int]] = {p: [] for p in partitions}
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
         remaining = {p for p, (low, high) in ends.items() if high > low}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(ORDERS_PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while remaining:
             for message in consumer.consume(num_messages=10_000, timeout=5):
                 if message.error():

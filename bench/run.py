@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from bench.memory import RssSampler
-from revenue_platform.paths import REPO_ROOT
+from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
+from spark_apps.config import StreamingAppConfig, load_config
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,16 @@ class BenchRun:
         """Results so far, after every phase: an interrupted run still leaves its numbers."""
         document = {**self.results, "memory_samples": len(self.sampler.samples)}
         (self.work_dir / "partial.json").write_text(json.dumps(document, indent=2, default=str))
+
+    @cached_property
+    def app_config(self) -> StreamingAppConfig:
+        """The app's shipped config (include/config/streaming_app.yaml), which the phases override."""
+        return load_config(str(APP_CONFIG_PATH))
+
+    @property
+    def orders_topic(self) -> str:
+        """The app's orders topic: the one the replay reads, and the one the bench's own topics mirror."""
+        return self.app_config.kafka.orders_topic
 
     @property
     def bootstrap(self) -> str:

@@ -22,7 +22,7 @@ from bench.phases.replay import (
     phase_work_ceiling,
 )
 from bench.run import BenchRun, BenchSettings, selected
-from bench.services import bench_airflow_settings, create_topics, start_airflow, start_broker
+from bench.services import bench_airflow_settings, create_run_topics, start_airflow, start_broker
 from revenue_platform import processes
 from revenue_platform.local_stack.kafka_broker import LocalKafkaBroker
 
@@ -43,7 +43,7 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
         with run.phase("broker_start"):
             broker = start_broker(run)
             run.sampler.watch("broker", broker.pid())
-            create_topics(run.bootstrap, ["orders"])
+            create_run_topics(run)
         if settings.with_airflow:
             with run.phase("airflow_start"):
                 shutil.rmtree(bench_airflow_settings(run).home, ignore_errors=True)

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from typing import Any
 
 from bench.run import BenchRun
+from bench.topics import app_topics, create_topics, declared, like, spec_topics
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 
-ORDERS_PARTITIONS = 4
+# The bench's broker is one node: the spec's environment for one broker.
+BROKER_SPEC_ENVIRONMENT = "local"
+# Live latency is measured from each record's append time: the orders topic must stamp it.
+APPEND_TIME = ("message.timestamp.type", "LogAppendTime")
 
 
 def start_broker(run: BenchRun) -> LocalKafkaBroker:
@@ -31,24 +36,18 @@ def start_broker(run: BenchRun) -> LocalKafkaBroker:
     return broker
 
 
-def create_topics(bootstrap: str, orders_topics: list[str]) -> None:
-    """The app's topics; orders topics stamp LogAppendTime, the append time latency is measured from."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    wanted = [
-        NewTopic(t, ORDERS_PARTITIONS, 1, config={"message.timestamp.type": "LogAppendTime"})
-        for t in orders_topics
-    ]
-    wanted += [
-        NewTopic("stores", 1, 1, config={"cleanup.policy": "compact"}),
-        NewTopic("revenue_windows", 1, 1, config={"cleanup.policy": "compact"}),
-        *(NewTopic(t, 1, 1) for t in ("orders_dlq", "general_orders", "restaurant_orders")),
-    ]
-    existing = set(admin.list_topics(timeout=30).topics)
-    futures = admin.create_topics([t for t in wanted if t.topic not in existing])
-    for future in futures.values():
-        future.result(timeout=30)
+def create_run_topics(run: BenchRun, orders_topics: Sequence[str] = ()) -> None:
+    """The app's topics as the spec declares them, and `orders_topics` of the bench's own made like the
+    app's orders topic (which stamps LogAppendTime, the append time latency is measured from)."""
+    specs = spec_topics(BROKER_SPEC_ENVIRONMENT)
+    orders = declared(specs, run.orders_topic)
+    if orders.configs.get(APPEND_TIME[0]) != APPEND_TIME[1]:
+        raise ValueError(
+            f"the spec's {orders.name!r} topic must have {APPEND_TIME[0]}={APPEND_TIME[1]}: the bench "
+            "measures live latency from each record's append time"
+        )
+    app = [declared(specs, topic) for topic in app_topics(run.app_config).values()]
+    create_topics(run.bootstrap, [*app, *(like(orders, topic) for topic in orders_topics)])
 
 
 def bench_airflow_settings(run: BenchRun) -> Any:

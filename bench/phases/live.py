@@ -13,7 +13,7 @@ from bench.consumers import append_times
 from bench.gold import gold_commit_times_ms
 from bench.memory import return_freed_memory
 from bench.run import BenchRun
-from bench.services import create_topics
+from bench.services import create_run_topics
 from bench.spark_app import (
     app_overrides,
     duration_profile,
@@ -58,7 +58,7 @@ def phase_live(run: BenchRun, rate: int) -> None:
     names = DeploymentNames(run.lake_root, deployment)
     trigger_s = run.settings.trigger_interval_s
     with run.phase(f"live_{rate}") as record:
-        create_topics(run.bootstrap, [topic])
+        create_run_topics(run, [topic])
         overrides = app_overrides(run, deployment, topic, "processing_time")
         process, folder = start_driver(run, f"live_{rate}", overrides)
         status_file = Path(names.driver_status_file)

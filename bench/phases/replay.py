@@ -29,7 +29,6 @@ from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
 from revenue_platform.paths import APP_CONFIG_PATH
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.config import load_config
 from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
 
 
@@ -42,7 +41,7 @@ def generate_and_produce(
     began = time.monotonic()
     total = datagen.generate_files(chunks, run.settings.workers)
     generate_s = time.monotonic() - began
-    produce(run.bootstrap, "stores", generate_stores(settings.stores))
+    produce(run.bootstrap, run.app_config.kafka.stores_topic, generate_stores(settings.stores))
     produced = datagen.produce_files(run.bootstrap, topic, [c.path for c in chunks], total)
     for chunk in chunks:
         chunk.path.unlink()
@@ -60,7 +59,7 @@ def phase_generate(run: BenchRun, start: datetime) -> GeneratorSettings:
         bad_every=run.settings.bad_every,
     )
     with run.phase("produce") as record:
-        record.update(generate_and_produce(run, settings, "orders", "orders"))
+        record.update(generate_and_produce(run, settings, run.orders_topic, "orders"))
         record["generator"] = datagen.describe_settings(settings)
     return settings
 
@@ -68,19 +67,20 @@ def phase_generate(run: BenchRun, start: datetime) -> GeneratorSettings:
 def phase_ceiling(run: BenchRun) -> None:
     with run.phase("raw_ceiling") as record:
         # Best of three: the first read also warms the page cache, as the replay's read would.
-        attempts = [read_ceiling(run.bootstrap, "orders") for _ in range(3)]
+        attempts = [read_ceiling(run.bootstrap, run.orders_topic) for _ in range(3)]
         record["attempts"] = attempts
         record["best"] = max(attempts, key=lambda a: a["records_per_s"])
 
 
 def phase_work_ceiling(run: BenchRun) -> None:
-    config = load_config(str(APP_CONFIG_PATH))
+    config = run.app_config
     geometry = WindowGeometry.from_config(config.window)
     with run.phase("work_ceiling") as record:
         # Best of two, not three like the raw read: each pass parses every record in Python, several
         # times slower than reading (~15 s per pass for the full bench's 2,000,000 orders).
         attempts = [
-            read_work_ceiling(run.bootstrap, "orders", geometry, config.order_rules()) for _ in range(2)
+            read_work_ceiling(run.bootstrap, run.orders_topic, geometry, config.order_rules())
+            for _ in range(2)
         ]
         record["window"] = {"size": config.window.size, "slide": config.window.slide}
         record["attempts"] = attempts
@@ -91,7 +91,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
     deployment = "bench-replay"
     with run.phase("replay") as record:
         submitted = time.time()
-        overrides = app_overrides(run, deployment, "orders", "available_now")
+        overrides = app_overrides(run, deployment, run.orders_topic, "available_now")
         process, folder = start_driver(run, "replay", overrides)
         code = process.wait()
         finished = time.time()
@@ -117,7 +117,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
                 "wall_incl_start_s": finished - submitted,
                 "records_per_s_excl_start": records / processing_s,
                 "records_per_s_incl_start": records / (finished - submitted),
-                "max_offsets_per_trigger": load_config(str(APP_CONFIG_PATH)).kafka.max_offsets_per_trigger,
+                "max_offsets_per_trigger": run.app_config.kafka.max_offsets_per_trigger,
                 "profile_ms": duration_profile(events),
                 "stage_profile": event_log_profile(folder),
                 "gold": gold_stats(run.lake_root, deployment),
@@ -131,7 +131,7 @@ def phase_reprocess(run: BenchRun, settings: GeneratorSettings) -> None:
         start = settings.start
         end = start + timedelta(hours=1)
         report = run.work_dir / "reprocess_report.json"
-        overrides = app_overrides(run, "bench-replay", "orders", "available_now")
+        overrides = app_overrides(run, "bench-replay", run.orders_topic, "available_now")
         command = spark_submit_command(
             "reprocess_revenue_job.py",
             [
