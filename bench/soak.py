@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen
+from bench.topics import app_topics, create_topics, declared, like, spec_topics
 from revenue_platform import processes
+from revenue_platform.gold_table import read_gold
 from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
 from revenue_platform.orders_generator import (
     GeneratorSettings,
@@ -44,37 +46,27 @@ from revenue_platform.orders_generator import produce as produce_records
 from revenue_platform.paths import state_dir
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.config import load_config
+from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 WINDOW_SECONDS = 15
-TOPICS = ("orders", "stores", "orders_dlq", "general_orders", "restaurant_orders", "revenue_windows")
-FIELDS = {
-    "orders": "orders_topic",
-    "stores": "stores_topic",
-    "orders_dlq": "dlq_topic",
-    "general_orders": "general_orders_topic",
-    "restaurant_orders": "restaurant_orders_topic",
-    "revenue_windows": "revenue_topic",
-}
+# The one-machine cluster has three brokers: the spec's environment for a cluster.
+CLUSTER_SPEC_ENVIRONMENT = "cluster"
 
 
 def _say(message: str) -> None:
     print(f"[soak {datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
 
 
-def create_topics(bootstrap: str, suffix: str) -> dict[str, str]:
-    """The app's topics for this soak as the spec's cluster environment makes them (3 replicas, min ISR 2)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = []
-    for base in TOPICS:
-        config = {"min.insync.replicas": "2"}
-        if base in ("stores", "revenue_windows"):
-            config["cleanup.policy"] = "compact"
-        new.append(NewTopic(f"{base}_{suffix}", 4 if base == "orders" else 2, 3, config=config))
-    for future in admin.create_topics(new).values():
-        future.result(timeout=60)
-    return {f"kafka.{FIELDS[base]}": f"{base}_{suffix}" for base in TOPICS}
+def create_soak_topics(bootstrap: str, suffix: str) -> dict[str, str]:
+    """A copy of each of the app's topics for this soak, `<topic>_<suffix>`, as the spec's cluster
+    environment declares the topic (3 replicas, min ISR 2); returns the app's overrides naming them."""
+    specs = spec_topics(CLUSTER_SPEC_ENVIRONMENT)
+    copies = {
+        field: like(declared(specs, topic), f"{topic}_{suffix}")
+        for field, topic in app_topics(load_config()).items()
+    }
+    create_topics(bootstrap, copies.values())
+    return {f"kafka.{field}": copy.name for field, copy in copies.items()}
 
 
 def launch(master: str, overrides: dict[str, Any], log: Path) -> subprocess.Popen[bytes]:
@@ -112,27 +104,18 @@ def wait_ready(status_file: Path, started: float, app: subprocess.Popen[bytes], 
         time.sleep(1)
 
 
-def progress(progress_dir: str) -> str:
+def progress(names: DeploymentNames) -> str:
     """Where the app was: each query's last committed batch (from the progress files the app writes)."""
-    folder = Path(progress_dir.removeprefix("file:"))
     parts = []
-    for name in ("ingest", "revenue"):
-        found = next(iter(folder.glob(f"*__{name}.json")), None)
-        batch = _json(found).get("batch_id") if found else None
-        parts.append(f"{name} batch {batch if batch is not None else '-'}")
+    for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE):
+        batch = _json(local_path(names.progress_file(role))).get("batch_id")
+        parts.append(f"{role} batch {batch if batch is not None else '-'}")
     return ", ".join(parts)
 
 
 def gold(table: str) -> dict[tuple[str, str, datetime], Decimal]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        rows = DeltaTable(table).to_pyarrow_table(
-            columns=["location_id", "order_type", "window_start", "revenue"]
-        )
-    except TableNotFoundError:
-        return {}
+    """Gold's revenue per (store, order type, window start); empty before the app wrote gold."""
+    rows = read_gold(table, columns=["location_id", "order_type", "window_start", "revenue"])
     return {
         (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): r["revenue"]
         for r in rows.to_pylist()
@@ -178,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     app: subprocess.Popen[bytes] | None = None
     try:
         suffix = uuid.uuid4().hex[:8]
-        topics = create_topics(bootstrap, suffix)
+        topics = create_soak_topics(bootstrap, suffix)
         settings = GeneratorSettings(
             orders=args.orders,
             stores=8,
@@ -212,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             "trigger.interval": "1 second",
         }
         config = load_config(overrides=overrides)
-        status_file = Path(config.names.driver_status_file.removeprefix("file:"))
+        status_file = local_path(config.names.driver_status_file)
         log = work / "driver.log"
         broker_restart_after = args.kills // 2
         for kill in range(1, args.kills + 1):
@@ -227,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             app.wait(30)
             _say(
                 f"kill {kill}/{args.kills}: SIGKILLed the driver {delay:.0f}s after it was ready, "
-                f"after {progress(config.names.progress_dir)}"
+                f"after {progress(config.names)}"
             )
             if kill == broker_restart_after:
                 broker = cluster.broker(cluster.settings.brokers - 1)
