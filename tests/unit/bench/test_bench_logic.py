@@ -386,3 +386,15 @@ def test_markdown_reports_the_window_heavy_replay_next_to_the_main_one() -> None
     assert "| window-heavy replay: stores / windows in gold / orders per window | 42 / 20,000 / 5.0 |" in text
     assert "| window-heavy replay: records/s excl. start (the main replay's) | 12,345 (100,000) |" in text
     assert "| window-heavy replay: gold equals the tally (windows, orders, cents) | True |" in text
+
+
+def test_command_line_options_override_the_variant_and_unknown_phases_are_named() -> None:
+    from bench.__main__ import QUICK, argument_parser, selected_phases, with_arguments
+
+    args = argument_parser().parse_args(["--quick", "--rates", "", "--orders", "500", "--no-airflow"])
+    settings = with_arguments(QUICK, args)
+    assert (settings.live_rates, settings.orders, settings.with_airflow) == ((), 500, False)
+    assert settings.live_seconds == QUICK.live_seconds
+    assert selected_phases(" replay , live ") == ("replay", "live")
+    with pytest.raises(ValueError, match=r"unknown phases \['bogus'\]"):
+        selected_phases("replay,bogus")
