@@ -26,6 +26,7 @@ import sys
 import time
 import uuid
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -142,7 +143,32 @@ def stop_gracefully(app: subprocess.Popen[bytes], status_file: Path) -> None:
         app.wait(30)
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass
+class Driver:
+    """The soak's streaming app: started again and again with the same overrides in client mode."""
+
+    master: str
+    overrides: dict[str, Any]
+    status_file: Path
+    log: Path
+    app: subprocess.Popen[bytes] | None = None
+    """The latest driver process (None before the first start)."""
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Launch the app (resuming from its checkpoint) and wait until it reports every query ready."""
+        launched = time.time()
+        self.app = launch(self.master, self.overrides, self.log)
+        wait_ready(self.status_file, launched, self.app, self.log)
+        return self.app
+
+    def kill(self) -> None:
+        """SIGKILL the driver's whole process group, if it still runs."""
+        if self.app is not None and self.app.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.app.pid, signal.SIGKILL)
+
+
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--kills", type=int, default=20)
@@ -150,7 +176,84 @@ def main(argv: list[str] | None = None) -> int:
     # Small batches keep the driver working through all 20 kills: with 20,000 it had caught up by kill 8.
     parser.add_argument("--max-offsets-per-trigger", type=int, default=3_000)
     parser.add_argument("--drain-timeout-s", type=float, default=7200.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def produce_orders(
+    bootstrap: str, topics: dict[str, str], args: argparse.Namespace, folder: Path
+) -> dict[Any, Decimal]:
+    """Generate `--orders` orders (with duplicates and bad records) into files under `folder`, produce
+    the stores and the orders, and return the generator's Decimal oracle: revenue per window."""
+    settings = GeneratorSettings(
+        orders=args.orders,
+        stores=8,
+        span_seconds=3600,
+        seed=args.seed,
+        duplicate_every=97,
+        bad_every=1000,
+    )
+    chunks = datagen.plan_chunks(settings, 50_000, folder)
+    total = datagen.generate_files(chunks, max(1, (os.cpu_count() or 2) - 1))
+    produce_records(bootstrap, topics["kafka.stores_topic"], generate_stores(settings.stores))
+    datagen.produce_files(bootstrap, topics["kafka.orders_topic"], [c.path for c in chunks], total)
+    _say(
+        f"{total} records ({args.orders} orders) in {topics['kafka.orders_topic']}; computing the oracle ..."
+    )
+    return {
+        key: window.revenue
+        for key, window in expected_windows(
+            itertools.chain.from_iterable(generate_orders(c.settings) for c in chunks), WINDOW_SECONDS
+        ).items()
+    }
+
+
+def kill_repeatedly(
+    driver: Driver, cluster: LocalCluster, kills: int, rng: random.Random, names: DeploymentNames
+) -> None:
+    """`kills` times: start the driver, SIGKILL it at a random moment 5-60 s after it was ready; after
+    half of them, SIGKILL one broker and start it again."""
+    broker_restart_after = kills // 2
+    for kill in range(1, kills + 1):
+        app = driver.start()
+        delay = rng.uniform(5, 60)
+        time.sleep(delay)
+        if app.poll() is not None:
+            raise RuntimeError(
+                f"driver exited ({app.returncode}) on its own:\n{processes.tail(driver.log, 30)}"
+            )
+        os.killpg(app.pid, signal.SIGKILL)
+        app.wait(30)
+        where = progress(names)
+        _say(f"kill {kill}/{kills}: SIGKILLed the driver {delay:.0f}s after it was ready, after {where}")
+        if kill == broker_restart_after:
+            restart_last_broker(cluster)
+
+
+def restart_last_broker(cluster: LocalCluster) -> None:
+    broker = cluster.broker(cluster.settings.brokers - 1)
+    pid = broker.pid()
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+    _say(f"SIGKILLed broker {cluster.settings.brokers} (pid {pid}); restarting it")
+    cluster.restart_broker(cluster.settings.brokers - 1, progress=_say)
+
+
+def drain(driver: Driver, oracle: dict[Any, Decimal], gold_table: str, timeout_s: float) -> tuple[int, int]:
+    """Run the driver until gold matches the oracle or stops running or `timeout_s` passed; stop it
+    gracefully, and return the (lost, doubled) cents of gold against the oracle."""
+    app = driver.start()
+    _say("drain: the last driver runs until gold stops changing and matches the oracle, or times out")
+    deadline = time.monotonic() + timeout_s
+    actual = gold(gold_table)
+    while actual != oracle and time.monotonic() < deadline and app.poll() is None:
+        time.sleep(10)
+        actual = gold(gold_table)
+    stop_gracefully(app, driver.status_file)
+    return cents_off(oracle, gold(gold_table))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
     rng = random.Random(args.seed)
     cluster = LocalCluster(ClusterSettings.from_env())
     started_cluster = not cluster.is_running()
@@ -158,32 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = cluster.settings.bootstrap_servers
     work = state_dir() / "soak" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     work.mkdir(parents=True)
-    app: subprocess.Popen[bytes] | None = None
+    driver: Driver | None = None
     try:
         suffix = uuid.uuid4().hex[:8]
         topics = create_soak_topics(bootstrap, suffix)
-        settings = GeneratorSettings(
-            orders=args.orders,
-            stores=8,
-            span_seconds=3600,
-            seed=args.seed,
-            duplicate_every=97,
-            bad_every=1000,
-        )
-        chunks = datagen.plan_chunks(settings, 50_000, work / "orders")
-        total = datagen.generate_files(chunks, max(1, (os.cpu_count() or 2) - 1))
-        produce_records(bootstrap, topics["kafka.stores_topic"], generate_stores(settings.stores))
-        datagen.produce_files(bootstrap, topics["kafka.orders_topic"], [c.path for c in chunks], total)
-        _say(
-            f"{total} records ({args.orders} orders) in {topics['kafka.orders_topic']}; "
-            "computing the oracle ..."
-        )
-        oracle = {
-            key: window.revenue
-            for key, window in expected_windows(
-                itertools.chain.from_iterable(generate_orders(c.settings) for c in chunks), WINDOW_SECONDS
-            ).items()
-        }
+        oracle = produce_orders(bootstrap, topics, args, work / "orders")
         overrides: dict[str, Any] = {
             "deployment_id": f"soak{suffix}",
             "lake_root": str(work / "lake"),
@@ -194,42 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             "trigger.mode": "processing_time",
             "trigger.interval": "1 second",
         }
-        config = load_config(overrides=overrides)
-        status_file = local_path(config.names.driver_status_file)
-        log = work / "driver.log"
-        broker_restart_after = args.kills // 2
-        for kill in range(1, args.kills + 1):
-            launched = time.time()
-            app = launch(cluster.settings.spark_master_url, overrides, log)
-            wait_ready(status_file, launched, app, log)
-            delay = rng.uniform(5, 60)
-            time.sleep(delay)
-            if app.poll() is not None:
-                raise RuntimeError(f"driver exited ({app.returncode}) on its own:\n{processes.tail(log, 30)}")
-            os.killpg(app.pid, signal.SIGKILL)
-            app.wait(30)
-            _say(
-                f"kill {kill}/{args.kills}: SIGKILLed the driver {delay:.0f}s after it was ready, "
-                f"after {progress(config.names)}"
-            )
-            if kill == broker_restart_after:
-                broker = cluster.broker(cluster.settings.brokers - 1)
-                pid = broker.pid()
-                if pid is not None:
-                    os.kill(pid, signal.SIGKILL)
-                _say(f"SIGKILLed broker {cluster.settings.brokers} (pid {pid}); restarting it")
-                cluster.restart_broker(cluster.settings.brokers - 1, progress=_say)
-        launched = time.time()
-        app = launch(cluster.settings.spark_master_url, overrides, log)
-        wait_ready(status_file, launched, app, log)
-        _say("drain: the last driver runs until gold stops changing and matches the oracle, or times out")
-        deadline = time.monotonic() + args.drain_timeout_s
-        actual = gold(config.names.gold_revenue_table)
-        while actual != oracle and time.monotonic() < deadline and app.poll() is None:
-            time.sleep(10)
-            actual = gold(config.names.gold_revenue_table)
-        stop_gracefully(app, status_file)
-        lost, doubled = cents_off(oracle, gold(config.names.gold_revenue_table))
+        names = load_config(overrides=overrides).names
+        status_file = local_path(names.driver_status_file)
+        driver = Driver(cluster.settings.spark_master_url, overrides, status_file, work / "driver.log")
+        kill_repeatedly(driver, cluster, args.kills, rng, names)
+        lost, doubled = drain(driver, oracle, names.gold_revenue_table, args.drain_timeout_s)
         expected_cents = int(sum(oracle.values(), Decimal("0")) * 100)
         print(
             f"soak: {args.orders} orders, {args.kills} driver SIGKILLs, 1 broker restart; "
@@ -239,9 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0 if lost == 0 and doubled == 0 else 1
     finally:
-        if app is not None and app.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(app.pid, signal.SIGKILL)
+        if driver is not None:
+            driver.kill()
         for chunk_file in (work / "orders").glob("*.bin"):
             chunk_file.unlink()
         if started_cluster:
