@@ -24,7 +24,7 @@ from bench.spark_app import (
     wait_ready,
 )
 from bench.spark_profile import event_log_profile
-from spark_apps.naming import REVENUE_QUERY_ROLE, query_role
+from spark_apps.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path, query_role
 
 
 def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
@@ -50,9 +50,36 @@ def processed_offsets(events: list[dict[str, Any]]) -> int:
     return sum(o for parts in positions[-1][1].values() for o in parts.values())
 
 
-def phase_live(run: BenchRun, rate: int) -> None:
-    from spark_apps.naming import DeploymentNames
+def drain(folder: Path, produced: int, trigger_s: int) -> bool:
+    """Wait (bounded) until the revenue query processed all `produced` records; whether it did."""
+    deadline = time.monotonic() + max(60.0, 6 * trigger_s)
+    while time.monotonic() < deadline:
+        if processed_offsets(read_events(folder)) >= produced:
+            break
+        time.sleep(1)
+    return processed_offsets(read_events(folder)) >= produced
 
+
+def visible_batches(
+    events: list[dict[str, Any]], topic: str, commits_ms: list[int]
+) -> list[stats.VisibleBatch]:
+    """Each revenue batch that read `topic`: the offsets it reached and when gold made them visible."""
+    batches = []
+    for event, offsets in revenue_positions(events):
+        if topic not in offsets:
+            continue
+        started = epoch_ms(event["timestamp"])
+        finished = started + int(event["durationMs"]["triggerExecution"])
+        batches.append(
+            stats.VisibleBatch(
+                {int(p): int(o) for p, o in offsets[topic].items()},
+                stats.gold_visible_at_ms(started, finished, commits_ms),
+            )
+        )
+    return batches
+
+
+def phase_live(run: BenchRun, rate: int) -> None:
     deployment = f"bench-live-{rate}"
     topic = f"orders_live_{rate}"
     names = DeploymentNames(run.lake_root, deployment)
@@ -61,7 +88,7 @@ def phase_live(run: BenchRun, rate: int) -> None:
         create_run_topics(run, [topic])
         overrides = app_overrides(run, deployment, topic, "processing_time")
         process, folder = start_driver(run, f"live_{rate}", overrides)
-        status_file = Path(names.driver_status_file)
+        status_file = local_path(names.driver_status_file)
         try:
             record["ready_after_s"] = wait_ready(status_file, process)
             stamper = datagen.LiveOrderStamper(run.settings.seed, run.settings.stores)
@@ -69,29 +96,10 @@ def phase_live(run: BenchRun, rate: int) -> None:
             record["producer"] = datagen.produce_paced(
                 run.bootstrap, topic, rate, warmup_s + run.settings.live_seconds, stamper
             )
-            produced = record["producer"]["records"]
-            # Drain: wait until the revenue query processed everything (bounded).
-            deadline = time.monotonic() + max(60.0, 6 * trigger_s)
-            while time.monotonic() < deadline:
-                if processed_offsets(read_events(folder)) >= produced:
-                    break
-                time.sleep(1)
-            record["drained"] = processed_offsets(read_events(folder)) >= produced
+            record["drained"] = drain(folder, record["producer"]["records"], trigger_s)
         finally:
             stop_driver(run, process, status_file)
-        commits = gold_commit_times_ms(run.lake_root, deployment)
-        batches = []
-        for event, offsets in revenue_positions(read_events(folder)):
-            if topic not in offsets:
-                continue
-            started = epoch_ms(event["timestamp"])
-            finished = started + int(event["durationMs"]["triggerExecution"])
-            batches.append(
-                stats.VisibleBatch(
-                    {int(p): int(o) for p, o in offsets[topic].items()},
-                    stats.gold_visible_at_ms(started, finished, commits),
-                )
-            )
+        batches = visible_batches(read_events(folder), topic, gold_commit_times_ms(run.lake_root, deployment))
         appended, firsts = append_times(run.bootstrap, topic)
         all_pairs, invisible = stats.record_latencies_ms(appended, firsts, batches)
         pairs = stats.after_warmup(all_pairs, warmup_s)

@@ -6,7 +6,7 @@ These never run the benchmark; they check the rules its report relies on with ha
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -110,6 +110,24 @@ def test_a_query_that_reads_kafka_itself_is_positioned_by_its_own_offsets() -> N
         ],
     }
     assert revenue_positions([event]) == [(event, {"orders_live": {"0": 7}})]
+
+
+def test_a_live_batch_is_visible_at_its_gold_commit_and_other_topics_batches_are_skipped() -> None:
+    from bench.phases.live import visible_batches
+
+    def event(topic: str, offset: int) -> dict:
+        return {
+            "name": "bench-live__revenue",
+            "timestamp": "2026-11-26T07:00:00.000Z",
+            "durationMs": {"triggerExecution": 2000},
+            "sources": [{"description": f"KafkaV2[Subscribe[{topic}]]", "endOffset": {topic: {"0": offset}}}],
+        }
+
+    started_ms = int(datetime(2026, 11, 26, 7, tzinfo=UTC).timestamp() * 1000)
+    batches = visible_batches(
+        [event("orders_live", 7), event("orders", 9)], "orders_live", [started_ms + 1500]
+    )
+    assert batches == [stats.VisibleBatch({0: 7}, started_ms + 1500)]
 
 
 def test_highest_sustained_rate_and_ratio() -> None:
