@@ -91,4 +91,5 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
 
 def _settings_json(settings: BenchSettings) -> dict[str, Any]:
     document = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
-    return json.loads(json.dumps(document, default=str))
+    described: dict[str, Any] = json.loads(json.dumps(document, default=str))
+    return described

@@ -126,7 +126,7 @@ def processing_seconds(events: list[dict[str, Any]]) -> float:
     """From the start of the first of `events` (progress events) to the end of the last one's trigger:
     a run's processing time, excluding its JVM and session start."""
     first_start = min(epoch_ms(e["timestamp"]) for e in events) / 1000
-    last_end = max(epoch_ms(e["timestamp"]) + e["durationMs"]["triggerExecution"] for e in events) / 1000
+    last_end = max(epoch_ms(e["timestamp"]) + int(e["durationMs"]["triggerExecution"]) for e in events) / 1000
     return last_end - first_start
 
 
