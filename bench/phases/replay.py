@@ -35,8 +35,8 @@ from spark_apps.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
 def generate_and_produce(
     run: BenchRun, settings: GeneratorSettings, topic: str, folder: str
 ) -> dict[str, Any]:
-    """Generate `settings`' orders into files under the run's `folder`, produce their stores to `stores`
-    and the orders to `topic`, and delete the files: the generation and production figures."""
+    """Generate `settings`' orders into files under the run's `folder`, produce their stores to the app's
+    stores topic and the orders to `topic`, and delete the files: the generation and production figures."""
     chunks = datagen.plan_chunks(settings, run.settings.chunk_orders, run.work_dir / folder)
     began = time.monotonic()
     total = datagen.generate_files(chunks, run.settings.workers)
