@@ -15,11 +15,13 @@ import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from bench.memory import peaks_by_phase, samples_as_json
 from bench.plots import write_plots
 from bench.report import derive, markdown
-from bench.runner import OPTIONAL_PHASES, BenchSettings, execute
+from bench.run import OPTIONAL_PHASES, BenchSettings
+from bench.runner import execute
 
 QUICK = BenchSettings(
     orders=100_000,
@@ -44,7 +46,7 @@ def machine() -> dict[str, object]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -73,23 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--window-heavy-orders", type=int, help="orders of the window-heavy replay")
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
-    args = parser.parse_args(argv)
-    if args.render:
-        results = json.loads(args.render.read_text())
-        derived = derive(results)
-        results["derived"] = derived
-        args.render.write_text(json.dumps(results, indent=2, default=str))
-        args.render.with_suffix(".md").write_text(markdown(results, derived))
-        write_plots(results, derived, args.render.parent, results["stamp"])
-        print(args.render.with_suffix(".md").read_text())
-        return 0
-    settings = QUICK if args.quick else BenchSettings()
-    settings = replace(
+    return parser
+
+
+def with_environment(settings: BenchSettings) -> BenchSettings:
+    """`settings` with the broker's ports and the state folder from BENCH_* variables, when set."""
+    return replace(
         settings,
         kafka_port=int(os.environ.get("BENCH_KAFKA_PORT", settings.kafka_port)),
         controller_port=int(os.environ.get("BENCH_KAFKA_CONTROLLER_PORT", settings.controller_port)),
         state_dir=Path(os.environ.get("BENCH_STATE_DIR", settings.state_dir)),
     )
+
+
+def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSettings:
+    """`settings` with every option given on the command line (`--phases` is checked by the caller)."""
     if args.orders:
         settings = replace(settings, orders=args.orders)
     if args.rates is not None:  # "" skips the live phases
@@ -104,23 +104,38 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(settings, seed=args.seed)
     if args.window_heavy_orders:
         settings = replace(settings, window_heavy_orders=args.window_heavy_orders)
-    if args.phases:
-        phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
-        unknown = sorted(set(phases) - set(OPTIONAL_PHASES))
-        if unknown:
-            parser.error(f"unknown phases {unknown}; choose from {', '.join(OPTIONAL_PHASES)}")
-        settings = replace(settings, phases=phases)
+    return settings
 
-    # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so the broker, Airflow and Spark get stopped.
-    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
-    results = execute(settings)
+
+def selected_phases(text: str) -> tuple[str, ...]:
+    """The phases named in `--phases`; ValueError naming those that are not OPTIONAL_PHASES."""
+    phases = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = sorted(set(phases) - set(OPTIONAL_PHASES))
+    if unknown:
+        raise ValueError(f"unknown phases {unknown}; choose from {', '.join(OPTIONAL_PHASES)}")
+    return phases
+
+
+def render(path: Path) -> int:
+    """Re-derive a results JSON's figures and rewrite its .md and PNGs (no benchmark runs)."""
+    results = json.loads(path.read_text())
+    derived = derive(results)
+    results["derived"] = derived
+    path.write_text(json.dumps(results, indent=2, default=str))
+    path.with_suffix(".md").write_text(markdown(results, derived))
+    write_plots(results, derived, path.parent, results["stamp"])
+    print(path.with_suffix(".md").read_text())
+    return 0
+
+
+def write_results(results: dict[str, Any], out: Path) -> None:
+    """The run's JSON (with the machine, memory peaks and derived figures), its .md summary and plots."""
     results["machine"] = machine()
     samples = results.pop("memory_samples")
     results["memory_peaks_mib"] = peaks_by_phase(samples)
     results["memory_samples"] = samples_as_json(samples)
     derived = derive(results)
     results["derived"] = derived
-    out = settings.results_dir
     out.mkdir(parents=True, exist_ok=True)
     stamp = results["stamp"]
     (out / f"{stamp}.json").write_text(json.dumps(results, indent=2, default=str))
@@ -129,6 +144,23 @@ def main(argv: list[str] | None = None) -> int:
     plots = write_plots(results, derived, out, stamp)
     print(summary)
     print(f"[bench] wrote {out / (stamp + '.json')}, {out / (stamp + '.md')} and {len(plots)} plots")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    if args.render:
+        return render(args.render)
+    settings = with_arguments(with_environment(QUICK if args.quick else BenchSettings()), args)
+    if args.phases:
+        try:
+            settings = replace(settings, phases=selected_phases(args.phases))
+        except ValueError as error:
+            parser.error(str(error))
+    # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so the broker, Airflow and Spark get stopped.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    results = execute(settings)
+    write_results(results, settings.results_dir)
     failed = bool(results.get("error") or results.get("phase_errors"))
     return 1 if failed else 0
 

@@ -217,4 +217,5 @@ def describe_settings(settings: GeneratorSettings) -> dict[str, Any]:
     """The generator settings as JSON-friendly values (for the results file)."""
     document = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
     document["start"] = settings.start.isoformat()
-    return json.loads(json.dumps(document))
+    described: dict[str, Any] = json.loads(json.dumps(document))
+    return described

@@ -206,13 +206,32 @@ def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
 def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     """A human summary of one run (also the source of the tables in docs/performance.md)."""
     phases = results.get("phases") or {}
+    peaks = results.get("memory_peaks_mib") or {}
     lines = [f"# Benchmark {results.get('stamp')} ({results.get('label')})", ""]
-    machine = results.get("machine") or {}
-    lines += [
+    lines += _machine_lines(results.get("machine") or {})
+    lines += _throughput_lines(phases, derived)
+    lines += _work_ceiling_lines((phases.get("work_ceiling") or {}).get("best") or {})
+    lines += _gold_cross_check_lines(derived.get("work_ceiling_vs_gold"))
+    lines += _history_lines(phases, peaks.get("history") or {})
+    lines += _live_lines(live_phases(results))
+    lines += _batch_quality_dag_lines(phases)
+    lines += _memory_lines(peaks)
+    lines += _load_lines(phases)
+    lines += _target_lines(derived)
+    lines += _error_lines(results)
+    return "\n".join(lines) + "\n"
+
+
+def _machine_lines(machine: dict[str, Any]) -> list[str]:
+    return [
         f"Machine: {machine.get('cpus')} CPUs, {_fmt(machine.get('memory_gib'), 1)} GiB RAM, "
         f"{machine.get('platform')}, Python {machine.get('python')}.",
         "",
     ]
+
+
+def _throughput_lines(phases: dict[str, Any], derived: dict[str, Any]) -> list[str]:
+    """The producer, both ceilings, the replay and the highest sustained live rate, with their ratios."""
     produce = (phases.get("produce") or {}).get("produce") or {}
     ceiling = (phases.get("raw_ceiling") or {}).get("best") or {}
     work = phases.get("work_ceiling") or {}
@@ -224,7 +243,7 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     def ratios(to_raw: str, to_work: str) -> str:
         return f"{_fmt(derived.get(to_raw), 3)} | {_fmt(derived.get(to_work), 3)}"
 
-    lines += [
+    return [
         "## Throughput",
         "",
         "| measurement | records | seconds | records/s | ÷ raw read ceiling | ÷ work-equivalent ceiling |",
@@ -249,44 +268,56 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
         f"{ratios('sustained_live_ratio', 'sustained_live_ratio_to_work_ceiling')} |",
         "",
     ]
-    if work_best:
-        lines += [
-            f"Work-equivalent ceiling: {_fmt(work_best.get('valid'))} valid records "
-            f"({_fmt(work_best.get('duplicates'))} later copies of an orderId), "
-            f"{_fmt(work_best.get('invalid'))} invalid, {_fmt(work_best.get('windows'))} windows, "
-            f"{_fmt(work_best.get('total_cents'))} cents.",
-            "",
-        ]
-    lines += _gold_cross_check_lines(derived.get("work_ceiling_vs_gold"))
-    lines += _history_lines(phases, (results.get("memory_peaks_mib") or {}).get("history") or {})
-    live = live_phases(results)
-    if live:
-        lines += [
-            "## Live latency (append time → window row visible in gold)",
-            "",
-            "Each phase produces at its rate for a warm-up first (a fresh app compiles and JIT-warms "
-            "meanwhile); the p-values are of the records appended after it. The last column is the p99 "
-            "of every record of the phase, from the cold start.",
-            "",
-            "| target/s | achieved/s | records | p50 s | p95 s | p99 s | max s | sustained | why "
-            "| warm-up s | p99 s from cold start |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |",
-        ]
-        for rate, phase in live.items():
-            latency = phase["latency"]
-            cold = phase.get("latency_from_cold_start") or {}
-            lines.append(
-                f"| {rate:,} | {_fmt(phase['producer']['achieved_per_s'])} | {_fmt(latency.get('count'))} | "
-                f"{_fmt(latency.get('p50_s'), 2)} | {_fmt(latency.get('p95_s'), 2)} | "
-                f"{_fmt(latency.get('p99_s'), 2)} | {_fmt(latency.get('max_s'), 2)} | "
-                f"{'yes' if phase.get('sustained') else 'no'} | {phase.get('verdict')} | "
-                f"{_fmt(phase.get('warmup_s', 0), 0)} | {_fmt(cold.get('p99_s'), 2)} |"
-            )
-        lines.append("")
+
+
+def _work_ceiling_lines(work_best: dict[str, Any]) -> list[str]:
+    """What the work-equivalent ceiling counted (none when it did not run)."""
+    if not work_best:
+        return []
+    return [
+        f"Work-equivalent ceiling: {_fmt(work_best.get('valid'))} valid records "
+        f"({_fmt(work_best.get('duplicates'))} later copies of an orderId), "
+        f"{_fmt(work_best.get('invalid'))} invalid, {_fmt(work_best.get('windows'))} windows, "
+        f"{_fmt(work_best.get('total_cents'))} cents.",
+        "",
+    ]
+
+
+def _live_lines(live: dict[int, dict[str, Any]]) -> list[str]:
+    """One row per live rate: achieved rate, latency percentiles, the verdict and the cold-start p99."""
+    if not live:
+        return []
+    lines = [
+        "## Live latency (append time → window row visible in gold)",
+        "",
+        "Each phase produces at its rate for a warm-up first (a fresh app compiles and JIT-warms "
+        "meanwhile); the p-values are of the records appended after it. The last column is the p99 "
+        "of every record of the phase, from the cold start.",
+        "",
+        "| target/s | achieved/s | records | p50 s | p95 s | p99 s | max s | sustained | why "
+        "| warm-up s | p99 s from cold start |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |",
+    ]
+    for rate, phase in live.items():
+        latency = phase["latency"]
+        cold = phase.get("latency_from_cold_start") or {}
+        lines.append(
+            f"| {rate:,} | {_fmt(phase['producer']['achieved_per_s'])} | {_fmt(latency.get('count'))} | "
+            f"{_fmt(latency.get('p50_s'), 2)} | {_fmt(latency.get('p95_s'), 2)} | "
+            f"{_fmt(latency.get('p99_s'), 2)} | {_fmt(latency.get('max_s'), 2)} | "
+            f"{'yes' if phase.get('sustained') else 'no'} | {phase.get('verdict')} | "
+            f"{_fmt(phase.get('warmup_s', 0), 0)} | {_fmt(cold.get('p99_s'), 2)} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _batch_quality_dag_lines(phases: dict[str, Any]) -> list[str]:
+    """The batch reprocess, the quality suite, and the parse time of each DAG file."""
     reprocess = phases.get("reprocess") or {}
     quality = phases.get("quality") or {}
     dag_parse = phases.get("dag_parse") or {}
-    lines += [
+    lines = [
         "## Batch, quality, DAG parsing",
         "",
         f"- Reprocessing one hour ({_fmt((reprocess.get('report') or {}).get('records_read'))} records from "
@@ -302,28 +333,41 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     ]
     for file, parsed in (dag_parse.get("files") or {}).items():
         lines.append(f"| {file} | {parsed['parse_s']:.3f} | {parsed['dags']} | {parsed['errors']} |")
-    lines += [
+    return lines
+
+
+def _memory_lines(peaks: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Peak memory (PSS) per phase (MiB)",
         "",
         "| phase | broker | spark | airflow | DAG parse or quality suite | bench | whole stack |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for phase_name, peak in (results.get("memory_peaks_mib") or {}).items():
+    for phase_name, peak in peaks.items():
         lines.append(
             f"| {phase_name} | {_fmt(peak.get('broker'))} | {_fmt(peak.get('spark'))} | "
             f"{_fmt(peak.get('airflow'))} | {_fmt(peak.get('dag_parse', peak.get('quality')))} | "
             f"{_fmt(peak.get('bench'))} | "
             f"{_fmt(peak.get('total'))} |"
         )
-    lines += ["", "## Load average (1 min) before → after each phase", ""]
+    return lines
+
+
+def _load_lines(phases: dict[str, Any]) -> list[str]:
+    lines = ["", "## Load average (1 min) before → after each phase", ""]
     for name, phase in phases.items():
         if "load_before" in phase:
             lines.append(
                 f"- {name}: {phase['load_before'][0]:.2f} → {phase['load_after'][0]:.2f} "
                 f"({phase.get('wall_s', 0):.0f} s)"
             )
-    lines += ["", "## Targets (issue 21)", "", "| target | value | limit | met | by how much |"]
+    return lines
+
+
+def _target_lines(derived: dict[str, Any]) -> list[str]:
+    """Issue 21's targets, met or not and by how much, then the replay's ratios for information."""
+    lines = ["", "## Targets (issue 21)", "", "| target | value | limit | met | by how much |"]
     lines += ["| --- | ---: | ---: | --- | --- |"]
     for target in derived["targets"]:
         met = {True: "yes", False: "**no**", None: "—"}[target["met"]]
@@ -336,9 +380,13 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
         f"{_fmt(derived.get('replay_ratio_excl_start'), 4)} x the raw read ceiling and "
         f"{_fmt(derived.get('replay_ratio_to_work_ceiling_excl_start'), 4)} x the work-equivalent ceiling.",
     ]
+    return lines
+
+
+def _error_lines(results: dict[str, Any]) -> list[str]:
     errors = {**(results.get("phase_errors") or {})}
     if results.get("error"):
         errors["run"] = results["error"]
-    if errors:
-        lines += ["", "## Errors", ""] + [f"- {name}: {text}" for name, text in errors.items()]
-    return "\n".join(lines) + "\n"
+    if not errors:
+        return []
+    return ["", "## Errors", ""] + [f"- {name}: {text}" for name, text in errors.items()]

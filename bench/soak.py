@@ -26,13 +26,16 @@ import sys
 import time
 import uuid
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from bench import datagen
+from bench.topics import app_topics, create_topics, declared, like, spec_topics
 from revenue_platform import processes
+from revenue_platform.gold_table import read_gold
 from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
 from revenue_platform.orders_generator import (
     GeneratorSettings,
@@ -44,37 +47,27 @@ from revenue_platform.orders_generator import produce as produce_records
 from revenue_platform.paths import state_dir
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import load_config
+from spark_apps.contract.naming import DeploymentNames, INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, local_path
 
 WINDOW_SECONDS = 15
-TOPICS = ("orders", "stores", "orders_dlq", "general_orders", "restaurant_orders", "revenue_windows")
-FIELDS = {
-    "orders": "orders_topic",
-    "stores": "stores_topic",
-    "orders_dlq": "dlq_topic",
-    "general_orders": "general_orders_topic",
-    "restaurant_orders": "restaurant_orders_topic",
-    "revenue_windows": "revenue_topic",
-}
+# The one-machine cluster has three brokers: the spec's environment for a cluster.
+CLUSTER_SPEC_ENVIRONMENT = "cluster"
 
 
 def _say(message: str) -> None:
     print(f"[soak {datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
 
 
-def create_topics(bootstrap: str, suffix: str) -> dict[str, str]:
-    """The app's topics for this soak as the spec's cluster environment makes them (3 replicas, min ISR 2)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = []
-    for base in TOPICS:
-        config = {"min.insync.replicas": "2"}
-        if base in ("stores", "revenue_windows"):
-            config["cleanup.policy"] = "compact"
-        new.append(NewTopic(f"{base}_{suffix}", 4 if base == "orders" else 2, 3, config=config))
-    for future in admin.create_topics(new).values():
-        future.result(timeout=60)
-    return {f"kafka.{FIELDS[base]}": f"{base}_{suffix}" for base in TOPICS}
+def create_soak_topics(bootstrap: str, suffix: str) -> dict[str, str]:
+    """A copy of each of the app's topics for this soak, `<topic>_<suffix>`, as the spec's cluster
+    environment declares the topic (3 replicas, min ISR 2); returns the app's overrides naming them."""
+    specs = spec_topics(CLUSTER_SPEC_ENVIRONMENT)
+    copies = {
+        field: like(declared(specs, topic), f"{topic}_{suffix}")
+        for field, topic in app_topics(load_config()).items()
+    }
+    create_topics(bootstrap, copies.values())
+    return {f"kafka.{field}": copy.name for field, copy in copies.items()}
 
 
 def launch(master: str, overrides: dict[str, Any], log: Path) -> subprocess.Popen[bytes]:
@@ -112,27 +105,18 @@ def wait_ready(status_file: Path, started: float, app: subprocess.Popen[bytes], 
         time.sleep(1)
 
 
-def progress(progress_dir: str) -> str:
+def progress(names: DeploymentNames) -> str:
     """Where the app was: each query's last committed batch (from the progress files the app writes)."""
-    folder = Path(progress_dir.removeprefix("file:"))
     parts = []
-    for name in ("ingest", "revenue"):
-        found = next(iter(folder.glob(f"*__{name}.json")), None)
-        batch = _json(found).get("batch_id") if found else None
-        parts.append(f"{name} batch {batch if batch is not None else '-'}")
+    for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE):
+        batch = _json(local_path(names.progress_file(role))).get("batch_id")
+        parts.append(f"{role} batch {batch if batch is not None else '-'}")
     return ", ".join(parts)
 
 
 def gold(table: str) -> dict[tuple[str, str, datetime], Decimal]:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        rows = DeltaTable(table).to_pyarrow_table(
-            columns=["location_id", "order_type", "window_start", "revenue"]
-        )
-    except TableNotFoundError:
-        return {}
+    """Gold's revenue per (store, order type, window start); empty before the app wrote gold."""
+    rows = read_gold(table, columns=["location_id", "order_type", "window_start", "revenue"])
     return {
         (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): r["revenue"]
         for r in rows.to_pylist()
@@ -159,7 +143,32 @@ def stop_gracefully(app: subprocess.Popen[bytes], status_file: Path) -> None:
         app.wait(30)
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass
+class Driver:
+    """The soak's streaming app: started again and again with the same overrides in client mode."""
+
+    master: str
+    overrides: dict[str, Any]
+    status_file: Path
+    log: Path
+    app: subprocess.Popen[bytes] | None = None
+    """The latest driver process (None before the first start)."""
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Launch the app (resuming from its checkpoint) and wait until it reports every query ready."""
+        launched = time.time()
+        self.app = launch(self.master, self.overrides, self.log)
+        wait_ready(self.status_file, launched, self.app, self.log)
+        return self.app
+
+    def kill(self) -> None:
+        """SIGKILL the driver's whole process group, if it still runs."""
+        if self.app is not None and self.app.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.app.pid, signal.SIGKILL)
+
+
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--kills", type=int, default=20)
@@ -167,7 +176,84 @@ def main(argv: list[str] | None = None) -> int:
     # Small batches keep the driver working through all 20 kills: with 20,000 it had caught up by kill 8.
     parser.add_argument("--max-offsets-per-trigger", type=int, default=3_000)
     parser.add_argument("--drain-timeout-s", type=float, default=7200.0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def produce_orders(
+    bootstrap: str, topics: dict[str, str], args: argparse.Namespace, folder: Path
+) -> dict[Any, Decimal]:
+    """Generate `--orders` orders (with duplicates and bad records) into files under `folder`, produce
+    the stores and the orders, and return the generator's Decimal oracle: revenue per window."""
+    settings = GeneratorSettings(
+        orders=args.orders,
+        stores=8,
+        span_seconds=3600,
+        seed=args.seed,
+        duplicate_every=97,
+        bad_every=1000,
+    )
+    chunks = datagen.plan_chunks(settings, 50_000, folder)
+    total = datagen.generate_files(chunks, max(1, (os.cpu_count() or 2) - 1))
+    produce_records(bootstrap, topics["kafka.stores_topic"], generate_stores(settings.stores))
+    datagen.produce_files(bootstrap, topics["kafka.orders_topic"], [c.path for c in chunks], total)
+    _say(
+        f"{total} records ({args.orders} orders) in {topics['kafka.orders_topic']}; computing the oracle ..."
+    )
+    return {
+        key: window.revenue
+        for key, window in expected_windows(
+            itertools.chain.from_iterable(generate_orders(c.settings) for c in chunks), WINDOW_SECONDS
+        ).items()
+    }
+
+
+def kill_repeatedly(
+    driver: Driver, cluster: LocalCluster, kills: int, rng: random.Random, names: DeploymentNames
+) -> None:
+    """`kills` times: start the driver, SIGKILL it at a random moment 5-60 s after it was ready; after
+    half of them, SIGKILL one broker and start it again."""
+    broker_restart_after = kills // 2
+    for kill in range(1, kills + 1):
+        app = driver.start()
+        delay = rng.uniform(5, 60)
+        time.sleep(delay)
+        if app.poll() is not None:
+            raise RuntimeError(
+                f"driver exited ({app.returncode}) on its own:\n{processes.tail(driver.log, 30)}"
+            )
+        os.killpg(app.pid, signal.SIGKILL)
+        app.wait(30)
+        where = progress(names)
+        _say(f"kill {kill}/{kills}: SIGKILLed the driver {delay:.0f}s after it was ready, after {where}")
+        if kill == broker_restart_after:
+            restart_last_broker(cluster)
+
+
+def restart_last_broker(cluster: LocalCluster) -> None:
+    broker = cluster.broker(cluster.settings.brokers - 1)
+    pid = broker.pid()
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+    _say(f"SIGKILLed broker {cluster.settings.brokers} (pid {pid}); restarting it")
+    cluster.restart_broker(cluster.settings.brokers - 1, progress=_say)
+
+
+def drain(driver: Driver, oracle: dict[Any, Decimal], gold_table: str, timeout_s: float) -> tuple[int, int]:
+    """Run the driver until gold matches the oracle or stops running or `timeout_s` passed; stop it
+    gracefully, and return the (lost, doubled) cents of gold against the oracle."""
+    app = driver.start()
+    _say("drain: the last driver runs until gold stops changing and matches the oracle, or times out")
+    deadline = time.monotonic() + timeout_s
+    actual = gold(gold_table)
+    while actual != oracle and time.monotonic() < deadline and app.poll() is None:
+        time.sleep(10)
+        actual = gold(gold_table)
+    stop_gracefully(app, driver.status_file)
+    return cents_off(oracle, gold(gold_table))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
     rng = random.Random(args.seed)
     cluster = LocalCluster(ClusterSettings.from_env())
     started_cluster = not cluster.is_running()
@@ -175,32 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = cluster.settings.bootstrap_servers
     work = state_dir() / "soak" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     work.mkdir(parents=True)
-    app: subprocess.Popen[bytes] | None = None
+    driver: Driver | None = None
     try:
         suffix = uuid.uuid4().hex[:8]
-        topics = create_topics(bootstrap, suffix)
-        settings = GeneratorSettings(
-            orders=args.orders,
-            stores=8,
-            span_seconds=3600,
-            seed=args.seed,
-            duplicate_every=97,
-            bad_every=1000,
-        )
-        chunks = datagen.plan_chunks(settings, 50_000, work / "orders")
-        total = datagen.generate_files(chunks, max(1, (os.cpu_count() or 2) - 1))
-        produce_records(bootstrap, topics["kafka.stores_topic"], generate_stores(settings.stores))
-        datagen.produce_files(bootstrap, topics["kafka.orders_topic"], [c.path for c in chunks], total)
-        _say(
-            f"{total} records ({args.orders} orders) in {topics['kafka.orders_topic']}; "
-            "computing the oracle ..."
-        )
-        oracle = {
-            key: window.revenue
-            for key, window in expected_windows(
-                itertools.chain.from_iterable(generate_orders(c.settings) for c in chunks), WINDOW_SECONDS
-            ).items()
-        }
+        topics = create_soak_topics(bootstrap, suffix)
+        oracle = produce_orders(bootstrap, topics, args, work / "orders")
         overrides: dict[str, Any] = {
             "deployment_id": f"soak{suffix}",
             "lake_root": str(work / "lake"),
@@ -211,42 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             "trigger.mode": "processing_time",
             "trigger.interval": "1 second",
         }
-        config = load_config(overrides=overrides)
-        status_file = Path(config.names.driver_status_file.removeprefix("file:"))
-        log = work / "driver.log"
-        broker_restart_after = args.kills // 2
-        for kill in range(1, args.kills + 1):
-            launched = time.time()
-            app = launch(cluster.settings.spark_master_url, overrides, log)
-            wait_ready(status_file, launched, app, log)
-            delay = rng.uniform(5, 60)
-            time.sleep(delay)
-            if app.poll() is not None:
-                raise RuntimeError(f"driver exited ({app.returncode}) on its own:\n{processes.tail(log, 30)}")
-            os.killpg(app.pid, signal.SIGKILL)
-            app.wait(30)
-            _say(
-                f"kill {kill}/{args.kills}: SIGKILLed the driver {delay:.0f}s after it was ready, "
-                f"after {progress(config.names.progress_dir)}"
-            )
-            if kill == broker_restart_after:
-                broker = cluster.broker(cluster.settings.brokers - 1)
-                pid = broker.pid()
-                if pid is not None:
-                    os.kill(pid, signal.SIGKILL)
-                _say(f"SIGKILLed broker {cluster.settings.brokers} (pid {pid}); restarting it")
-                cluster.restart_broker(cluster.settings.brokers - 1, progress=_say)
-        launched = time.time()
-        app = launch(cluster.settings.spark_master_url, overrides, log)
-        wait_ready(status_file, launched, app, log)
-        _say("drain: the last driver runs until gold stops changing and matches the oracle, or times out")
-        deadline = time.monotonic() + args.drain_timeout_s
-        actual = gold(config.names.gold_revenue_table)
-        while actual != oracle and time.monotonic() < deadline and app.poll() is None:
-            time.sleep(10)
-            actual = gold(config.names.gold_revenue_table)
-        stop_gracefully(app, status_file)
-        lost, doubled = cents_off(oracle, gold(config.names.gold_revenue_table))
+        names = load_config(overrides=overrides).names
+        status_file = local_path(names.driver_status_file)
+        driver = Driver(cluster.settings.spark_master_url, overrides, status_file, work / "driver.log")
+        kill_repeatedly(driver, cluster, args.kills, rng, names)
+        lost, doubled = drain(driver, oracle, names.gold_revenue_table, args.drain_timeout_s)
         expected_cents = int(sum(oracle.values(), Decimal("0")) * 100)
         print(
             f"soak: {args.orders} orders, {args.kills} driver SIGKILLs, 1 broker restart; "
@@ -256,9 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0 if lost == 0 and doubled == 0 else 1
     finally:
-        if app is not None and app.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(app.pid, signal.SIGKILL)
+        if driver is not None:
+            driver.kill()
         for chunk_file in (work / "orders").glob("*.bin"):
             chunk_file.unlink()
         if started_cluster:

@@ -21,7 +21,7 @@ from typing import Any
 
 def progress_recorder(path: Path) -> Any:
     """A StreamingQueryListener appending each StreamingQueryProgress (Spark's JSON) as one line."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class ProgressRecorder(StreamingQueryListener):
         def __init__(self) -> None:

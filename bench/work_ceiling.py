@@ -3,9 +3,9 @@
 The raw read ceiling says how fast the broker hands out the records; this says how fast one Python
 process does what the app must do with them: parse each value as JSON with exact decimals, run the
 validator's required-field checks (see ``DlqReason`` and ``parse_and_validate_orders`` in
-spark_apps/validation/orders.py, ``OrderRules`` in spark_apps/contract/records.py), keep the first
-copy of each orderId, and sum integer cents per (location, order type, event-time window). Nothing
-here touches Kafka or the clock, so the rules are unit-tested; bench/runner.py feeds it from a consumer.
+spark_apps/validation/orders.py, ``OrderRules`` in spark_apps/contract/records.py), keep the first copy of each
+orderId, and sum integer cents per (location, order type, event-time window). Nothing here touches
+Kafka or the clock, so the rules are unit-tested; bench/consumers.py feeds it from a consumer.
 
 Comparable work, not a second validator. Where it differs from the app (none of these occur in the
 benchmark's generated data): orderLineItems are not type-checked; a JSON number with an exponent
@@ -24,11 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from spark_apps.contract.config import WindowConfig
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.records import ORDER_TYPES, REQUIRED_ORDER_FIELDS, DlqReason, OrderRules
+from spark_apps.contract.records import DlqReason, ORDER_TYPES, OrderRules, REQUIRED_ORDER_FIELDS
 
 # One decoder for all records: json.loads(..., parse_float=...) would build a new one per call.
 _decode_json = json.JSONDecoder(parse_float=Decimal).decode
@@ -115,10 +115,22 @@ def exact_cents(amount: object) -> int | None:
 def check_order(
     value: bytes | None, kafka_timestamp_ms: int, rules: OrderRules, max_cents: int
 ) -> ValidOrder | str:
-    """The order in one Kafka value, or the first reason it is invalid (checked in DlqReason's order).
+    """The order in one Kafka value, or the first reason it is invalid (checked in DlqReason's order:
+    decoding, then required fields and their types, then the values).
 
     `max_cents` is `rules.max_order_amount` in cents, computed once by the caller.
     """
+    order = decode_order(value)
+    if isinstance(order, str):
+        return order
+    typed = typed_fields(order)
+    if isinstance(typed, str):
+        return typed
+    return checked_values(typed, kafka_timestamp_ms, rules, max_cents)
+
+
+def decode_order(value: bytes | None) -> dict[str, Any] | str:
+    """The JSON object in a Kafka value (amounts as exact Decimals), or why there is none."""
     if not value:
         return DlqReason.EMPTY_VALUE
     try:
@@ -131,6 +143,23 @@ def check_order(
         return DlqReason.INVALID_JSON
     if type(order) is not dict:
         return DlqReason.INVALID_JSON
+    return order
+
+
+class TypedFields(NamedTuple):
+    """An order's required fields once each is present and of its type."""
+
+    order_id: int
+    location_id: str
+    cents: int
+    """0 when the amount is NaN or +-Infinity (`non_finite`)."""
+    non_finite: bool
+    order_type: str
+    ordered_at: str
+
+
+def typed_fields(order: dict[str, Any]) -> TypedFields | str:
+    """The required fields of `order`, or the first that is missing or of the wrong type."""
     fields = [order.get(name) for name in REQUIRED_ORDER_FIELDS]
     order_id, location_id, amount, order_type, ordered_at = fields
     for name, found in zip(REQUIRED_ORDER_FIELDS, fields, strict=True):
@@ -153,22 +182,29 @@ def check_order(
         return DlqReason.wrong_type("orderType")
     if type(ordered_at) is not str:
         return DlqReason.wrong_type("orderedDateTime")
-    if non_finite:
+    return TypedFields(order_id, location_id, cents, non_finite, order_type, ordered_at)
+
+
+def checked_values(
+    fields: TypedFields, kafka_timestamp_ms: int, rules: OrderRules, max_cents: int
+) -> ValidOrder | str:
+    """The valid order, or the first of its values the rules refuse."""
+    if fields.non_finite:
         return DlqReason.NON_FINITE_AMOUNT
-    if order_type not in ORDER_TYPES:
+    if fields.order_type not in ORDER_TYPES:
         return DlqReason.UNKNOWN_ORDER_TYPE
-    if cents < 0:
+    if fields.cents < 0:
         return DlqReason.NEGATIVE_AMOUNT
-    if cents > max_cents:
+    if fields.cents > max_cents:
         return DlqReason.AMOUNT_TOO_LARGE
-    event_us = event_time_us(ordered_at)
+    event_us = event_time_us(fields.ordered_at)
     if event_us is None:
         return DlqReason.UNPARSEABLE_TIMESTAMP
     if event_us > (kafka_timestamp_ms + rules.max_future_skew_s * 1000) * 1000:
         return DlqReason.EVENT_TIME_IN_FUTURE
     if event_us < (kafka_timestamp_ms - rules.max_past_age_s * 1000) * 1000:
         return DlqReason.EVENT_TIME_TOO_OLD
-    return ValidOrder(order_id, location_id, order_type, cents, event_us)
+    return ValidOrder(fields.order_id, fields.location_id, fields.order_type, fields.cents, event_us)
 
 
 @dataclass(frozen=True)

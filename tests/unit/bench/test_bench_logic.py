@@ -6,7 +6,7 @@ These never run the benchmark; they check the rules its report relies on with ha
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -100,7 +100,7 @@ def test_the_measured_window_starts_a_warm_up_after_the_first_append() -> None:
 
 def test_a_query_that_reads_kafka_itself_is_positioned_by_its_own_offsets() -> None:
     """The one-query engine's query has a Kafka source: its end offsets are what gold reflects."""
-    from bench.runner import revenue_positions
+    from bench.phases.live import revenue_positions
 
     event = {
         "name": "bench-live__revenue",
@@ -110,6 +110,24 @@ def test_a_query_that_reads_kafka_itself_is_positioned_by_its_own_offsets() -> N
         ],
     }
     assert revenue_positions([event]) == [(event, {"orders_live": {"0": 7}})]
+
+
+def test_a_live_batch_is_visible_at_its_gold_commit_and_other_topics_batches_are_skipped() -> None:
+    from bench.phases.live import visible_batches
+
+    def event(topic: str, offset: int) -> dict:
+        return {
+            "name": "bench-live__revenue",
+            "timestamp": "2026-11-26T07:00:00.000Z",
+            "durationMs": {"triggerExecution": 2000},
+            "sources": [{"description": f"KafkaV2[Subscribe[{topic}]]", "endOffset": {topic: {"0": offset}}}],
+        }
+
+    started_ms = int(datetime(2026, 11, 26, 7, tzinfo=UTC).timestamp() * 1000)
+    batches = visible_batches(
+        [event("orders_live", 7), event("orders", 9)], "orders_live", [started_ms + 1500]
+    )
+    assert batches == [stats.VisibleBatch({0: 7}, started_ms + 1500)]
 
 
 def test_highest_sustained_rate_and_ratio() -> None:
@@ -328,7 +346,7 @@ def test_stage_profile_sums_wall_and_task_time_per_call_site() -> None:
 
 
 def test_progress_lines_being_written_are_skipped(tmp_path: Path) -> None:
-    from bench.runner import read_events
+    from bench.spark_app import read_events
 
     (tmp_path / "events.jsonl").write_text('{"batchId": 0}\n{"batchId": 1}\n{"batchId": 2, "na')
     assert read_events(tmp_path) == [{"batchId": 0}, {"batchId": 1}]
@@ -351,7 +369,7 @@ def test_memory_peaks_are_per_group_and_of_the_simultaneous_sum() -> None:
 
 
 def test_window_heavy_stores_give_about_five_orders_per_store_type_and_window() -> None:
-    from bench.history import WINDOW_HEAVY_ORDERS_PER_WINDOW, window_heavy_stores
+    from bench.phases.history import WINDOW_HEAVY_ORDERS_PER_WINDOW, window_heavy_stores
 
     # 15 s windows over an hour: 240 windows x 2 order types per store.
     stores = window_heavy_stores(1_000_000, 15)
@@ -361,7 +379,7 @@ def test_window_heavy_stores_give_about_five_orders_per_store_type_and_window() 
 
 
 def test_phases_select_what_runs_and_live_selects_every_rate() -> None:
-    from bench.runner import BenchSettings, selected
+    from bench.run import BenchSettings, selected
 
     every = BenchSettings()
     assert all(selected(every, step) for step in ("replay", "history", "live_20000", "restart"))
@@ -386,3 +404,15 @@ def test_markdown_reports_the_window_heavy_replay_next_to_the_main_one() -> None
     assert "| window-heavy replay: stores / windows in gold / orders per window | 42 / 20,000 / 5.0 |" in text
     assert "| window-heavy replay: records/s excl. start (the main replay's) | 12,345 (100,000) |" in text
     assert "| window-heavy replay: gold equals the tally (windows, orders, cents) | True |" in text
+
+
+def test_command_line_options_override_the_variant_and_unknown_phases_are_named() -> None:
+    from bench.__main__ import QUICK, argument_parser, selected_phases, with_arguments
+
+    args = argument_parser().parse_args(["--quick", "--rates", "", "--orders", "500", "--no-airflow"])
+    settings = with_arguments(QUICK, args)
+    assert (settings.live_rates, settings.orders, settings.with_airflow) == ((), 500, False)
+    assert settings.live_seconds == QUICK.live_seconds
+    assert selected_phases(" replay , live ") == ("replay", "live")
+    with pytest.raises(ValueError, match=r"unknown phases \['bogus'\]"):
+        selected_phases("replay,bogus")

@@ -19,28 +19,24 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from bench.runner import (
-    BenchRun,
+from bench.consumers import ceiling_consumer, end_offsets, read_work_ceiling
+from bench.gold import gold_stats
+from bench.phases.replay import generate_and_produce
+from bench.run import BenchRun
+from bench.services import create_run_topics
+from bench.spark_app import (
     app_overrides,
-    ceiling_consumer,
-    create_topics,
     duration_profile,
-    end_offsets,
     epoch_ms,
-    generate_and_produce,
-    gold_stats,
     processing_seconds,
     read_events,
-    read_work_ceiling,
     start_driver,
 )
 from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
-from revenue_platform.paths import APP_CONFIG_PATH
-from spark_apps.contract.config import load_config
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import DeploymentNames, REVENUE_QUERY_ROLE, local_path
 
 SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze is the history
 HISTORY_DRIVER_CONF = {"spark.driver.maxResultSize": "256m"}
@@ -61,7 +57,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
     deployment = "bench-history"
     consumer = ceiling_consumer(run.bootstrap, "bench-history-ends")
     try:
-        ends = end_offsets(consumer, "orders")
+        ends = end_offsets(consumer, run.orders_topic)
     finally:
         consumer.close()
     history = {
@@ -70,7 +66,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
     }
     with run.phase("history") as record:
         overrides = {
-            **app_overrides(run, deployment, "orders", "available_now"),
+            **app_overrides(run, deployment, run.orders_topic, "available_now"),
             "history": json.dumps(history),
         }
         submitted, finished, code, folder = _run_to_end(run, "history", overrides, HISTORY_DRIVER_CONF)
@@ -108,7 +104,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
 def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
     deployment = "bench-day-windows"
     overrides = {
-        **app_overrides(run, deployment, "orders", "available_now"),
+        **app_overrides(run, deployment, run.orders_topic, "available_now"),
         "window.size": "1 day",
     }
     with run.phase("restart_first_run") as record:
@@ -131,7 +127,7 @@ def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
             )
         )
     )
-    produce(run.bootstrap, "orders", newer)
+    produce(run.bootstrap, run.orders_topic, newer)
     with run.phase("restart") as record:
         submitted, finished, code, folder = _run_to_end(run, "restart", overrides)
         record["exit_code"] = code
@@ -180,7 +176,7 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
     topic's (~5 orders per store x type x window instead of ~80): the app's per-window work (the
     driver's revenue state, gold's MERGE) must not dominate. Its own topic, its own tally."""
     deployment = "bench-window-heavy"
-    config = load_config(str(APP_CONFIG_PATH))
+    config = run.app_config
     orders = run.settings.window_heavy_orders
     stores = window_heavy_stores(orders, interval_seconds(config.window.size))
     settings = GeneratorSettings(
@@ -192,7 +188,7 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
         duplicate_every=run.settings.duplicate_every,
         bad_every=run.settings.bad_every,
     )
-    create_topics(run.bootstrap, [WINDOW_HEAVY_TOPIC])
+    create_run_topics(run, [WINDOW_HEAVY_TOPIC])
     generate_and_produce(run, settings, WINDOW_HEAVY_TOPIC, "window_heavy")
     tally = read_work_ceiling(
         run.bootstrap, WINDOW_HEAVY_TOPIC, WindowGeometry.from_config(config.window), config.order_rules()

@@ -1,0 +1,135 @@
+"""Bench phases of live traffic: the app runs on a processing-time trigger while orders are produced at
+a steady rate; each record's latency is from its Kafka append time to the gold commit that made its
+window visible (bench/stats.py), and the verdict says whether the app kept up."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import datagen, stats
+from bench.consumers import append_times
+from bench.gold import gold_commit_times_ms
+from bench.memory import return_freed_memory
+from bench.run import BenchRun
+from bench.services import create_run_topics
+from bench.spark_app import (
+    app_overrides,
+    duration_profile,
+    epoch_ms,
+    read_events,
+    start_driver,
+    stop_driver,
+    wait_ready,
+)
+from bench.spark_profile import event_log_profile
+from spark_apps.contract.naming import DeploymentNames, REVENUE_QUERY_ROLE, local_path, query_role
+
+
+def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
+    """Each revenue progress event with the Kafka offsets reflected in gold after it.
+
+    The same rule as the app's publisher: the query reads Kafka and commits gold in each batch, so its
+    own end offsets are its position.
+    """
+    from spark_apps.engine.observability import summarize_progress
+
+    return [
+        (event, summarize_progress(event, {})["end_offsets"])
+        for event in events
+        if query_role(event["name"]) == REVENUE_QUERY_ROLE
+    ]
+
+
+def processed_offsets(events: list[dict[str, Any]]) -> int:
+    """Kafka records reflected in gold: the revenue query's position, summed over partitions."""
+    positions = revenue_positions(events)
+    if not positions:
+        return 0
+    return sum(o for parts in positions[-1][1].values() for o in parts.values())
+
+
+def drain(folder: Path, produced: int, trigger_s: int) -> bool:
+    """Wait (bounded) until the revenue query processed all `produced` records; whether it did."""
+    deadline = time.monotonic() + max(60.0, 6 * trigger_s)
+    while time.monotonic() < deadline:
+        if processed_offsets(read_events(folder)) >= produced:
+            break
+        time.sleep(1)
+    return processed_offsets(read_events(folder)) >= produced
+
+
+def visible_batches(
+    events: list[dict[str, Any]], topic: str, commits_ms: list[int]
+) -> list[stats.VisibleBatch]:
+    """Each revenue batch that read `topic`: the offsets it reached and when gold made them visible."""
+    batches = []
+    for event, offsets in revenue_positions(events):
+        if topic not in offsets:
+            continue
+        started = epoch_ms(event["timestamp"])
+        finished = started + int(event["durationMs"]["triggerExecution"])
+        batches.append(
+            stats.VisibleBatch(
+                {int(p): int(o) for p, o in offsets[topic].items()},
+                stats.gold_visible_at_ms(started, finished, commits_ms),
+            )
+        )
+    return batches
+
+
+def phase_live(run: BenchRun, rate: int) -> None:
+    deployment = f"bench-live-{rate}"
+    topic = f"orders_live_{rate}"
+    names = DeploymentNames(run.lake_root, deployment)
+    trigger_s = run.settings.trigger_interval_s
+    with run.phase(f"live_{rate}") as record:
+        create_run_topics(run, [topic])
+        overrides = app_overrides(run, deployment, topic, "processing_time")
+        process, folder = start_driver(run, f"live_{rate}", overrides)
+        status_file = local_path(names.driver_status_file)
+        try:
+            record["ready_after_s"] = wait_ready(status_file, process)
+            stamper = datagen.LiveOrderStamper(run.settings.seed, run.settings.stores)
+            warmup_s = run.settings.live_warmup_seconds
+            record["producer"] = datagen.produce_paced(
+                run.bootstrap, topic, rate, warmup_s + run.settings.live_seconds, stamper
+            )
+            record["drained"] = drain(folder, record["producer"]["records"], trigger_s)
+        finally:
+            stop_driver(run, process, status_file)
+        batches = visible_batches(read_events(folder), topic, gold_commit_times_ms(run.lake_root, deployment))
+        appended, firsts = append_times(run.bootstrap, topic)
+        all_pairs, invisible = stats.record_latencies_ms(appended, firsts, batches)
+        pairs = stats.after_warmup(all_pairs, warmup_s)
+        summary = stats.latency_summary([latency / 1000 for _, latency in pairs])
+        first_q, last_q = stats.quarter_medians_s(pairs)
+        verdict = stats.judge_sustained(
+            rate,
+            record["producer"]["achieved_per_s"],
+            invisible,
+            first_q,
+            last_q,
+            trigger_s,
+            record["drained"],
+        )
+        record.update(
+            {
+                "target_per_s": rate,
+                "trigger_interval_s": trigger_s,
+                "latency": summary,
+                "warmup_s": warmup_s,
+                "latency_from_cold_start": stats.latency_summary([lat / 1000 for _, lat in all_pairs]),
+                "invisible_records": invisible,
+                "first_quarter_p50_s": first_q,
+                "last_quarter_p50_s": last_q,
+                "sustained": verdict.sustained,
+                "verdict": verdict.reason,
+                "profile_ms": duration_profile(read_events(folder)),
+                "stage_profile": event_log_profile(folder),
+                "batches": len(batches),
+            }
+        )
+        del appended, all_pairs, pairs
+        return_freed_memory()

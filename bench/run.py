@@ -1,0 +1,128 @@
+"""What one benchmark run is: its settings, the phases it may select, and what it records as it goes.
+
+`BenchSettings` is what `python -m bench` was asked for; `BenchRun` is the run in progress: where its
+broker, lake and files are, every Spark process it started (so an interrupted run stops them), the
+memory sampler, and the results document each phase adds to (`BenchRun.phase`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from bench.memory import RssSampler
+from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
+from spark_apps.contract.config import StreamingAppConfig, load_config
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    orders: int = 2_000_000
+    stores: int = 50
+    seed: int = 42
+    bad_every: int = 1000
+    duplicate_every: int = 200
+    chunk_orders: int = 50_000
+    workers: int = 2
+    window_heavy_orders: int = 1_000_000
+    """Orders of the window-heavy replay (bench.phases.history.phase_window_heavy)."""
+    phases: tuple[str, ...] = ()
+    """The phases to run among OPTIONAL_PHASES (empty: all of them); the broker, the topic's
+    production and its raw read always run. `history` reads the `replay` phase's bronze."""
+    live_rates: tuple[int, ...] = (5_000, 20_000, 50_000)
+    live_seconds: float = 60.0
+    live_warmup_seconds: float = 30.0
+    """Each live phase first produces at its rate for this long (a fresh app JIT-compiles and warms up
+    meanwhile); latency is measured over the `live_seconds` after it. The whole run's latency,
+    from the cold start, is reported too (`latency_from_cold_start`)."""
+    trigger_interval_s: int = 2
+    kafka_port: int = 23092
+    controller_port: int = 23093
+    airflow_port: int = 23080
+    with_airflow: bool = True
+    """Run `airflow standalone` (port 23080, DAG schedules off) through all phases, so its memory counts."""
+    state_dir: Path = REPO_ROOT / ".local" / "bench"
+    results_dir: Path = REPO_ROOT / "bench" / "results"
+    label: str = "full"
+
+
+OPTIONAL_PHASES = (
+    "work_ceiling",
+    "replay",
+    "history",
+    "window_heavy",
+    "reprocess",
+    "quality",
+    "dag_parse",
+    "live",
+    "restart",
+)
+
+
+def selected(settings: BenchSettings, step: str) -> bool:
+    """Whether the run includes `step` (a live phase is selected by `live`)."""
+    name = "live" if step.startswith("live_") else step
+    return not settings.phases or name in settings.phases
+
+
+@dataclass
+class BenchRun:
+    settings: BenchSettings
+    stamp: str
+    sampler: RssSampler = field(default_factory=RssSampler)
+    results: dict[str, Any] = field(default_factory=dict)
+    log: Callable[[str], None] = print
+    spark_processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    """Every spark-submit started, so an interrupted run stops them too."""
+
+    def save_partial(self) -> None:
+        """Results so far, after every phase: an interrupted run still leaves its numbers."""
+        document = {**self.results, "memory_samples": len(self.sampler.samples)}
+        (self.work_dir / "partial.json").write_text(json.dumps(document, indent=2, default=str))
+
+    @cached_property
+    def app_config(self) -> StreamingAppConfig:
+        """The app's shipped config (include/config/streaming_app.yaml), which the phases override."""
+        return load_config(str(APP_CONFIG_PATH))
+
+    @property
+    def orders_topic(self) -> str:
+        """The app's orders topic: the one the replay reads, and the one the bench's own topics mirror."""
+        return self.app_config.kafka.orders_topic
+
+    @property
+    def bootstrap(self) -> str:
+        return f"localhost:{self.settings.kafka_port}"
+
+    @property
+    def lake_root(self) -> str:
+        return str(self.settings.state_dir / "lake")
+
+    @property
+    def work_dir(self) -> Path:
+        return self.settings.state_dir / "runs" / self.stamp
+
+    @contextmanager
+    def phase(self, name: str) -> Generator[dict[str, Any], None, None]:
+        """Label memory samples with `name`; record wall time and load average around it."""
+        record: dict[str, Any] = {"load_before": list(os.getloadavg())}
+        self.sampler.phase = name
+        self.log(f"[bench] phase {name} ...")
+        started = time.monotonic()
+        try:
+            yield record
+        finally:
+            record["wall_s"] = time.monotonic() - started
+            record["load_after"] = list(os.getloadavg())
+            self.results.setdefault("phases", {})[name] = record
+            self.save_partial()
+            self.log(f"[bench] phase {name} took {record['wall_s']:.1f}s")
+            self.sampler.phase = "between"
