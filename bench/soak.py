@@ -47,7 +47,7 @@ from revenue_platform.orders_generator import produce as produce_records
 from revenue_platform.paths import state_dir
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import load_config
-from spark_apps.contract.naming import DeploymentNames, INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, local_path
+from spark_apps.contract.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 WINDOW_SECONDS = 15
 # The one-machine cluster has three brokers: the spec's environment for a cluster.

@@ -3,9 +3,9 @@
 The raw read ceiling says how fast the broker hands out the records; this says how fast one Python
 process does what the app must do with them: parse each value as JSON with exact decimals, run the
 validator's required-field checks (see ``DlqReason`` and ``parse_and_validate_orders`` in
-spark_apps/validation/orders.py, ``OrderRules`` in spark_apps/contract/records.py), keep the first copy of each
-orderId, and sum integer cents per (location, order type, event-time window). Nothing here touches
-Kafka or the clock, so the rules are unit-tested; bench/consumers.py feeds it from a consumer.
+spark_apps/validation/orders.py, ``OrderRules`` in spark_apps/contract/records.py), keep the first
+copy of each orderId, and sum integer cents per (location, order type, event-time window). Nothing
+here touches Kafka or the clock, so the rules are unit-tested; bench/consumers.py feeds it from a consumer.
 
 Comparable work, not a second validator. Where it differs from the app (none of these occur in the
 benchmark's generated data): orderLineItems are not type-checked; a JSON number with an exponent
@@ -28,7 +28,7 @@ from typing import Any, Final, NamedTuple
 
 from spark_apps.contract.config import WindowConfig
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.records import DlqReason, ORDER_TYPES, OrderRules, REQUIRED_ORDER_FIELDS
+from spark_apps.contract.records import ORDER_TYPES, REQUIRED_ORDER_FIELDS, DlqReason, OrderRules
 
 # One decoder for all records: json.loads(..., parse_float=...) would build a new one per call.
 _decode_json = json.JSONDecoder(parse_float=Decimal).decode

@@ -36,7 +36,7 @@ from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.naming import DeploymentNames, REVENUE_QUERY_ROLE, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze is the history
 HISTORY_DRIVER_CONF = {"spark.driver.maxResultSize": "256m"}

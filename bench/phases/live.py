@@ -24,7 +24,7 @@ from bench.spark_app import (
     wait_ready,
 )
 from bench.spark_profile import event_log_profile
-from spark_apps.contract.naming import DeploymentNames, REVENUE_QUERY_ROLE, local_path, query_role
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path, query_role
 
 
 def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
