@@ -13,7 +13,7 @@ JVM_STAMP   := .jvm/.fetched
 PYTEST_ARGS ?=
 # The import map of docs/architecture.md, as tests (run by `make lint`): the layers of the project,
 # spark_apps' own floors, and its contract package importing without pyspark.
-IMPORT_CONTRACTS := tests/unit/test_import_contracts.py tests/unit/spark_apps/test_package_layers.py \
+IMPORT_CONTRACTS := tests/unit/project/test_import_contracts.py tests/unit/spark_apps/test_package_layers.py \
 	tests/unit/spark_apps/contract/test_contract_without_pyspark.py
 # The project's code on sys.path for every Python that make starts (the venv's .pth file
 # does the same for Pythons started outside make, e.g. by Airflow or spark-submit).

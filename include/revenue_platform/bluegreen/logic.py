@@ -1,7 +1,7 @@
 """Pure decisions of a blue-green replay: green's config, its history, catch-up, the window diff, the gate.
 
 Nothing here touches Kafka, Spark, Delta or Airflow, so every rule that decides whether a
-new version may go live is unit-tested on plain values (tests/unit/bluegreen/). The
+new version may go live is unit-tested on plain values (tests/unit/revenue_platform/bluegreen/). The
 orchestration module feeds these functions with what it read from the registry, the
 progress files and the gold tables.
 """

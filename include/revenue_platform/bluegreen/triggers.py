@@ -8,7 +8,7 @@ version and config come from the registry row the release wrote. A run either *p
 (switch live when every gate passes) or *reproduces* live (a periodic rebuild that only proves the
 live numbers can be recomputed from the earliest offsets, then retires the replica).
 
-Pure rules only (no Airflow, Kafka or Delta), unit-tested in tests/unit/bluegreen/.
+Pure rules only (no Airflow, Kafka or Delta), unit-tested in tests/unit/revenue_platform/bluegreen/.
 """
 
 from __future__ import annotations

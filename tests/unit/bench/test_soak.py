@@ -12,7 +12,7 @@ from deltalake import write_deltalake
 
 from bench.soak import cents_off, gold, progress
 from revenue_platform.gold_table import gold_arrow_schema
-from spark_apps.contract.naming import DeploymentNames, INGEST_QUERY_ROLE, local_path
+from spark_apps.contract.naming import INGEST_QUERY_ROLE, DeploymentNames, local_path
 
 
 def test_progress_reads_each_query_s_progress_file_by_its_name(tmp_path: Path) -> None:

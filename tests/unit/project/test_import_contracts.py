@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 # Where each first-party top-level package lives, and the layer it belongs to.
 SOURCES: dict[str, Path] = {
     "dags": REPO_ROOT / "dags",
