@@ -16,6 +16,7 @@ from bench.run import BenchRun
 from revenue_platform import processes
 from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
+from spark_apps.contract.naming import query_role
 
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
 
@@ -134,7 +135,7 @@ def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per query: Spark's durationMs parts summed over all batches (where a query's time goes)."""
     profile: dict[str, dict[str, int]] = {}
     for event in events:
-        parts = profile.setdefault(event["name"].split("__")[-1], {})
+        parts = profile.setdefault(query_role(event["name"]), {})
         for part, millis in (event.get("durationMs") or {}).items():
             parts[part] = parts.get(part, 0) + int(millis)
         parts["batches"] = parts.get("batches", 0) + 1

@@ -36,7 +36,13 @@ from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import (
+    HISTORY_QUERY_ROLE,
+    REVENUE_QUERY_ROLE,
+    DeploymentNames,
+    local_path,
+    query_role,
+)
 
 SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze is the history
 HISTORY_DRIVER_CONF = {"spark.driver.maxResultSize": "256m"}
@@ -75,7 +81,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
             record["error"] = processes.tail(folder / "driver.log", 30)
             return
         events = read_events(folder)
-        history_events = [e for e in events if e["name"].endswith("__history")]
+        history_events = [e for e in events if query_role(e["name"]) == HISTORY_QUERY_ROLE]
         processing_s = processing_seconds(history_events)
         records = sum(int(e["numInputRows"]) for e in history_events)
         gold = gold_stats(run.lake_root, deployment)

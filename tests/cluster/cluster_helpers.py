@@ -20,6 +20,7 @@ from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import StreamingAppConfig
+from spark_apps.contract.naming import local_path
 from tests.kafka_helpers import APP_TOPIC_FIELDS, COMPACTED_APP_TOPICS, app_topic_overrides
 
 Gold = dict[tuple[str, str, datetime], tuple[int, Decimal]]
@@ -67,7 +68,7 @@ def stop_app(app: subprocess.Popen[bytes], config: StreamingAppConfig, timeout_s
     """Graceful stop (SIGTERM to the Python driver: the batch in flight commits first), then the
     group is killed."""
     if app.poll() is None:
-        status_file = Path(config.names.driver_status_file.removeprefix("file:"))
+        status_file = Path(local_path(config.names.driver_status_file))
         python_pid = None
         with contextlib.suppress(OSError, ValueError, KeyError):
             python_pid = int(json.loads(status_file.read_text())["pid"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,3 +76,36 @@ def test_the_forms_params_are_the_models_fields() -> None:
     assert "title" not in params["version"].schema  # the form labels a field with its name, as the docs do
     defaults = {name: param.value for name, param in params.items()}
     assert ReplayRequest.from_params(defaults) == ReplayRequest()
+
+
+def _documented_defaults() -> dict[str, str]:
+    """`param -> default` of the trigger-form table in docs/blue-green.md, as written there."""
+    doc = Path(__file__).resolve().parents[4] / "docs" / "blue-green.md"
+    table = doc.read_text().split("## Trigger form (`blue_green_replay`)", 1)[1].split("\n\n", 2)[1]
+    documented: dict[str, str] = {}
+    for row in table.splitlines()[2:]:
+        names, default = (cell.strip() for cell in row.split("|")[1:3])
+        for name, value in zip(names.split(" / "), default.split(" / "), strict=True):
+            documented[name.strip("`")] = value.strip("`").strip('"')
+    return documented
+
+
+def test_the_docs_state_the_form_s_defaults_as_the_model_does() -> None:
+    """The docs' table of the form is a copy for readers: it must say what ReplayRequest says."""
+
+    def written(value: Any) -> str:
+        if value is None:
+            return "empty"
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, dict):
+            return "{}" if not value else str(value)
+        return str(value)
+
+    form_fields = {name for name in ReplayRequest.model_fields if name != "trigger"}
+    documented = _documented_defaults()
+    assert set(documented) == form_fields
+    assert {
+        name: written(ReplayRequest.model_fields[name].get_default(call_default_factory=True))
+        for name in form_fields
+    } == documented

@@ -30,7 +30,7 @@ import scala.Tuple2;
 /**
  * The streaming app's dedupe, kept in Spark's state store (RocksDB, checkpointed with the query).
  *
- * <p>The rule ({@code spark_apps.contract.DEDUPE_RULE}, also applied by the reprocess job and the
+ * <p>The rule ({@code spark_apps.contract.records.DEDUPE_RULE}, also applied by the reprocess job and the
  * quality suite): a valid copy of an order is a <em>repeat</em> when the copy of the same
  * {@code order_id} that arrived just before it (arrival order: the micro-batch, then Kafka
  * timestamp, partition, offset) has a Kafka timestamp at most the horizon before its own. Every
@@ -60,7 +60,7 @@ import scala.Tuple2;
  * <p>Spark drops rows behind the watermark before an event-time operator only when its input
  * carries the watermark's column, and no row may be dropped here (bronze keeps every record): the
  * caller defines the watermark on a copy of the Kafka timestamp and drops that copy before this
- * operator ({@code spark_apps.dedupe.with_repeats}).
+ * operator ({@code spark_apps.revenue.dedupe.with_repeats}).
  */
 public final class OrderRepeats
         extends StatefulProcessorWithInitialState<Long, Row, Row, Row> {

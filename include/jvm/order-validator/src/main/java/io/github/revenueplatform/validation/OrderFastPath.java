@@ -1,5 +1,5 @@
 /*
- * The JVM fast path of spark_apps.transformations.parse_and_validate_orders.
+ * The JVM fast path of spark_apps.validation.orders.parse_and_validate_orders.
  *
  * One streaming Jackson pass over a Kafka order value that returns the typed order ONLY when
  * the record is certainly structurally valid under the exact (variant-based) validator, i.e.
@@ -44,7 +44,7 @@ import org.apache.spark.sql.api.java.UDF1;
  * {@code UDF1<byte[], Row>}: Kafka value bytes to the typed order struct, or null (fall back).
  *
  * <p>The struct's fields, in this order (the Python side declares the same type,
- * {@code spark_apps.schemas.ORDER_FAST_PATH_SCHEMA}): order_id bigint, location_id string,
+ * {@code spark_apps.validation.schemas.ORDER_FAST_PATH_SCHEMA}): order_id bigint, location_id string,
  * final_amount decimal(18,2), order_type string,
  * order_line_items array&lt;struct&lt;item string, count int, amount decimal(18,2)&gt;&gt;,
  * ordered_at_text string.

@@ -1,7 +1,7 @@
 /*
  * Whether a text is exactly one JSON value: the exact validator's check for trailing content.
  *
- * spark_apps.transformations' exact path parses with try_parse_json, which stops after the first
+ * spark_apps.validation.orders' exact path parses with try_parse_json, which stops after the first
  * value: `{...} }`, `{...}{"x":1}` and `{...}<vertical tab>` parsed as the order alone. This reads
  * the text with the same default Jackson JsonFactory (see OrderFastPath), skips the root value and
  * asks for one more token: end of input (JSON whitespace only) is one value; any further token or
