@@ -131,6 +131,21 @@ def processing_seconds(events: list[dict[str, Any]]) -> float:
     return last_end - first_start
 
 
+def throughput(
+    records: int, events: list[dict[str, Any]], submitted: float, finished: float
+) -> dict[str, float]:
+    """A run's processing time (`processing_seconds`), its wall time from submit, and its records/s
+    excluding and including its JVM and session start: the figures every replay phase reports."""
+    processing_s = processing_seconds(events)
+    wall_s = finished - submitted
+    return {
+        "processing_s": processing_s,
+        "wall_incl_start_s": wall_s,
+        "records_per_s_excl_start": records / processing_s,
+        "records_per_s_incl_start": records / wall_s,
+    }
+
+
 def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per query: Spark's durationMs parts summed over all batches (where a query's time goes)."""
     profile: dict[str, dict[str, int]] = {}

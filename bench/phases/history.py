@@ -28,9 +28,9 @@ from bench.spark_app import (
     app_overrides,
     duration_profile,
     epoch_ms,
-    processing_seconds,
     read_events,
     start_driver,
+    throughput,
 )
 from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
@@ -82,7 +82,6 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
             return
         events = read_events(folder)
         history_events = [e for e in events if query_role(e["name"]) == HISTORY_QUERY_ROLE]
-        processing_s = processing_seconds(history_events)
         records = sum(int(e["numInputRows"]) for e in history_events)
         gold = gold_stats(run.lake_root, deployment)
         source = gold_stats(run.lake_root, SOURCE_DEPLOYMENT)
@@ -92,10 +91,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
                 "history_batches": len(history_events),
                 "largest_batch_records": max(int(e["numInputRows"]) for e in history_events),
                 "driver_conf": HISTORY_DRIVER_CONF,
-                "processing_s": processing_s,
-                "wall_incl_start_s": finished - submitted,
-                "records_per_s_excl_start": records / processing_s,
-                "records_per_s_incl_start": records / (finished - submitted),
+                **throughput(records, history_events, submitted, finished),
                 "profile_ms": duration_profile(events),
                 "gold": gold,
                 "gold_equals_the_replayed_deployment": {
@@ -207,7 +203,6 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
             record["error"] = processes.tail(folder / "driver.log", 30)
             return
         events = [e for e in read_events(folder) if int(e["numInputRows"]) > 0]
-        processing_s = processing_seconds(events)
         records = sum(int(e["numInputRows"]) for e in events)
         gold = gold_stats(run.lake_root, deployment)
         record.update(
@@ -215,10 +210,7 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
                 "records": records,
                 "batches": len(events),
                 "largest_batch_records": max(int(e["numInputRows"]) for e in events),
-                "processing_s": processing_s,
-                "wall_incl_start_s": finished - submitted,
-                "records_per_s_excl_start": records / processing_s,
-                "records_per_s_incl_start": records / (finished - submitted),
+                **throughput(records, events, submitted, finished),
                 "orders_per_window": gold["orders_counted"] / gold["rows"] if gold["rows"] else None,
                 "profile_ms": duration_profile(events),
                 "gold": gold,

@@ -18,10 +18,10 @@ from bench.spark_app import (
     app_overrides,
     duration_profile,
     event_log_conf,
-    processing_seconds,
     read_events,
     set_args,
     start_driver,
+    throughput,
 )
 from bench.spark_profile import event_log_profile
 from bench.work_ceiling import WindowGeometry
@@ -102,7 +102,6 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
             return
         events = read_events(folder)
         timings = json.loads((folder / "timings.json").read_text())
-        processing_s = processing_seconds(events)
         rows = {
             f"__{role}": sum(e["numInputRows"] for e in events if query_role(e["name"]) == role)
             for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE)
@@ -113,10 +112,7 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
                 "records": records,
                 "input_rows": rows,
                 "jvm_and_session_start_s": timings["session_ready"] - submitted,
-                "processing_s": processing_s,
-                "wall_incl_start_s": finished - submitted,
-                "records_per_s_excl_start": records / processing_s,
-                "records_per_s_incl_start": records / (finished - submitted),
+                **throughput(records, events, submitted, finished),
                 "max_offsets_per_trigger": run.app_config.kafka.max_offsets_per_trigger,
                 "profile_ms": duration_profile(events),
                 "stage_profile": event_log_profile(folder),

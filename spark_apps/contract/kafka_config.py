@@ -169,14 +169,7 @@ class KafkaConfig(StrictModel):
     def _starting_offsets(cls, value: str) -> str:
         return validate_starting_offsets(value)
 
-    @field_validator(
-        "orders_topic",
-        "stores_topic",
-        "dlq_topic",
-        "general_orders_topic",
-        "restaurant_orders_topic",
-        "revenue_topic",
-    )
+    @field_validator(*INPUT_TOPIC_FIELDS, *OUTPUT_TOPIC_FIELDS)
     @classmethod
     def _topic(cls, value: str) -> str:
         return validate_topic_name(value)
