@@ -19,7 +19,10 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
+from revenue_platform.errors import ConfigError
 from revenue_platform.forms import MAX_LIST_ITEMS, SUPERVISE_BOUNDS, bounded_param
+from revenue_platform.kafka_connection import KafkaConnectionConfigError
+from revenue_platform.streaming.supervisor import GaveUpError
 from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
@@ -33,8 +36,14 @@ from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
     doc_md=__doc__,
     tags=["streaming", "deployment", "supervision"],
     default_args={
-        # The next pass is a minute away; a retry would only overlap with it.
-        **platform_default_args(retries=0),
+        # One quick retry: a pass that dies before its code runs (its worker's calls to Airflow's API time
+        # out while a freshly started SQLite stack is busy, seen in CI) would otherwise leave a red run.
+        # Passes are idempotent and max_active_runs=1 keeps the retry from overlapping the next pass.
+        # Giving up on a deployment or a bad form fails at once: a retry would repeat it.
+        **platform_default_args(
+            timedelta(seconds=10),
+            non_retryable=(GaveUpError, ConfigError, KafkaConnectionConfigError),
+        ),
         "execution_timeout": timedelta(minutes=25),
     },
     params={

@@ -271,3 +271,19 @@ def test_an_app_that_fails_at_start_is_reported_failed_and_not_restarted_forever
     assert xcom(run, "supervise")["deployments"][0]["action"] == "gave_up"
     assert sum(1 for event in registry.events(deployment_id) if event.kind == "launched") == launches == 2
     assert spark_drivers(lake) == []
+
+
+def test_a_pass_that_dies_is_retried_once_but_giving_up_or_a_bad_form_is_not(dags: dict[str, Any]) -> None:
+    import httpx
+    from airflow.sdk import RetryAction
+
+    from revenue_platform.errors import ConfigError
+    from revenue_platform.streaming.supervisor import GaveUpError
+
+    [task] = dags["supervise_streaming_apps"].tasks
+    assert task.retries == 1
+    assert task.retry_delay == timedelta(seconds=10), "well inside the one-minute cadence"
+    for final in (GaveUpError("gave up on: x"), ConfigError("max_restarts: too large")):
+        assert task.retry_policy.evaluate(final, 1, 2).action == RetryAction.FAIL, final
+    # What killed a pass on a freshly started stack: the worker's call to Airflow's API timed out.
+    assert task.retry_policy.evaluate(httpx.ReadTimeout("timed out"), 1, 2).action == RetryAction.DEFAULT
