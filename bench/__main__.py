@@ -74,6 +74,10 @@ def argument_parser() -> argparse.ArgumentParser:
         "broker, production and the raw read always run; history needs replay)",
     )
     parser.add_argument("--window-heavy-orders", type=int, help="orders of the window-heavy replay")
+    parser.add_argument(
+        "--dedupe-horizon",
+        help="the apps' dedupe.horizon, e.g. '2 seconds' (default: the shipped config's); see BenchSettings",
+    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
 
@@ -104,6 +108,8 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
         settings = replace(settings, seed=args.seed)
     if args.window_heavy_orders:
         settings = replace(settings, window_heavy_orders=args.window_heavy_orders)
+    if args.dedupe_horizon:
+        settings = replace(settings, dedupe_horizon=args.dedupe_horizon)
     return settings
 
 

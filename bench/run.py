@@ -44,6 +44,10 @@ class BenchSettings:
     meanwhile); latency is measured over the `live_seconds` after it. The whole run's latency,
     from the cold start, is reported too (`latency_from_cold_start`)."""
     trigger_interval_s: int = 2
+    dedupe_horizon: str | None = None
+    """The apps' `dedupe.horizon` (None: the shipped config's). The generator's 20M records reach the broker
+    within a minute, so with an hour's horizon every id of the history is in one horizon: a horizon of a
+    second or two scales a month of real history (many horizons) down to the bench's."""
     kafka_port: int = 23092
     controller_port: int = 23093
     airflow_port: int = 23080

@@ -22,6 +22,7 @@ DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
 
 
 def app_overrides(run: BenchRun, deployment_id: str, orders_topic: str, mode: str) -> dict[str, str]:
+    horizon = run.settings.dedupe_horizon
     return {
         "deployment_id": deployment_id,
         "lake_root": run.lake_root,
@@ -29,6 +30,7 @@ def app_overrides(run: BenchRun, deployment_id: str, orders_topic: str, mode: st
         "kafka.orders_topic": orders_topic,
         "trigger.mode": mode,
         "trigger.interval": f"{run.settings.trigger_interval_s} seconds",
+        **({"dedupe.horizon": horizon} if horizon else {}),
     }
 
 

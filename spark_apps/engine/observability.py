@@ -206,8 +206,6 @@ class ProgressPublisher(StreamingQueryListener):
         summary["max_offsets_behind_latest"] = offsets_behind_latest(
             summary["end_offsets"], _latest_offsets(progress)
         )
-        # The newest batch gold reflects, under the name the file has always given it.
-        summary["ingest_batch_read"] = summary["batch_id"]
         if self.batch_facts is not None:
             facts = self.batch_facts(int(progress["batchId"]))
             if facts.get("watermark") is not None:

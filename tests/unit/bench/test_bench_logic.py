@@ -416,3 +416,15 @@ def test_command_line_options_override_the_variant_and_unknown_phases_are_named(
     assert selected_phases(" replay , live ") == ("replay", "live")
     with pytest.raises(ValueError, match=r"unknown phases \['bogus'\]"):
         selected_phases("replay,bogus")
+
+
+def test_a_dedupe_horizon_reaches_every_app_the_bench_starts() -> None:
+    from bench.__main__ import QUICK, argument_parser, with_arguments
+    from bench.run import BenchRun
+    from bench.spark_app import app_overrides
+
+    shipped = BenchRun(QUICK, "stamp")
+    assert "dedupe.horizon" not in app_overrides(shipped, "d", "orders", "available_now")
+    args = argument_parser().parse_args(["--quick", "--dedupe-horizon", "2 seconds"])
+    scaled = BenchRun(with_arguments(QUICK, args), "stamp")
+    assert app_overrides(scaled, "d", "orders", "available_now")["dedupe.horizon"] == "2 seconds"

@@ -86,7 +86,7 @@ def test_a_batch_publishes_and_commits_its_own_end_offsets_with_the_lag_it_saw(t
     document = published(tmp_path)
     assert document["end_offsets"] == {"orders": {"0": 180, "1": 90}}
     assert document["max_offsets_behind_latest"] == 20
-    assert (document["batch_id"], document["ingest_batch_read"]) == (7, 7)
+    assert document["batch_id"] == 7
     assert (document["history_pending"], document["caught_up_at"]) == (False, None)
     assert listener.commits == [{"orders": {"0": 180, "1": 90}}]
 
@@ -141,7 +141,6 @@ def test_a_restarted_app_with_nothing_to_read_publishes_on_its_last_progress(tmp
             {
                 "query_name": QUERY,
                 "batch_id": 41,
-                "ingest_batch_read": 41,
                 "watermark": "2026-11-22T09:41:00.000Z",
                 "end_offsets": {"orders": {"0": 180}},
                 "max_offsets_behind_latest": 12,
@@ -157,7 +156,6 @@ def test_a_restarted_app_with_nothing_to_read_publishes_on_its_last_progress(tmp
     document = published(tmp_path)
     assert (document["batch_id"], document["watermark"]) == (41, "2026-11-22T09:41:00.000Z")
     assert document["end_offsets"] == {"orders": {"0": 180}}
-    assert document["ingest_batch_read"] == 41
     assert document["max_offsets_behind_latest"] == 0
     assert document["caught_up_at"] == at(10).isoformat()
     assert listener.commits == []
