@@ -263,6 +263,13 @@ def run(
         loop.stop_queries(session)
         _restore_conf(session, merge_conf_before)
         loop.write_status(running=False)
+        if spark is None:
+            # The app owns its session: stop it here, in order, rather than leave it to the JVM's
+            # shutdown hooks, which close the RocksDB state stores while their maintenance may still
+            # run. That is the suspect of a driver holding 20M order ids dying of std::bad_alloc at
+            # exit after its last batch had committed (docs/performance.md, stop 24).
+            session.stop()
+            LOG.info("Spark session stopped")
     loop.raise_outcome(fence)
 
 
