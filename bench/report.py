@@ -185,8 +185,8 @@ def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
         f"{history.get('gold_equals_the_replayed_deployment', '')} |",
         f"| restart with 1-day windows over {_fmt(restart.get('history_orders'))} orders: submit to first "
         f"batch committed (s) | {_fmt(restart.get('submit_to_first_batch_committed_s'), 1)} |",
-        f"| restart: first batch (ms) / its state step incl. the resume (ms) | "
-        f"{_fmt(restart.get('first_batch_ms'))} / {_fmt(restart.get('first_batch_state_step_ms'))} |",
+        f"| restart: first batch (ms) / its resume step (ms) | "
+        f"{_fmt(restart.get('first_batch_ms'))} / {_fmt(restart.get('first_batch_resume_step_ms'))} |",
         f"| window-heavy replay: records (batches, largest) | {_fmt(heavy.get('records'))} "
         f"({_fmt(heavy.get('batches'))}, {_fmt(heavy.get('largest_batch_records'))}) |",
         f"| window-heavy replay: stores / windows in gold / orders per window | "

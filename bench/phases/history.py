@@ -155,7 +155,7 @@ def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
                 "window_size": "1 day",
                 "submit_to_first_batch_committed_s": first_end - submitted,
                 "first_batch_ms": first["durationMs"]["triggerExecution"],
-                "first_batch_state_step_ms": (progress.get("batch_steps_ms") or {}).get("state"),
+                "first_batch_resume_step_ms": (progress.get("batch_steps_ms") or {}).get("resume"),
                 "resume_log": resumed[-1][-300:] if resumed else None,
                 "first_batch_at": datetime.fromtimestamp(first_end).isoformat(),
             }

@@ -6,8 +6,9 @@ pipeline stages, each with its own trigger and batch; live latency was about fou
 (docs/performance.md, stop 16). Here a record waits for one. Per-order state (which copies are
 repeats, `spark_apps.revenue.dedupe`) lives in Spark's state store, before the batch reaches foreachBatch;
 revenue state (the watermark and the open windows' totals, O(windows)) lives in the driver
-(`spark_apps.revenue.state`). One job validates the batch, dedupes it and collects its valid orders'
-window fields (a cache keeps the rows for the writes), then three writes run side by side: bronze,
+(`spark_apps.revenue.state`). One job validates the batch, dedupes it and counts it on the executors
+(`spark_apps.revenue.counting`: the driver receives the changed windows' totals, never an order; a
+cache keeps the rows for the writes), then three writes run side by side: bronze,
 the Kafka side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred
 window rows is made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's
 filesystem, and by Spark's Delta otherwise (~10 small jobs; docs/performance.md, stop 19).
@@ -51,8 +52,8 @@ from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError
 from spark_apps.contract.records import MONEY_SCALE, REVENUE_PRECISION, STORE_ADDRESS_COLUMNS
 from spark_apps.engine.observability import BatchCounters
 from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
-from spark_apps.revenue.dedupe import REPEAT_COLUMN
-from spark_apps.revenue.state import BATCH_COLUMNS, MICROS_PER_SECOND, RevenueState, WindowSpec
+from spark_apps.revenue.counting import count_batch, not_counted
+from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue.stores import enrich_with_stores
 from spark_apps.storage.bronze import append_bronze_idempotent, bronze_rows
 from spark_apps.storage.gold import merge_gold
@@ -87,20 +88,6 @@ def window_spec(config: StreamingAppConfig) -> WindowSpec:
     size = interval_seconds(config.window.size) * MICROS_PER_SECOND
     slide = interval_seconds(config.window.slide) * MICROS_PER_SECOND if config.window.slide else size
     return WindowSpec(size, slide)
-
-
-def _order_arrays(orders: DataFrame) -> dict[str, Any]:
-    """``BATCH_COLUMNS`` of valid orders as NumPy arrays: one Spark job, via Arrow."""
-    table = orders.select(
-        "location_id",
-        "order_type",
-        F.unix_micros("ordered_at").alias("ordered_at_us"),
-        # Exact: final_amount is DECIMAL(18,2), so its cents always fit a long.
-        (F.col("final_amount") * F.lit(100)).cast("long").alias("cents"),
-        F.unix_micros("timestamp").alias("timestamp_us"),
-        REPEAT_COLUMN,
-    ).toArrow()
-    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in BATCH_COLUMNS}
 
 
 class OneQueryBatch:
@@ -169,8 +156,14 @@ class OneQueryBatch:
     def _run(self, validated: DataFrame, batch_id: int, query_batch_id: int) -> None:
         spark = validated.sparkSession
         steps = _Steps()
-        with steps.timed("validate_and_collect"):
-            orders = _order_arrays(validated.filter(F.col("dlq_reason").isNull()))
+        with steps.timed("resume"):  # only after a restart: the state is in memory otherwise
+            state = self._state_for(spark, batch_id)
+            watermark_before = state.watermark_us
+        with steps.timed("validate_and_count"):
+            window = self.config.window
+            counted = count_batch(
+                validated.filter(F.col("dlq_reason").isNull()), watermark_before, window.size, window.slide
+            )
         # The writes run side by side: each is mostly waiting (Delta's log, Kafka acks, small jobs),
         # and none needs another's result. Exactly once needs only that all of them end before the
         # batch does (Spark then commits its offsets); see the module docstring.
@@ -178,10 +171,8 @@ class OneQueryBatch:
         writes.start("side_outputs", lambda: self._write_side_outputs(validated))
         try:
             with steps.timed("state"):
-                state = self._state_for(spark, batch_id)
-                watermark_before = state.watermark_us
                 redo, self._redo_windows = self._redo_windows, None
-                outcome = state.apply(orders, add_to_windows=redo is None)
+                outcome = state.apply(counted, add_to_windows=redo is None)
                 if redo is not None:
                     outcome.windows = redo  # gold's totals after this batch: written again, published
             watermark_after = outcome.watermark_us
@@ -210,7 +201,7 @@ class OneQueryBatch:
         LOG.info(
             "batch %d: %d valid orders (%d late, %d duplicates), %d windows; ms per step %s",
             batch_id,
-            len(orders["ordered_at_us"]),
+            counted.valid,
             outcome.late,
             outcome.duplicates,
             len(outcome.windows),
@@ -233,14 +224,11 @@ class OneQueryBatch:
         watermark_before: int | None,
         watermark_us: int | None,
     ) -> None:
-        # What the state did not count, as `RevenueState.apply` decides it: repeats, and orders at or
-        # before the watermark the batch started from.
-        not_counted = F.col(REPEAT_COLUMN)
-        if watermark_before is not None:
-            not_counted = not_counted | (F.unix_micros("ordered_at") <= F.lit(watermark_before))
         self.fence.check("the bronze append")
         append_bronze_idempotent(
-            bronze_rows(validated, batch_id, not_counted),
+            # What the batch did not count (`count_batch`'s rule): repeats, and orders at or before
+            # the watermark the batch started from.
+            bronze_rows(validated, batch_id, not_counted(watermark_before)),
             self.config.names.bronze_orders_table,
             self.config.names.bronze_writer_id,
             batch_id,

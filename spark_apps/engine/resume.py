@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.records import MONEY_SCALE
+from spark_apps.revenue.counting import watermark_event_us
 from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.storage.bronze import read_bronze, recorded_bronze_batch_metadata
 from spark_apps.storage.gold import gold_frame
@@ -70,10 +71,8 @@ def resume_revenue_state(
 
 def _scanned_watermark(valid_bronze: DataFrame, delay_us: int) -> int | None:
     """The watermark after bronze's valid orders: the latest event time, each bounded by its Kafka
-    timestamp (as `revenue.state.watermark_event_us`), minus the delay. Reads all of bronze."""
-    latest = valid_bronze.agg(
-        F.max(F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))).alias("latest")
-    ).first()
+    timestamp (`revenue.counting.watermark_event_us`), minus the delay. Reads all of bronze."""
+    latest = valid_bronze.agg(F.max(watermark_event_us()).alias("latest")).first()
     if latest is None or latest["latest"] is None:
         return None
     return int(latest["latest"]) - delay_us

@@ -1,9 +1,9 @@
-"""Revenue per location, order type and event-time window (Spark's window function: the batch
-reprocessing job and the tests), and the revenue topic's records (window key, JSON value).
+"""Revenue per location, order type and event-time window (Spark's window function: the stream's
+counting of each batch, `revenue.counting`, and the batch reprocessing job), and the revenue topic's
+records (window key, JSON value).
 
-The stream computes the same windows in the driver (`revenue.state.WindowSpec.starts`); a test
-proves both and the quality frames agree. Callers run with a UTC session
-(`engine.session.required_spark_conf`).
+A test proves Spark's windows and the quality frames' agree with the definition. Callers run with a
+UTC session (`engine.session.required_spark_conf`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""One window rule, three implementations that must agree: Spark's `window()` (the batch reprocessing
-job, `revenue.windows.windowed_revenue`), the stream's driver state (`revenue.state.WindowSpec.starts`)
-and the quality checks' expected windows (`revenue_platform.quality.frames.assign_windows`).
+"""One window rule, two implementations that must agree: Spark's `window()` (the stream's counting and
+the batch reprocessing job, both through `revenue.windows.windowed_revenue`) and the quality checks'
+expected windows (`revenue_platform.quality.frames.assign_windows`).
 
 The rule: an event at time t is in every window [start, start + size) whose start is a multiple of
 the slide since the epoch (tumbling when slide = size). Each implementation is checked against that
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
@@ -21,7 +20,7 @@ from pyspark.sql import functions as F
 
 from revenue_platform.quality.config import QualityConfig
 from revenue_platform.quality.frames import assign_windows
-from spark_apps.revenue.state import MICROS_PER_SECOND, WindowSpec
+from spark_apps.revenue.state import MICROS_PER_SECOND
 
 # (size, slide) in seconds; None = tumbling.
 GEOMETRIES = [(15, None), (15, 5), (60, 15), (10, 3), (3600, 900), (86400, 3600)]
@@ -63,12 +62,6 @@ def by_definition(size_s: int, slide_s: int, events_us: list[int]) -> Membership
     return found
 
 
-def driver_state(size_s: int, slide_s: int, events_us: list[int]) -> Membership:
-    spec = WindowSpec(size_s * MICROS_PER_SECOND, slide_s * MICROS_PER_SECOND)
-    rows, starts = spec.starts(np.array(events_us, dtype=np.int64))
-    return {(int(row), int(start)) for row, start in zip(rows, starts, strict=True)}
-
-
 def quality_frames(size_s: int, slide_s: int, events_us: list[int]) -> Membership:
     config = QualityConfig(window_size=f"{size_s} seconds", window_slide=f"{slide_s} seconds")
     orders = pd.DataFrame(
@@ -99,14 +92,13 @@ def spark_window(spark: SparkSession, size_s: int, slide_s: int, events_us: list
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=_geometry_id)
-def test_the_driver_state_and_the_quality_frames_window_as_the_definition_does(
+def test_the_quality_frames_window_as_the_definition_does(
     geometry: tuple[int, int | None],
 ) -> None:
     size_s, slide_s = geometry[0], geometry[1] or geometry[0]
     events = event_times(size_s, slide_s)
     expected = by_definition(size_s, slide_s, events)
     assert len(expected) >= len(events) * (size_s // slide_s)  # every event is in a window or more
-    assert driver_state(size_s, slide_s, events) == expected
     assert quality_frames(size_s, slide_s, events) == expected
 
 
