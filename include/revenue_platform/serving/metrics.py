@@ -33,6 +33,8 @@ from revenue_platform.serving.operations_view import LIVE_SWITCH_EVENT, parse_ti
 from spark_apps.contract.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
+METRICS_URL_PREFIX = "/revenue-metrics"
+"""Where the plugin mounts the app on the Airflow API server: Prometheus scrapes `<prefix>/metrics`."""
 LABELS = ["deployment", "role"]
 """Every per-deployment metric's labels; `revenue_stream_deployment_info` adds colour, version, state."""
 DROP_REASONS = {"late": "orders_late", "duplicate": "orders_duplicate"}
