@@ -19,6 +19,8 @@ from revenue_platform.serving.metrics import metric_families, source_family
 MONITORING = Path(__file__).resolve().parents[3] / "include" / "monitoring"
 RULES = MONITORING / "alert_rules.yml"
 RULE_TESTS = MONITORING / "alert_rules_test.yml"
+PROMETHEUS_CONFIG = MONITORING / "prometheus.yml"
+OPERATIONS_DOC = MONITORING.parents[1] / "docs" / "operations.md"
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,12 @@ def test_the_rules_are_valid_and_pass_their_tests(promtool: Path) -> None:
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
+def test_the_example_prometheus_config_is_valid_and_loads_the_rules(promtool: Path) -> None:
+    checked = _run(promtool, "check", "config", PROMETHEUS_CONFIG)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "alert_rules.yml" in checked.stdout + checked.stderr
+
+
 def test_every_rule_has_a_case_where_it_fires() -> None:
     cases = yaml.safe_load(RULE_TESTS.read_text())["tests"]
     firing = {
@@ -68,11 +76,22 @@ def test_a_broken_rule_fails_its_test(promtool: Path, tmp_path: Path) -> None:
     assert "RevenueStreamDown" in tested.stdout + tested.stderr
 
 
+def _served() -> set[str]:
+    """Every series name the collector serves (a counter's samples carry `_total`, which
+    prometheus_client strips from the family name)."""
+    families = [source_family({}), *metric_families([], {}, datetime.now(UTC))]
+    return {family.name + ("_total" if family.type == "counter" else "") for family in families}
+
+
 def test_every_metric_a_rule_reads_is_served() -> None:
-    now = datetime.now(UTC)
-    served = {family.name for family in [source_family({}), *metric_families([], {}, now)]}
-    # A counter family's samples carry `_total` (prometheus_client strips it from the family name).
-    served |= {f"{family.name}_total" for family in metric_families([], {}, now) if family.type == "counter"}
+    served = _served()
     read = {name for rule in _rules() for name in re.findall(r"\brevenue_[a-z_]+\b", rule["expr"])}
     assert read
     assert read <= served, sorted(read - served)
+
+
+def test_every_served_metric_and_every_rule_is_documented() -> None:
+    section = OPERATIONS_DOC.read_text().split("## Metrics and alerts", 1)[1]
+    documented = set(re.findall(r"^\| `(revenue_[a-z_]+)`", section, re.M))
+    assert documented == _served()
+    assert {rule["alert"] for rule in _rules()} <= set(re.findall(r"^\| `(Revenue[A-Za-z]+)`", section, re.M))

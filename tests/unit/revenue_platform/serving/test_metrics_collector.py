@@ -66,7 +66,7 @@ def lake(tmp_path: Path) -> str:
     _deployment(root, "blue", "running", is_live=True, colour="blue", app_version="2.1.0",
                 restart_history_json=restarts)  # fmt: skip
     _deployment(root, "green", "running", colour="green", app_version="2.0.0")
-    _deployment(root, "replica", "running")
+    _deployment(root, "replica", "running", last_error=f"driver died: see {root}/logs/replica.log")
     _deployment(root, "old", "stopped")
     DeploymentRegistry(root).append_events(
         [RegistryEvent("blue", "live_switched", "test", "green", "blue", "promoted")]
@@ -196,3 +196,12 @@ def test_openmetrics_when_the_scraper_asks_for_it(lake: str) -> None:
     response = TestClient(app).get("/metrics", headers={"Accept": "application/openmetrics-text"})
     assert response.headers["content-type"].startswith("application/openmetrics-text")
     assert response.text.rstrip().endswith("# EOF")
+
+
+def test_no_path_or_error_is_served(lake: str) -> None:
+    # The endpoint answers without a login: the lake's location and a driver's error stay out of it.
+    app = create_metrics_app(StreamingMetricsCollector(lake, clock=lambda: NOW))
+    text = TestClient(app).get("/metrics").text
+    assert 'deployment="replica"' in text
+    assert lake not in text
+    assert "driver died" not in text
