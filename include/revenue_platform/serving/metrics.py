@@ -14,7 +14,7 @@ docs/operations.md, "Metrics and alerts".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,8 +26,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from revenue_platform.bluegreen.triggers import replays_in_flight
 from revenue_platform.paths import lake_root as default_lake_root
-from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
 from revenue_platform.serving.driver_status import driver_heartbeat
 from revenue_platform.serving.operations_view import LIVE_SWITCH_EVENT, parse_time, revenue_progress
 from spark_apps.contract.naming import DeploymentNames
@@ -54,6 +55,8 @@ class DeploymentSample:
     restarts: int
     heartbeat_at: datetime | None
     progress: Mapping[str, Any]
+    awaiting_approval_since: datetime | None = None
+    """When its replay (a release's green) passed every gate and began to wait for a human's approval."""
 
     @property
     def labels(self) -> list[str]:
@@ -70,10 +73,10 @@ class QualitySample:
 
 
 # --- reading ----------------------------------------------------------------------------------
-def retiring_deployment(registry: DeploymentRegistry) -> str | None:
+def retiring_deployment(events: Sequence[RegistryEvent]) -> str | None:
     """The deployment the latest live switch moved away from (blue-green keeps it running for a grace
-    period before it is stopped)."""
-    switches = [event for event in registry.events() if event.kind == LIVE_SWITCH_EVENT]
+    period before it is stopped); `events` oldest first, as the registry lists them."""
+    switches = [event for event in events if event.kind == LIVE_SWITCH_EVENT]
     return switches[-1].from_value if switches else None
 
 
@@ -85,11 +88,16 @@ def _role(record: DeploymentRecord, retiring: str | None) -> str:
 
 def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
     """Every deployment that should run (desired state running), by id."""
-    retiring = retiring_deployment(registry)
+    events = registry.events()
+    retiring = retiring_deployment(events)
+    running = [r for r in registry.deployments() if r.desired_state == DesiredState.RUNNING.value]
+    awaiting = {
+        replay.green: replay.last_at
+        for replay in replays_in_flight(events, [r.deployment_id for r in running])
+        if replay.awaiting_approval
+    }
     samples = []
-    for record in registry.deployments():
-        if record.desired_state != DesiredState.RUNNING.value:
-            continue
+    for record in running:
         names = DeploymentNames(record.lake_root or registry.lake_root, record.deployment_id)
         samples.append(
             DeploymentSample(
@@ -101,6 +109,7 @@ def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
                 restarts=sum(1 for entry in record.restart_history if entry.get("outcome") != "gave_up"),
                 heartbeat_at=parse_time(driver_heartbeat(names)),
                 progress=revenue_progress(record, registry.lake_root),
+                awaiting_approval_since=awaiting.get(record.deployment_id),
             )
         )
     return sorted(samples, key=lambda sample: sample.deployment_id)
@@ -212,6 +221,13 @@ GAUGES: tuple[tuple[str, str, Reading], ...] = (
         "revenue_stream_state_open_windows",
         "Window totals the driver holds in state (open windows, evicted once the watermark closes them).",
         lambda s, n: _number(s.progress.get("state_open_windows")),
+    ),
+    (
+        "revenue_release_awaiting_approval_seconds",
+        "Seconds this deployment (a release's green) has waited for a human to approve its promotion.",
+        lambda s, now: (
+            (now - s.awaiting_approval_since).total_seconds() if s.awaiting_approval_since else None
+        ),
     ),
     (
         "revenue_stream_restarts",

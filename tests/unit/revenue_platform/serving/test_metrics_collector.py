@@ -60,7 +60,7 @@ def _deployment(lake: str, deployment_id: str, desired: str, is_live: bool = Fal
 @pytest.fixture
 def lake(tmp_path: Path) -> str:
     """blue live (progress, heartbeat, two restarts), green retiring (the live switch moved away from
-    it), replica a candidate without any file yet, old stopped."""
+    it), replica a candidate waiting for approval, without any file yet, old stopped."""
     root = str(tmp_path / "lake")
     restarts = json.dumps([{"outcome": "restarted"}, {"outcome": "restarted"}, {"outcome": "gave_up"}])
     _deployment(root, "blue", "running", is_live=True, colour="blue", app_version="2.1.0",
@@ -68,8 +68,14 @@ def lake(tmp_path: Path) -> str:
     _deployment(root, "green", "running", colour="green", app_version="2.0.0")
     _deployment(root, "replica", "running", last_error=f"driver died: see {root}/logs/replica.log")
     _deployment(root, "old", "stopped")
+    replay_started, awaiting = (datetime(2026, 11, 26, hour, tzinfo=UTC) for hour in (8, 9))
     DeploymentRegistry(root).append_events(
-        [RegistryEvent("blue", "live_switched", "test", "green", "blue", "promoted")]
+        [
+            RegistryEvent("blue", "live_switched", "test", "green", "blue", "promoted"),
+            # replica is a release's green that passed every gate at 09:00 and waits for a human since.
+            RegistryEvent("replica", "replay_started", "test", at=replay_started),
+            RegistryEvent("replica", "replay_awaiting_approval", "test", at=awaiting),
+        ]
     )
     blue, green = DeploymentNames(root, "blue"), DeploymentNames(root, "green")
     _write(blue.progress_file(REVENUE_QUERY_ROLE), BLUE_PROGRESS)
@@ -205,3 +211,13 @@ def test_no_path_or_error_is_served(lake: str) -> None:
     assert 'deployment="replica"' in text
     assert lake not in text
     assert "driver died" not in text
+
+
+def test_a_release_waiting_for_approval_says_since_when(lake: str) -> None:
+    samples = _scrape(lake)
+    waiting = {
+        dict(labels)["deployment"]: value
+        for (name, labels), value in samples.items()
+        if name == "revenue_release_awaiting_approval_seconds"
+    }
+    assert waiting == {"replica": 3600}
