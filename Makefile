@@ -102,6 +102,10 @@ demo: up ## Run the platform end to end on the local stack and print windowed re
 browser: $(INSTALLED) ## Install Debian's chromium for the browser test (apt-get, only when missing)
 	@$(STACK) browser
 
+.PHONY: promtool
+promtool: $(INSTALLED) ## Unpack promtool from Debian's prometheus package into .tools/ for the alert rule tests (only when missing)
+	@$(STACK) promtool
+
 .PHONY: release
 release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: make release VERSION=2.1.0 [CONFIG='{...}']
 	@$(if $(VERSION),,$(error VERSION is required: make release VERSION=2.1.0 [CONFIG='{"kafka.max_offsets_per_trigger": 20000}'] [REQUIRE_APPROVAL=false] [NOTES=...]))
@@ -110,7 +114,7 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 	@$(PYTHON) -m revenue_platform.bluegreen.release
 
 .PHONY: test
-test: jvm browser ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
+test: jvm browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
 	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
 	  exit $$status

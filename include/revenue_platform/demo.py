@@ -38,6 +38,7 @@ from revenue_platform.orders_generator import (
 )
 from revenue_platform.paths import state_dir
 from revenue_platform.registry import registry_lake_root
+from revenue_platform.serving.metrics import METRICS_URL_PREFIX
 
 DEMO_DEPLOYMENT = "demo"
 DEMO_ORDERS = 3000
@@ -218,6 +219,9 @@ def main() -> int:
         f"(login {LOCAL_ADMIN_USER} / {password}), Kafka {bootstrap_servers}, and the "
         f"streaming app (deployment {DEMO_DEPLOYMENT!r}, supervised every minute by "
         "supervise_streaming_apps)."
+        f"\nPrometheus scrapes its metrics (lag, rates, watermark, dead letters, quality) from "
+        f"{airflow.base_url}{METRICS_URL_PREFIX}/metrics; alert rules: include/monitoring/alert_rules.yml "
+        '(docs/operations.md, "Metrics and alerts").'
         '\nStop everything with `make down`, or only the app with:\n  make airflow CMD="dags trigger '
         f'stop_streaming_app --conf \'{{\\"deployment_id\\": \\"{DEMO_DEPLOYMENT}\\"}}\'"'
     )

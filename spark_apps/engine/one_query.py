@@ -194,6 +194,8 @@ class OneQueryBatch:
             self._facts[query_batch_id] = {
                 "watermark": iso_us(outcome.watermark_us),
                 "rows_dropped_by_watermark": outcome.late,
+                # The state's size for operators (a metric): it grows with stores x open windows.
+                "state_open_windows": state.open_windows,
                 "batch_steps_ms": steps.elapsed_ms,
             }
             for old in [b for b in self._facts if b <= query_batch_id - _KEEP_BATCH_FACTS]:

@@ -336,6 +336,61 @@ def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoS
     assert [s for s in listening if not s.loopback_only] == []
 
 
+def test_metrics_show_the_live_app_and_its_lag_back_at_zero_after_its_orders(
+    demo_stack: DemoStack,
+) -> None:
+    """What Prometheus scrapes from the API server while the demo's app runs (no login, as a scraper
+    does): the live deployment with a fresh heartbeat; after another burst of orders, its records
+    counter grows by all of them and its lag comes back to 0."""
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from revenue_platform.demo import produce_sample_data
+
+    demo_stack.require_demo_output()
+    url = f"{demo_stack.airflow_url}/revenue-metrics/metrics"
+    assert url in demo_stack.demo.stdout, "the demo says where the metrics are scraped"
+
+    def scrape() -> dict[str, float]:
+        with urlopen(url, timeout=30) as response:  # the stack's own loopback URL
+            text = response.read().decode()
+        demo = {"deployment": "demo", "role": "live"}
+        return {
+            sample.name + (f"[{sample.labels['reason']}]" if "reason" in sample.labels else ""): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if demo.items() <= sample.labels.items()
+        }
+
+    before = scrape()
+    assert before["revenue_stream_deployment_info"] == 1, before
+    assert before["revenue_stream_heartbeat_age_seconds"] < 60, before
+    assert before["revenue_stream_consumer_lag_records"] == 0, before
+    for name in ("watermark_timestamp_seconds", "event_time_delay_seconds", "state_open_windows"):
+        assert f"revenue_stream_{name}" in before, before
+    _, records = produce_sample_data(f"localhost:{KAFKA_PORT}")
+    archived = "revenue_stream_records_archived_total"
+    seen: list[dict[str, float]] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        seen.append(scrape())
+        read = seen[-1].get(archived, 0) - before[archived]
+        if read >= len(records) and seen[-1]["revenue_stream_consumer_lag_records"] == 0:
+            break
+        time.sleep(5)
+    after = seen[-1]
+    lags = [scraped.get("revenue_stream_consumer_lag_records") for scraped in seen]
+    assert after[archived] - before[archived] == len(records), lags
+    assert after["revenue_stream_consumer_lag_records"] == 0, lags
+    # The burst holds malformed orders (dead letters) and repeats (dropped as duplicates).
+    assert after["revenue_stream_dead_letters_total"] > before["revenue_stream_dead_letters_total"]
+    assert (
+        after["revenue_stream_orders_dropped_total[duplicate]"]
+        > before["revenue_stream_orders_dropped_total[duplicate]"]
+    )
+
+
 def test_down_stops_everything(demo_stack: DemoStack) -> None:
     down = _stack("down", demo_stack.env)
     assert down.returncode == 0, down.stdout + down.stderr

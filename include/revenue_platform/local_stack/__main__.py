@@ -121,6 +121,13 @@ def _browser() -> None:
     print(f"chromium: {ensure_chromium()}")
 
 
+def _promtool() -> None:
+    # Imported here like the browser: only the alert rule tests need it.
+    from revenue_platform.local_stack.promtool import ensure_promtool
+
+    print(f"promtool: {ensure_promtool()}")
+
+
 COMMANDS = {
     "check": _check,
     "jvm": jvm.install_jvm_artifacts,
@@ -135,6 +142,7 @@ COMMANDS = {
     "cluster-down": _cluster_down,
     "status": _status,
     "browser": _browser,
+    "promtool": _promtool,
 }
 
 

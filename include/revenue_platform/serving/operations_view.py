@@ -157,7 +157,7 @@ class RevenueSeriesResponse(BaseModel):
 
 
 # --- readers (plain functions: the tests call them through the app) ---------------------------
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     if value in (None, ""):
         return None
     if isinstance(value, datetime):
@@ -172,7 +172,7 @@ def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
     return DeploymentNames(record.lake_root or lake_root, record.deployment_id)
 
 
-def _revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
+def revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
     """The revenue query's latest progress JSON (as `spark_apps.engine.observability` writes it), or {}."""
     names = _names(record, lake_root)
     path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
@@ -212,7 +212,7 @@ def _private_roots(lake_root: str) -> list[str]:
 
 
 def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool = False) -> DeploymentStatus:
-    progress = _revenue_progress(record, lake_root)
+    progress = revenue_progress(record, lake_root)
     restarts = [entry for entry in record.restart_history if entry.get("outcome") != "gave_up"]
     behind = progress.get("max_offsets_behind_latest")
     return DeploymentStatus(
@@ -232,12 +232,12 @@ def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool
         ),
         # The driver's heartbeat (every few seconds, idle or not); the progress file only moves
         # when a batch ran, so it would call a healthy idle app minutes old.
-        heartbeat_at=_parse_time(driver_heartbeat(_names(record, lake_root))) or record.heartbeat_at,
+        heartbeat_at=parse_time(driver_heartbeat(_names(record, lake_root))) or record.heartbeat_at,
         offsets_behind_latest=int(behind) if behind is not None else None,
         input_rows_per_second=progress.get("input_rows_per_second"),
         processed_rows_per_second=progress.get("processed_rows_per_second"),
         last_batch_id=progress.get("batch_id"),
-        last_batch_at=_parse_time(progress.get("batch_timestamp")),
+        last_batch_at=parse_time(progress.get("batch_timestamp")),
     )
 
 

@@ -1,0 +1,389 @@
+"""Prometheus metrics of the streaming deployments, read from the files they write at each scrape.
+
+`StreamingMetricsCollector` is a prometheus_client Collector: every scrape reads the deployment registry
+(which deployments should run, which one is live, which one is retiring after a promotion), each running
+deployment's progress file and driver heartbeat (what `spark_apps.engine.observability` and the driver's
+fencing loop write under `DeploymentNames.progress_dir`) and the latest quality run of each, and turns
+them into metric families labelled by deployment and role. Nothing is cached between scrapes, so a value
+is never older than the file it comes from. `create_metrics_app` serves it as `GET /metrics`; the plugin
+`plugins/revenue_metrics.py` mounts that on the Airflow API server at `/revenue-metrics`. The names,
+labels and the alert rules on them (include/monitoring/alert_rules.yml) are described in
+docs/operations.md, "Metrics and alerts".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from revenue_platform.bluegreen.triggers import replays_in_flight
+from revenue_platform.paths import lake_root as default_lake_root
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
+from revenue_platform.serving.driver_status import driver_heartbeat
+from revenue_platform.serving.operations_view import LIVE_SWITCH_EVENT, parse_time, revenue_progress
+from spark_apps.contract.naming import DeploymentNames
+
+LOG = logging.getLogger(__name__)
+METRICS_URL_PREFIX = "/revenue-metrics"
+"""Where the plugin mounts the app on the Airflow API server: Prometheus scrapes `<prefix>/metrics`."""
+LABELS = ["deployment", "role"]
+"""Every per-deployment metric's labels; `revenue_stream_deployment_info` adds colour, version, state."""
+DROP_REASONS = {"late": "orders_late", "duplicate": "orders_duplicate"}
+"""`reason` label of revenue_stream_orders_dropped_total -> the app's counter of those orders."""
+
+
+@dataclass(frozen=True)
+class DeploymentSample:
+    """What one running deployment's files and registry row say at scrape time."""
+
+    deployment_id: str
+    role: str
+    """live, candidate (running beside live, e.g. a replay) or retiring (live until the last promotion)."""
+    colour: str
+    app_version: str
+    observed_state: str
+    restarts: int
+    heartbeat_at: datetime | None
+    progress: Mapping[str, Any]
+    awaiting_approval_since: datetime | None = None
+    """When its replay (a release's green) passed every gate and began to wait for a human's approval."""
+
+    @property
+    def labels(self) -> list[str]:
+        return [self.deployment_id, self.role]
+
+
+@dataclass(frozen=True)
+class QualitySample:
+    """The latest quality run of one deployment."""
+
+    checked_at: datetime
+    passed: int
+    failed: int
+
+
+# --- reading ----------------------------------------------------------------------------------
+def retiring_deployment(events: Sequence[RegistryEvent]) -> str | None:
+    """The deployment the latest live switch moved away from (blue-green keeps it running for a grace
+    period before it is stopped); `events` oldest first, as the registry lists them."""
+    switches = [event for event in events if event.kind == LIVE_SWITCH_EVENT]
+    return switches[-1].from_value if switches else None
+
+
+def _role(record: DeploymentRecord, retiring: str | None) -> str:
+    if record.is_live:
+        return "live"
+    return "retiring" if record.deployment_id == retiring else "candidate"
+
+
+def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
+    """Every deployment that should run (desired state running), by id."""
+    events = registry.events()
+    retiring = retiring_deployment(events)
+    running = [r for r in registry.deployments() if r.desired_state == DesiredState.RUNNING.value]
+    awaiting = {
+        replay.green: replay.last_at
+        for replay in replays_in_flight(events, [r.deployment_id for r in running])
+        if replay.awaiting_approval
+    }
+    samples = []
+    for record in running:
+        names = DeploymentNames(record.lake_root or registry.lake_root, record.deployment_id)
+        samples.append(
+            DeploymentSample(
+                deployment_id=record.deployment_id,
+                role=_role(record, retiring),
+                colour=record.colour,
+                app_version=record.app_version,
+                observed_state=record.observed_state,
+                restarts=sum(1 for entry in record.restart_history if entry.get("outcome") != "gave_up"),
+                heartbeat_at=parse_time(driver_heartbeat(names)),
+                progress=revenue_progress(record, registry.lake_root),
+                awaiting_approval_since=awaiting.get(record.deployment_id),
+            )
+        )
+    return sorted(samples, key=lambda sample: sample.deployment_id)
+
+
+def read_latest_quality_runs(lake_root: str) -> dict[str, QualitySample]:
+    """The newest quality run of every deployment that has one (by check time, then run id)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    from revenue_platform.quality.results import results_table_path
+
+    try:
+        table = DeltaTable(results_table_path(lake_root))
+    except TableNotFoundError:
+        return {}
+    rows = table.to_pyarrow_table(columns=["run_id", "deployment_id", "checked_at", "success"]).to_pylist()
+    newest: dict[str, tuple[datetime, str]] = {}
+    checks: dict[str, list[bool]] = {}
+    for row in rows:
+        key = (row["checked_at"], row["run_id"])
+        newest[row["deployment_id"]] = max(newest.get(row["deployment_id"], key), key)
+        checks.setdefault(row["run_id"], []).append(bool(row["success"]))
+    return {
+        deployment_id: QualitySample(checked_at, sum(checks[run_id]), checks[run_id].count(False))
+        for deployment_id, (checked_at, run_id) in newest.items()
+    }
+
+
+# --- metric families (pure: samples and a clock in, families out) -----------------------------
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _timestamp(value: Any) -> float | None:
+    moment = parse_time(value)
+    return moment.timestamp() if moment is not None else None
+
+
+def _age(value: Any, now: datetime) -> float | None:
+    moment = parse_time(value)
+    return (now - moment).total_seconds() if moment is not None else None
+
+
+def _milliseconds(value: Any) -> float | None:
+    number = _number(value)
+    return number / 1000.0 if number is not None else None
+
+
+Reading = Callable[[DeploymentSample, datetime], float | None]
+GAUGES: tuple[tuple[str, str, Reading], ...] = (
+    (
+        "revenue_stream_desired_running",
+        "1 for every deployment the registry wants running.",
+        lambda s, n: 1.0,
+    ),
+    (
+        "revenue_stream_heartbeat_age_seconds",
+        "Seconds since the driver's last heartbeat (rewritten every few seconds, idle or not).",
+        lambda s, now: (now - s.heartbeat_at).total_seconds() if s.heartbeat_at else None,
+    ),
+    (
+        "revenue_stream_consumer_lag_records",
+        "Records the furthest-behind Kafka partition held past the offsets gold reflects "
+        "(as of the last batch; 0 once the app reported itself idle).",
+        lambda s, n: _number(s.progress.get("max_offsets_behind_latest")),
+    ),
+    (
+        "revenue_stream_input_rows_per_second",
+        "Records per second arriving in the last batch's trigger interval.",
+        lambda s, n: _number(s.progress.get("input_rows_per_second")),
+    ),
+    (
+        "revenue_stream_processed_rows_per_second",
+        "Records per second the last batch processed.",
+        lambda s, n: _number(s.progress.get("processed_rows_per_second")),
+    ),
+    (
+        "revenue_stream_batch_duration_seconds",
+        "Wall time of the last batch (Spark's triggerExecution).",
+        lambda s, n: _milliseconds(s.progress.get("batch_duration_ms")),
+    ),
+    (
+        "revenue_stream_last_batch_timestamp_seconds",
+        "Unix time the last batch started.",
+        lambda s, n: _timestamp(s.progress.get("batch_timestamp")),
+    ),
+    (
+        "revenue_stream_watermark_timestamp_seconds",
+        "Unix time of the watermark: windows ending at or before it are final.",
+        lambda s, n: _timestamp(s.progress.get("watermark")),
+    ),
+    (
+        "revenue_stream_event_time_delay_seconds",
+        "Wall clock minus watermark: how far the final numbers trail real time.",
+        lambda s, now: _age(s.progress.get("watermark"), now),
+    ),
+    (
+        "revenue_stream_caught_up_timestamp_seconds",
+        "Unix time the app last found nothing new in Kafka (every record Kafka held then is in gold).",
+        lambda s, n: _timestamp(s.progress.get("caught_up_at")),
+    ),
+    (
+        "revenue_stream_history_pending",
+        "1 while a replay still reads its history from bronze (no Kafka lag yet), else 0.",
+        lambda s, n: 1.0 if s.progress.get("history_pending") else 0.0 if s.progress else None,
+    ),
+    (
+        "revenue_stream_state_open_windows",
+        "Window totals the driver holds in state (open windows, evicted once the watermark closes them).",
+        lambda s, n: _number(s.progress.get("state_open_windows")),
+    ),
+    (
+        "revenue_release_awaiting_approval_seconds",
+        "Seconds this deployment (a release's green) has waited for a human to approve its promotion.",
+        lambda s, now: (
+            (now - s.awaiting_approval_since).total_seconds() if s.awaiting_approval_since else None
+        ),
+    ),
+    (
+        "revenue_stream_restarts",
+        "Supervisor restarts since the last deploy.",
+        lambda s, n: float(s.restarts),
+    ),
+)
+COUNTERS: tuple[tuple[str, str, str], ...] = (
+    (
+        "revenue_stream_records_archived",
+        "Records read from Kafka into bronze since the driver started.",
+        "records_archived",
+    ),
+    (
+        "revenue_stream_dead_letters",
+        "Records sent to the dead-letter topic since the driver started.",
+        "dead_letters",
+    ),
+    (
+        "revenue_stream_windows_updated",
+        "Window totals written to gold since the driver started.",
+        "windows_updated",
+    ),
+)
+
+
+def _info_family(samples: Iterable[DeploymentSample]) -> Metric:
+    info = GaugeMetricFamily(
+        "revenue_stream_deployment_info",
+        "1 per running deployment, with its colour, app version and observed state.",
+        labels=[*LABELS, "colour", "app_version", "observed_state"],
+    )
+    for s in samples:
+        info.add_metric([*s.labels, s.colour, s.app_version, s.observed_state], 1.0)
+    return info
+
+
+def _counter_families(samples: list[DeploymentSample]) -> Iterator[Metric]:
+    for name, documentation, key in COUNTERS:
+        counter = CounterMetricFamily(name, documentation, labels=LABELS)
+        for s in samples:
+            value = _number((s.progress.get("counters") or {}).get(key))
+            if value is not None:
+                counter.add_metric(s.labels, value)
+        yield counter
+    dropped = CounterMetricFamily(
+        "revenue_stream_orders_dropped",
+        "Valid orders the app did not count since the driver started, by reason: late (event time at or "
+        "before the watermark) or duplicate (an order id seen before).",
+        labels=[*LABELS, "reason"],
+    )
+    for s in samples:
+        for reason, key in DROP_REASONS.items():
+            value = _number((s.progress.get("counters") or {}).get(key))
+            if value is not None:
+                dropped.add_metric([*s.labels, reason], value)
+    yield dropped
+
+
+def _quality_families(
+    samples: list[DeploymentSample], quality: Mapping[str, QualitySample]
+) -> Iterator[Metric]:
+    failed = GaugeMetricFamily(
+        "revenue_quality_checks_failed",
+        "Failed checks of the deployment's latest quality run.",
+        labels=LABELS,
+    )
+    passed = GaugeMetricFamily(
+        "revenue_quality_checks_passed",
+        "Passed checks of the deployment's latest quality run.",
+        labels=LABELS,
+    )
+    checked = GaugeMetricFamily(
+        "revenue_quality_last_run_timestamp_seconds", "Unix time of the latest quality run.", labels=LABELS
+    )
+    for s in samples:
+        run = quality.get(s.deployment_id)
+        if run is not None:
+            failed.add_metric(s.labels, float(run.failed))
+            passed.add_metric(s.labels, float(run.passed))
+            checked.add_metric(s.labels, run.checked_at.timestamp())
+    yield from (failed, passed, checked)
+
+
+def metric_families(
+    samples: list[DeploymentSample], quality: Mapping[str, QualitySample], now: datetime
+) -> Iterator[Metric]:
+    """Every per-deployment family; a value the files do not hold (yet) is left out, never made up."""
+    yield _info_family(samples)
+    for name, documentation, reading in GAUGES:
+        gauge = GaugeMetricFamily(name, documentation, labels=LABELS)
+        for s in samples:
+            value = reading(s, now)
+            if value is not None:
+                gauge.add_metric(s.labels, value)
+        yield gauge
+    yield from _counter_families(samples)
+    yield from _quality_families(samples, quality)
+
+
+def source_family(readable: Mapping[str, bool]) -> Metric:
+    family = GaugeMetricFamily(
+        "revenue_metrics_source_up",
+        "1 when this scrape could read the source (registry, quality results), else 0.",
+        labels=["source"],
+    )
+    for source, ok in readable.items():
+        family.add_metric([source], 1.0 if ok else 0.0)
+    return family
+
+
+# --- the collector and its app ----------------------------------------------------------------
+class StreamingMetricsCollector(Collector):
+    """Reads the registry, progress files and quality results at every scrape (see the module docstring)."""
+
+    def __init__(self, lake_root: str | None = None, clock: Callable[[], datetime] | None = None) -> None:
+        """`lake_root` defaults to the platform's (PLATFORM_LAKE_ROOT), per scrape."""
+        self.lake_root = lake_root
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    def describe(self) -> Iterable[Metric]:
+        # Nothing up front: registering must not read the lake (the plugin is imported by every
+        # Airflow process).
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        lake_root = self.lake_root or default_lake_root()
+        samples: list[DeploymentSample] = []
+        quality: dict[str, QualitySample] = {}
+        readable = {"registry": True, "quality": True}
+        try:
+            samples = read_samples(DeploymentRegistry(lake_root))
+        except Exception:  # a scrape must answer: the alert on revenue_metrics_source_up says why
+            LOG.exception("metrics: could not read the deployment registry")
+            readable["registry"] = False
+        try:
+            quality = read_latest_quality_runs(lake_root)
+        except Exception:
+            LOG.exception("metrics: could not read the quality results")
+            readable["quality"] = False
+        yield source_family(readable)
+        yield from metric_families(samples, quality, self.clock())
+
+
+def create_metrics_app(collector: StreamingMetricsCollector | None = None) -> FastAPI:
+    """`GET /metrics` in Prometheus' text format (OpenMetrics when the scraper asks for it).
+
+    Public like any Prometheus endpoint: it holds deployment ids, versions and numbers, no paths,
+    errors or revenue (docs/operations.md says how to keep it inside the network)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector or StreamingMetricsCollector())
+    app = FastAPI(title="Revenue platform metrics", version="1", docs_url=None, redoc_url=None)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encoder(registry), media_type=content_type)
+
+    return app
