@@ -48,7 +48,8 @@ def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: st
         "revenue",
     )
     # The facts ride in the same job as one more row (its window start null). A global aggregate has
-    # its row even for an empty batch, where Spark's `observe` of an input without partitions fails.
+    # its row whatever the input; Spark's `observe` observes nothing when the optimizer folds an
+    # input away or it has no partitions (a batch without data).
     facts = valid.agg(
         F.count(F.lit(1)).alias("order_count"),
         F.count_if(F.col(REPEAT_COLUMN)).alias("repeats"),

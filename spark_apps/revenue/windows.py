@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from spark_apps.validation.schemas import JSON_WRITE_OPTIONS, REVENUE_DDL
 
 REVENUE_KEY_TIMESTAMP_PATTERN: Final = "yyyy-MM-dd'T'HH:mm:ssXXX"
+_LOW_32_BITS: Final = 0xFFFFFFFF
 
 
 # --------------------------------------------------------------------------------------------
@@ -29,8 +30,11 @@ def windowed_revenue(
     Tumbling when ``slide`` is None or equal to ``size``, hopping otherwise. Pass
     ``watermark`` only when the input has none yet: a streaming query fails with "Redefining
     watermark is disallowed".
-    Amounts are widened to DECIMAL(38,2) before summing, so no window of accepted orders
-    can overflow (an overflow under ANSI mode would fail the batch on every restart).
+    Exact, and no window of accepted orders can overflow (an overflow under ANSI mode would fail
+    the batch on every restart): each amount's cents are split into their high and low 32 bits and
+    each half is summed as a long (within range up to 2^31 orders per window), then joined into a
+    DECIMAL(38,2) per window. A DECIMAL(38,2) sum runs on Java BigDecimals per row: the split made a
+    500,000-order batch's counting about twice as fast (docs/performance.md, stop 25).
     """
     if watermark is not None:
         orders = orders.withWatermark("ordered_at", watermark)
@@ -38,9 +42,14 @@ def windowed_revenue(
         window = F.window("ordered_at", size)
     else:
         window = F.window("ordered_at", size, slide)
+    cents = (F.col("final_amount") * F.lit(100)).cast("long")  # exact: DECIMAL(18,2) in cents fits a long
     aggregated = orders.groupBy("location_id", "order_type", window.alias("window")).agg(
         F.count(F.lit(1)).alias("order_count"),
-        F.sum(F.col("final_amount").cast(REVENUE_DDL)).alias("revenue"),
+        F.sum(F.shiftright(cents, 32)).alias("cents_high"),
+        F.sum(cents.bitwiseAND(F.lit(_LOW_32_BITS))).alias("cents_low"),
+    )
+    total_cents = (F.col("cents_high").cast("decimal(38,0)") * F.lit(1 << 32) + F.col("cents_low")).cast(
+        "decimal(38,0)"
     )
     return aggregated.select(
         "location_id",
@@ -48,7 +57,7 @@ def windowed_revenue(
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
         "order_count",
-        "revenue",
+        (total_cents / F.lit(100)).cast(REVENUE_DDL).alias("revenue"),
     )
 
 
