@@ -206,7 +206,7 @@ def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_rev
                 # The demo's app has read all its orders: idle, with the age of its last batch, never the
                 # rates that batch had as if they were live.
                 live_rates = view.locator("#deployments tr.role-live td.rates")
-                idle = re.compile(r"^idle · last batch \d+ (s|min|h) ago$")
+                idle = re.compile(r"^idle · last batch \d+(s| min| h) ago$")
                 # Within a refresh (15 s) of Spark's first idle report (10 s after the last batch).
                 expect(live_rates).to_have_text(idle, timeout=UI_TIMEOUT_MS)
                 live_row = view.locator("#deployments tr.role-live").inner_text()

@@ -432,6 +432,9 @@ def test_an_idle_deployment_shows_no_rates_but_how_long_ago_its_last_batch_was(l
     assert green["rates_age_s"] == pytest.approx(16 * 60)
     assert (green["input_rows_per_second"], green["processed_rows_per_second"]) == (None, None)
     assert (green["last_batch_id"], green["last_batch_input_rows"]) == (1, 3090)
+    assert datetime.fromisoformat(green["last_batch_ended_at"]) == datetime(
+        2026, 11, 22, 10, 5, 6, 443000, tzinfo=UTC
+    )
 
 
 def test_rates_older_than_three_trigger_intervals_are_stale(tmp_path: Path) -> None:

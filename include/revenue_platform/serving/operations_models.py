@@ -49,6 +49,9 @@ class DeploymentStatus(BaseModel):
     processed_rows_per_second: float | None = None
     last_batch_id: int | None = None
     last_batch_at: datetime | None = None
+    """When the last batch started (Spark's batch timestamp)."""
+    last_batch_ended_at: datetime | None = None
+    """When it ended and its output was committed: what `rates_age_s` counts from."""
     last_batch_input_rows: int | None = None
 
 

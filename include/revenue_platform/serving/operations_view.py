@@ -174,6 +174,7 @@ def deployment_status(
         processed_rows_per_second=rates.processed_rows_per_second,
         last_batch_id=rates.batch_id,
         last_batch_at=parse_time(progress.get("batch_timestamp")),
+        last_batch_ended_at=rates.batch_ended_at,
         last_batch_input_rows=rates.input_rows,
     )
 
