@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 from urllib.parse import quote
 
@@ -37,15 +37,19 @@ ROLE_ORDER: Final[dict[str, int]] = {"live": 0, "outgoing": 1, "candidate": 2, "
 
 
 def parse_time(value: Any) -> datetime | None:
-    """A datetime from ISO text (a trailing Z too) or a datetime; None for nothing or garbage."""
+    """A UTC datetime from ISO text (a trailing Z too) or a datetime; None for nothing or garbage. Without
+    an offset it is UTC (what the app writes), so times from different files always compare."""
     if value in (None, ""):
         return None
-    if isinstance(value, datetime):
-        return value
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        moment = (
+            value
+            if isinstance(value, datetime)
+            else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        )
     except ValueError:
         return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def rates_current_for_s(trigger_interval_s: float) -> float:

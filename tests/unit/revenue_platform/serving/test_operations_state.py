@@ -78,6 +78,11 @@ def test_an_idle_report_after_the_batch_makes_the_app_idle_at_once() -> None:
     assert soon.state == "idle", "Spark said it found nothing new after the batch: the rates are over"
 
 
+def test_times_without_an_offset_are_utc_and_compare_with_the_others() -> None:
+    rates = batch_rates(_progress(caught_up_at="2026-11-22T10:00:12"), 2, T0 + timedelta(seconds=13))
+    assert rates.state == "idle"
+
+
 def test_an_idle_report_from_before_the_batch_does_not_count() -> None:
     rates = batch_rates(_progress(caught_up_at="2026-11-22T09:59:00+00:00"), 2, T0 + timedelta(seconds=5))
     assert rates.state == "current"
