@@ -153,6 +153,17 @@ def _gold_points(lake_root: str, deployment_id: str, location_id: str) -> set[tu
     return {(r["window_start"], r["order_type"], str(r["revenue"])) for r in rows}
 
 
+def _revenue_progress(lake_root: str, deployment_id: str) -> dict[str, Any]:
+    """The revenue query's last progress as the app published it (what the view reads)."""
+    import json
+
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+
+    path = local_path(DeploymentNames(lake_root, deployment_id).progress_file(REVENUE_QUERY_ROLE))
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
+
+
 def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_revenue(
     demo_stack: DemoStack,
 ) -> None:
@@ -192,7 +203,16 @@ def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_rev
                 expect(view.locator("#live-deployment")).to_have_text(live)
                 expect(view.locator(f"td[data-deployment-id='{live}']")).to_be_visible()
                 expect(view.locator("#deployments tr.role-live .badge.live")).to_have_text("live")
-                expect(view.locator("#live-history")).to_contain_text("make demo")
+                # The demo's app has read all its orders: idle, with the age of its last batch, never the
+                # rates that batch had as if they were live.
+                live_rates = view.locator("#deployments tr.role-live td.rates")
+                idle = re.compile(r"^idle · last batch \d+(s| min| h) ago$")
+                # Within a refresh (15 s) of Spark's first idle report (10 s after the last batch).
+                expect(live_rates).to_have_text(idle, timeout=UI_TIMEOUT_MS)
+                live_row = view.locator("#deployments tr.role-live").inner_text()
+                demo_switch = view.locator("#live-history tbody tr").filter(has_text="make demo")
+                # The demo's first switch was no blue-green promotion: nobody was asked to approve it.
+                expect(demo_switch.locator("td.approver")).to_have_text("\u2013")  # an en dash
                 points = view.locator("#revenue-chart circle.point")
                 expect(points.first).to_be_attached()
                 store = view.locator("#store-picker").input_value()
@@ -210,6 +230,10 @@ def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_rev
         finally:
             browser.close()
 
+    last_batch = _revenue_progress(demo_stack.lake_root, live)
+    for batch_rate in ("input_rows_per_second", "processed_rows_per_second"):
+        if last_batch.get(batch_rate):
+            assert f"{last_batch[batch_rate]:.1f}" not in live_row, (batch_rate, live_row)
     # Every point of the chart is a window of the chosen store in the live gold, to the cent.
     assert store.startswith("store_")
     assert drawn == _gold_points(demo_stack.lake_root, live, store)

@@ -181,9 +181,13 @@ def lake(tmp_path: Path) -> str:
     return root
 
 
+# Ten seconds after green's last batch: its rates are current (tests of idle and stale rates move the clock).
+NOW = datetime(2026, 11, 22, 10, 5, 10, tzinfo=UTC)
+
+
 @pytest.fixture
 def client(lake: str) -> Iterator[TestClient]:
-    app = create_operations_app(lake)
+    app = create_operations_app(lake, clock=lambda: NOW)
     app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}
     with TestClient(app) as test_client:
         yield test_client
@@ -204,6 +208,7 @@ def test_deployments_show_live_first_with_lag_rates_and_restarts(client: TestCli
     assert (green["desired_state"], green["observed_state"]) == ("running", "running")
     assert green["restarts"] == 2
     assert green["offsets_behind_latest"] == 7, "the revenue query's lag, not the archive query's 999"
+    assert (green["rates_state"], green["rates_age_s"]) == ("current", pytest.approx(10.0))
     assert green["input_rows_per_second"] == pytest.approx(12.5)
     assert green["processed_rows_per_second"] == pytest.approx(30.25)
     assert green["last_batch_id"] == 41
@@ -297,7 +302,11 @@ def test_an_empty_lake_shows_nothing_live_instead_of_failing(tmp_path: Path) -> 
     app = create_operations_app(str(tmp_path / "empty"))
     app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}
     with TestClient(app) as client:
-        assert client.get("/api/deployments").json() == {"live_deployment_id": None, "deployments": []}
+        assert client.get("/api/deployments").json() == {
+            "live_deployment_id": None,
+            "deployments": [],
+            "awaiting_approval": [],
+        }
         assert client.get("/api/quality").json() == {"latest": None, "data_docs_url": None}
         assert client.get("/api/live-history").json()["switches"] == []
         assert client.get("/api/stores").json() == {"deployment_id": None, "stores": []}
@@ -390,4 +399,163 @@ def test_relative_lake_paths_and_paths_with_spaces_are_hidden_from_non_admins() 
     error = "DeltaTable at .local/lake/gold/x failed; see /tmp/my lake/driver.log (1545.0 rows/s)"
     assert without_server_paths(error, [".local/lake", "/tmp/my lake"]) == (
         "DeltaTable at <path> failed; see <path> (1545.0 rows/s)"
+    )
+
+
+def _deployments(lake: str, now: datetime) -> dict[str, dict[str, Any]]:
+    app = create_operations_app(lake, clock=lambda: now)
+    app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}
+    with TestClient(app) as client:
+        return {d["deployment_id"]: d for d in client.get("/api/deployments").json()["deployments"]}
+
+
+def test_an_idle_deployment_shows_no_rates_but_how_long_ago_its_last_batch_was(lake: str) -> None:
+    """The user's report: idle for 16 minutes, the view still said "1545.0 / 334.2 rows/s"."""
+    _write_progress(
+        lake,
+        "green",
+        {
+            "batch_id": 1,
+            "batch_timestamp": "2026-11-22T10:05:00.000Z",
+            "batch_duration_ms": 6443,
+            "num_input_rows": 3090,
+            "input_rows_per_second": 1545.0,
+            "processed_rows_per_second": 334.2,
+            # Spark's idle report after the batch: the query found nothing new in Kafka.
+            "caught_up_at": "2026-11-22T10:05:26+00:00",
+            "max_offsets_behind_latest": 0,
+        },
+    )
+    green = _deployments(lake, datetime(2026, 11, 22, 10, 21, 6, 443000, tzinfo=UTC))["green"]
+
+    assert green["rates_state"] == "idle"
+    assert green["rates_age_s"] == pytest.approx(16 * 60)
+    assert (green["input_rows_per_second"], green["processed_rows_per_second"]) == (None, None)
+    assert (green["last_batch_id"], green["last_batch_input_rows"]) == (1, 3090)
+    assert datetime.fromisoformat(green["last_batch_ended_at"]) == datetime(
+        2026, 11, 22, 10, 5, 6, 443000, tzinfo=UTC
+    )
+
+
+def test_rates_older_than_three_trigger_intervals_are_stale(tmp_path: Path) -> None:
+    root = str(tmp_path / "lake")
+    registry = DeploymentRegistry(root)
+    # A 20 s trigger: its rates are current for 60 s after the batch ended (the 30 s floor is below).
+    _register(
+        registry,
+        "slow",
+        desired_state="running",
+        config_json=json.dumps({"trigger": {"interval": "20 seconds"}}),
+    )
+    _write_progress(
+        root,
+        "slow",
+        {
+            "batch_id": 3,
+            "batch_timestamp": "2026-11-22T10:00:00Z",
+            "batch_duration_ms": 5000,
+            "num_input_rows": 40,
+            "input_rows_per_second": 2.0,
+            "processed_rows_per_second": 8.0,
+        },
+    )
+    batch_end = datetime(2026, 11, 22, 10, 0, 5, tzinfo=UTC)
+
+    fresh = _deployments(root, batch_end + timedelta(seconds=60))["slow"]
+    assert (fresh["rates_state"], fresh["rates_current_for_s"]) == ("current", 60.0)
+    assert (fresh["input_rows_per_second"], fresh["processed_rows_per_second"]) == (2.0, 8.0)
+    stale = _deployments(root, batch_end + timedelta(seconds=61))["slow"]
+    assert stale["rates_state"] == "stale"
+    assert (stale["input_rows_per_second"], stale["processed_rows_per_second"]) == (None, None)
+
+
+REPLAY_RUN = "manual__2026-11-22T10:00:00+00:00"
+REPLAY_ACTOR = f"airflow:blue_green_replay/{REPLAY_RUN} (user alice)"
+"""As revenue_platform.dag_defaults.actor_from_context writes it for a run alice triggered."""
+
+
+def _get(lake: str, path: str) -> Any:
+    app = create_operations_app(lake, clock=lambda: W0 + timedelta(hours=1))
+    app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}
+    with TestClient(app) as client:
+        return client.get(path).json()
+
+
+def _roles(lake: str) -> list[tuple[str, str]]:
+    return [(d["deployment_id"], d["role"]) for d in _get(lake, "/api/deployments")["deployments"]]
+
+
+def test_a_blue_green_switch_names_each_role_the_approval_and_the_approver(tmp_path: Path) -> None:
+    """Through a replay's steps as `bluegreen.replay` records them: awaiting approval, the switch with
+    its evidence, the grace period (blue outgoing, not "candidate"), and blue's retirement."""
+    from revenue_platform.bluegreen import replay
+    from revenue_platform.streaming.stop import stop_deployment
+
+    lake = str(tmp_path / "lake")
+    registry = DeploymentRegistry(lake)
+    for deployment_id in ("blue", "green"):
+        _register(registry, deployment_id, colour=deployment_id, desired_state="running")
+    registry.switch_live("blue", actor="make demo", reason="first deployment on this stack")
+    replay.record(
+        registry, "green", "replay_started", REPLAY_ACTOR, "replay of blue", {"blue": "blue"}, "1.1.0"
+    )
+    replay.mark_awaiting_approval(registry, "green", REPLAY_ACTOR)
+
+    waiting = _get(lake, "/api/deployments")
+    assert _roles(lake) == [("blue", "live"), ("green", "candidate")]
+    [request] = waiting["awaiting_approval"]
+    assert (request["green_deployment_id"], request["dag_id"], request["run_id"]) == (
+        "green",
+        "blue_green_replay",
+        REPLAY_RUN,
+    )
+    # The task instance's "Required Actions" tab in the Airflow 3 UI, where Approve / Reject are.
+    assert request["approval_page"] == (
+        f"dags/blue_green_replay/runs/{REPLAY_RUN}/tasks/request_approval/required_actions"
+    )
+
+    approver = {"id": "bob", "name": "bob"}  # Airflow's HITL answer names its user like this
+    evidence = {"require_approval": True, "approved_by": approver, "diff": {}, "caught_up": {}}
+    replay.switch_live(registry, "green", "blue", REPLAY_ACTOR, evidence)
+
+    during_grace = _get(lake, "/api/deployments")
+    assert during_grace["awaiting_approval"] == []
+    assert _roles(lake) == [("green", "live"), ("blue", "outgoing")]
+    blue = during_grace["deployments"][1]
+    assert "grace period" in blue["role_note"]
+    assert "now green" in blue["role_note"]
+    history = _get(lake, "/api/live-history")["switches"]
+    assert [(s["to_deployment"], s["approved_by"], s["approval_required"]) for s in history] == [
+        ("green", "bob", True),
+        ("blue", None, None),
+    ]
+    assert history[0]["actor"] == REPLAY_ACTOR
+
+    stop_deployment(
+        registry, "blue", 1.0, REPLAY_ACTOR, "retired after promotion of green", progress=lambda _: None
+    )
+    assert _roles(lake) == [("green", "live"), ("blue", "stopped")]
+
+
+def test_a_deployment_rolled_back_from_is_outgoing_until_stopped(tmp_path: Path) -> None:
+    from revenue_platform.bluegreen import replay
+
+    lake = str(tmp_path / "lake")
+    registry = DeploymentRegistry(lake)
+    for deployment_id in ("blue", "green"):
+        _register(registry, deployment_id, colour=deployment_id, desired_state="running")
+    registry.switch_live("blue", actor="make demo", reason="first deployment")
+    registry.switch_live("green", actor="tester", reason="by hand")
+    replay.rollback(
+        registry, "blue", "bad numbers", "airflow:rollback_live_deployment/manual__x", lambda _: None
+    )
+
+    assert _roles(lake) == [("blue", "live"), ("green", "outgoing")]
+    green = _get(lake, "/api/deployments")["deployments"][1]
+    assert "stop_streaming_app" in green["role_note"]
+    rollback = _get(lake, "/api/live-history")["switches"][0]
+    assert (rollback["to_deployment"], rollback["approved_by"], rollback["approval_required"]) == (
+        "blue",
+        None,
+        None,
     )

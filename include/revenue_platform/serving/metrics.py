@@ -1,7 +1,7 @@
 """Prometheus metrics of the streaming deployments, read from the files they write at each scrape.
 
 `StreamingMetricsCollector` is a prometheus_client Collector: every scrape reads the deployment registry
-(which deployments should run, which one is live, which one is retiring after a promotion), each running
+(which deployments should run, which one is live, which one is outgoing after a switch), each running
 deployment's progress file and driver heartbeat (what `spark_apps.engine.observability` and the driver's
 fencing loop write under `DeploymentNames.progress_dir`) and the latest quality run of each, and turns
 them into metric families labelled by deployment and role. Nothing is cached between scrapes, so a value
@@ -14,7 +14,7 @@ docs/operations.md, "Metrics and alerts".
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,9 +28,10 @@ from prometheus_client.registry import Collector
 
 from revenue_platform.bluegreen.triggers import replays_in_flight
 from revenue_platform.paths import lake_root as default_lake_root
-from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
+from revenue_platform.registry import DeploymentRegistry, DesiredState
 from revenue_platform.serving.driver_status import driver_heartbeat
-from revenue_platform.serving.operations_view import LIVE_SWITCH_EVENT, parse_time, revenue_progress
+from revenue_platform.serving.operations_state import deployment_role, parse_time
+from revenue_platform.serving.operations_view import revenue_progress
 from spark_apps.contract.naming import DeploymentNames
 
 LOG = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class DeploymentSample:
 
     deployment_id: str
     role: str
-    """live, candidate (running beside live, e.g. a replay) or retiring (live until the last promotion)."""
+    """As the operations view names it (`operations_state.deployment_role`): live, outgoing (was live and
+    runs on after the pointer moved away: a replay's grace period, or after a rollback) or candidate."""
     colour: str
     app_version: str
     observed_state: str
@@ -73,23 +75,9 @@ class QualitySample:
 
 
 # --- reading ----------------------------------------------------------------------------------
-def retiring_deployment(events: Sequence[RegistryEvent]) -> str | None:
-    """The deployment the latest live switch moved away from (blue-green keeps it running for a grace
-    period before it is stopped); `events` oldest first, as the registry lists them."""
-    switches = [event for event in events if event.kind == LIVE_SWITCH_EVENT]
-    return switches[-1].from_value if switches else None
-
-
-def _role(record: DeploymentRecord, retiring: str | None) -> str:
-    if record.is_live:
-        return "live"
-    return "retiring" if record.deployment_id == retiring else "candidate"
-
-
 def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
     """Every deployment that should run (desired state running), by id."""
     events = registry.events()
-    retiring = retiring_deployment(events)
     running = [r for r in registry.deployments() if r.desired_state == DesiredState.RUNNING.value]
     awaiting = {
         replay.green: replay.last_at
@@ -102,7 +90,7 @@ def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
         samples.append(
             DeploymentSample(
                 deployment_id=record.deployment_id,
-                role=_role(record, retiring),
+                role=deployment_role(record, events).role,
                 colour=record.colour,
                 app_version=record.app_version,
                 observed_state=record.observed_state,

@@ -5,13 +5,15 @@ API server, and embedded in the Airflow UI's nav as an external view) serving:
 
 * `GET /` — a static page (`static/operations.html`, plain HTML + vanilla JS + inline SVG) that
   calls the JSON endpoints below with the browser's Airflow session cookie;
-* `GET /api/deployments` — every registered deployment (live, candidates, stopped) with colour,
-  version, desired/observed state, restarts, the lag, rates and last batch time from the
-  progress JSON the streaming app publishes (`DeploymentNames.progress_dir`), and the driver's
-  heartbeat (`serving.driver_status`: rewritten every few seconds, also while idle);
+* `GET /api/deployments` — every registered deployment (live, outgoing, candidates, stopped) with
+  colour, version, desired/observed state, restarts, the lag and the last batch's rates from the
+  progress JSON the streaming app publishes (`DeploymentNames.progress_dir`; rates only while current,
+  see `serving.operations_state`), the driver's heartbeat (`serving.driver_status`: rewritten every few
+  seconds, also while idle), and the blue-green replays waiting for approval;
 * `GET /api/quality` — the latest quality run's checks (of the live deployment unless one is
   named) with a link to the Great Expectations Data Docs, served by `GET /data-docs/...`;
-* `GET /api/live-history` — the live pointer's switches from the registry's audit log, newest first;
+* `GET /api/live-history` — the live pointer's switches from the registry's audit log, newest first,
+  with who approved each blue-green promotion;
 * `GET /api/stores` and `GET /api/revenue?location_id=...` — the stores in the live gold table and
   the revenue per window of one of them, for the chart.
 
@@ -19,7 +21,9 @@ Every endpoint except the page shell requires an authenticated Airflow user
 (`revenue_platform.serving.auth.require_airflow_user`: the UI's `_token` cookie, which the browser
 sends along with the iframe's same-origin requests, or a bearer token). Everything is read with
 `deltalake`/`pyarrow` (no Spark), imported on first use so the plugin stays cheap to import.
-Money is `Decimal` end to end and a decimal string in JSON.
+Money is `Decimal` end to end and a decimal string in JSON. The responses are the models of
+`serving.operations_models`; what the view concludes (roles, current rates, approvals) is
+`serving.operations_state`.
 """
 
 from __future__ import annotations
@@ -28,29 +32,51 @@ import json
 import logging
 import os
 import re
-from collections.abc import Sequence
-from datetime import datetime
-from decimal import Decimal
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, Field
 
 from revenue_platform.gold_table import Filter, read_gold
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
-from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
 from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
 from revenue_platform.serving.driver_status import driver_heartbeat
+from revenue_platform.serving.operations_models import (
+    ApprovalRequest,
+    DeploymentsResponse,
+    DeploymentStatus,
+    LiveHistoryResponse,
+    LiveSwitch,
+    QualityCheck,
+    QualityResponse,
+    QualityRun,
+    RevenuePoint,
+    RevenueSeriesResponse,
+    StoreOption,
+    StoresResponse,
+)
+from revenue_platform.serving.operations_state import (
+    LIVE_SWITCH_EVENT,
+    ROLE_ORDER,
+    batch_rates,
+    deployment_role,
+    parse_time,
+    pending_approvals,
+    rates_current_for_s,
+    switch_approval,
+)
+from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 from spark_apps.contract.records import GOLD_WINDOW_COLUMNS
 
 LOG = logging.getLogger(__name__)
-LIVE_SWITCH_EVENT = "live_switched"
-"""Registry event kind written by `DeploymentRegistry.switch_live` (promotions and rollbacks)."""
 MAX_CHART_WINDOWS = 2000
 NAV_ICON_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#1e63c6" '
@@ -59,115 +85,7 @@ NAV_ICON_SVG = (
 )
 
 
-# --- response models --------------------------------------------------------------------------
-class DeploymentStatus(BaseModel):
-    """One deployment as an operator needs to see it."""
-
-    deployment_id: str
-    colour: str
-    role: Literal["live", "candidate", "stopped"]
-    """live: readers use its output; candidate: desired running but not live; stopped: neither."""
-    app_version: str
-    desired_state: str
-    observed_state: str
-    is_live: bool
-    restarts: int
-    """Supervisor restarts since the last deploy."""
-    last_error: str | None = None
-    heartbeat_at: datetime | None = None
-    offsets_behind_latest: int | None = None
-    """Revenue query's offsets behind the latest Kafka offsets (the app's lag)."""
-    input_rows_per_second: float | None = None
-    processed_rows_per_second: float | None = None
-    last_batch_id: int | None = None
-    last_batch_at: datetime | None = None
-
-
-class DeploymentsResponse(BaseModel):
-    live_deployment_id: str | None
-    deployments: list[DeploymentStatus]
-
-
-class QualityCheck(BaseModel):
-    check: str
-    suite: str
-    dataset: str
-    success: bool
-    element_count: int | None = None
-    unexpected_count: int | None = None
-    observed: str | None = None
-    failing_keys_sample: list[str] = Field(default_factory=list)
-
-
-class QualityRun(BaseModel):
-    run_id: str
-    deployment_id: str
-    checked_at: datetime
-    interval_start: datetime
-    interval_end: datetime
-    passed: int
-    failed: int
-    checks: list[QualityCheck]
-
-
-class QualityResponse(BaseModel):
-    latest: QualityRun | None
-    data_docs_url: str | None
-    """Relative URL of the Data Docs site served by this app, or None if it was never built."""
-
-
-class LiveSwitch(BaseModel):
-    at: datetime
-    from_deployment: str | None
-    to_deployment: str
-    actor: str
-    reason: str | None
-
-
-class LiveHistoryResponse(BaseModel):
-    live_deployment_id: str | None
-    switches: list[LiveSwitch]
-    """Newest first."""
-
-
-class StoreOption(BaseModel):
-    location_id: str
-    city: str | None
-
-
-class StoresResponse(BaseModel):
-    deployment_id: str | None
-    stores: list[StoreOption]
-
-
-class RevenuePoint(BaseModel):
-    window_start: datetime
-    window_end: datetime
-    order_type: str
-    order_count: int
-    revenue: Decimal
-    """DECIMAL(18,2) from gold; serialized as a decimal string."""
-
-
-class RevenueSeriesResponse(BaseModel):
-    deployment_id: str
-    location_id: str
-    points: list[RevenuePoint]
-    """Oldest window first; the latest `limit` windows of the store."""
-
-
 # --- readers (plain functions: the tests call them through the app) ---------------------------
-def parse_time(value: Any) -> datetime | None:
-    if value in (None, ""):
-        return None
-    if isinstance(value, datetime):
-        return value
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
     return DeploymentNames(record.lake_root or lake_root, record.deployment_id)
 
@@ -181,12 +99,6 @@ def revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]
     except (OSError, ValueError):
         return {}
     return document
-
-
-def _role(record: DeploymentRecord) -> Literal["live", "candidate", "stopped"]:
-    if record.is_live:
-        return "live"
-    return "candidate" if record.desired_state == DesiredState.RUNNING.value else "stopped"
 
 
 # An absolute path or file: URI in free text (a driver's log tail), not the "/" inside "rows/s".
@@ -211,14 +123,35 @@ def _private_roots(lake_root: str) -> list[str]:
     return [lake_root, str(state_dir()), str(REPO_ROOT), str(Path.home())]
 
 
-def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool = False) -> DeploymentStatus:
+def _trigger_interval_s(record: DeploymentRecord) -> float:
+    """The deployment's trigger interval as registered; the config's default for a row without one."""
+    from spark_apps.contract.config import TriggerConfig
+
+    interval = (record.config.get("trigger") or {}).get("interval") or TriggerConfig().interval
+    try:
+        return float(interval_seconds(str(interval)))
+    except ValueError:
+        return float(interval_seconds(TriggerConfig().interval))
+
+
+def deployment_status(
+    record: DeploymentRecord,
+    lake_root: str,
+    events: Sequence[RegistryEvent],
+    now: datetime,
+    show_paths: bool = False,
+) -> DeploymentStatus:
     progress = revenue_progress(record, lake_root)
     restarts = [entry for entry in record.restart_history if entry.get("outcome") != "gave_up"]
     behind = progress.get("max_offsets_behind_latest")
+    interval_s = _trigger_interval_s(record)
+    rates = batch_rates(progress, interval_s, now)
+    role = deployment_role(record, events)
     return DeploymentStatus(
         deployment_id=record.deployment_id,
         colour=record.colour,
-        role=_role(record),
+        role=role.role,
+        role_note=role.note,
         app_version=record.app_version,
         desired_state=record.desired_state,
         observed_state=record.observed_state,
@@ -234,34 +167,54 @@ def deployment_status(record: DeploymentRecord, lake_root: str, show_paths: bool
         # when a batch ran, so it would call a healthy idle app minutes old.
         heartbeat_at=parse_time(driver_heartbeat(_names(record, lake_root))) or record.heartbeat_at,
         offsets_behind_latest=int(behind) if behind is not None else None,
-        input_rows_per_second=progress.get("input_rows_per_second"),
-        processed_rows_per_second=progress.get("processed_rows_per_second"),
-        last_batch_id=progress.get("batch_id"),
+        rates_state=rates.state,
+        rates_age_s=rates.age_s,
+        rates_current_for_s=rates_current_for_s(interval_s),
+        input_rows_per_second=rates.input_rows_per_second,
+        processed_rows_per_second=rates.processed_rows_per_second,
+        last_batch_id=rates.batch_id,
         last_batch_at=parse_time(progress.get("batch_timestamp")),
+        last_batch_ended_at=rates.batch_ended_at,
+        last_batch_input_rows=rates.input_rows,
     )
 
 
-def read_deployments(registry: DeploymentRegistry, show_paths: bool = False) -> DeploymentsResponse:
-    """Live first, then candidates, then stopped deployments; by id within each group. Server paths in
-    errors only with `show_paths` (an admin)."""
-    order = {"live": 0, "candidate": 1, "stopped": 2}
-    statuses = [deployment_status(r, registry.lake_root, show_paths) for r in registry.deployments()]
-    statuses.sort(key=lambda s: (order[s.role], s.deployment_id))
-    return DeploymentsResponse(live_deployment_id=registry.live_deployment(), deployments=statuses)
+def read_deployments(
+    registry: DeploymentRegistry, now: datetime, show_paths: bool = False
+) -> DeploymentsResponse:
+    """Live first, then outgoing, candidates and stopped deployments; by id within each group; and the
+    replays waiting for approval. Server paths in errors only with `show_paths` (an admin)."""
+    records, events = registry.deployments(), registry.events()
+    statuses = [deployment_status(r, registry.lake_root, events, now, show_paths) for r in records]
+    statuses.sort(key=lambda s: (ROLE_ORDER[s.role], s.deployment_id))
+    running = [r.deployment_id for r in records if r.desired_state == DesiredState.RUNNING.value]
+    waiting = [
+        ApprovalRequest(**asdict(pending), approval_page=pending.approval_page)
+        for pending in pending_approvals(events, running)
+    ]
+    return DeploymentsResponse(
+        live_deployment_id=registry.live_deployment(), deployments=statuses, awaiting_approval=waiting
+    )
 
 
 def read_live_history(registry: DeploymentRegistry) -> LiveHistoryResponse:
-    switches = [
-        LiveSwitch(
-            at=event.at,
-            from_deployment=event.from_value,
-            to_deployment=event.to_value or event.deployment_id,
-            actor=event.actor,
-            reason=event.reason,
+    events = registry.events()
+    switches = []
+    for event in events:
+        if event.kind != LIVE_SWITCH_EVENT:
+            continue
+        approval = switch_approval(event, events)
+        switches.append(
+            LiveSwitch(
+                at=event.at,
+                from_deployment=event.from_value,
+                to_deployment=event.to_value or event.deployment_id,
+                actor=event.actor,
+                reason=event.reason,
+                approved_by=approval.approved_by,
+                approval_required=approval.approval_required,
+            )
         )
-        for event in registry.events()
-        if event.kind == LIVE_SWITCH_EVENT
-    ]
     switches.reverse()
     return LiveHistoryResponse(live_deployment_id=registry.live_deployment(), switches=switches)
 
@@ -380,8 +333,13 @@ _AUTHENTICATED = [Depends(require_airflow_user)]
 DeploymentQuery = Annotated[str | None, Query(description="default: the live deployment")]
 
 
-def create_operations_app(lake_root: str | None = None) -> FastAPI:
-    """The operations view app; `lake_root` defaults to the platform's (PLATFORM_LAKE_ROOT), per request."""
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def create_operations_app(lake_root: str | None = None, clock: Callable[[], datetime] = utc_now) -> FastAPI:
+    """The operations view app; `lake_root` defaults to the platform's (PLATFORM_LAKE_ROOT), per request;
+    `clock` tells how old a batch's rates are (tests pin it)."""
     app = FastAPI(
         title="Revenue operations view",
         description="Deployments, lag, quality checks, live pointer history and revenue per window.",
@@ -395,7 +353,7 @@ def create_operations_app(lake_root: str | None = None) -> FastAPI:
         return JSONResponse({"detail": str(error)}, status_code=status.HTTP_400_BAD_REQUEST)
 
     app.include_router(_page_router())
-    app.include_router(_api_router(lake_root))
+    app.include_router(_api_router(lake_root, clock))
     app.include_router(_data_docs_router(lake_root))
     return app
 
@@ -427,13 +385,13 @@ def _live_or_404(lake_root: str | None, chosen: str | None) -> str:
     return deployment_id
 
 
-def _api_router(lake_root: str | None) -> APIRouter:
+def _api_router(lake_root: str | None, clock: Callable[[], datetime]) -> APIRouter:
     """The JSON the page fetches: deployments, quality, live history, stores and revenue per window."""
     router = APIRouter()
 
     @router.get("/api/deployments")
     def deployments(user: AirflowUser) -> DeploymentsResponse:
-        return read_deployments(_registry(lake_root), show_paths=is_admin(user))
+        return read_deployments(_registry(lake_root), clock(), show_paths=is_admin(user))
 
     @router.get("/api/quality", dependencies=_AUTHENTICATED)
     def quality(deployment_id: DeploymentQuery = None) -> QualityResponse:

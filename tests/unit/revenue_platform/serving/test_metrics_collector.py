@@ -1,4 +1,4 @@
-"""The Prometheus collector on a fixture lake: a registry with a live, a retiring, a candidate and a
+"""The Prometheus collector on a fixture lake: a registry with a live, an outgoing, a candidate and a
 stopped deployment, progress files and heartbeats as the app writes them, and a quality run. Read back
 through prometheus_client's own parser, as Prometheus would scrape it."""
 
@@ -59,7 +59,7 @@ def _deployment(lake: str, deployment_id: str, desired: str, is_live: bool = Fal
 
 @pytest.fixture
 def lake(tmp_path: Path) -> str:
-    """blue live (progress, heartbeat, two restarts), green retiring (the live switch moved away from
+    """blue live (progress, heartbeat, two restarts), green outgoing (the live switch moved away from
     it), replica a candidate waiting for approval, without any file yet, old stopped."""
     root = str(tmp_path / "lake")
     restarts = json.dumps([{"outcome": "restarted"}, {"outcome": "restarted"}, {"outcome": "gave_up"}])
@@ -107,7 +107,7 @@ def test_every_running_deployment_is_labelled_with_its_role(lake: str) -> None:
     samples = _scrape(lake)
     running = {dict(labels)["deployment"]: dict(labels)["role"]
                for name, labels in samples if name == "revenue_stream_desired_running"}  # fmt: skip
-    assert running == {"blue": "live", "green": "retiring", "replica": "candidate"}
+    assert running == {"blue": "live", "green": "outgoing", "replica": "candidate"}
     info = {dict(labels)["deployment"]: dict(labels) for name, labels in samples
             if name == "revenue_stream_deployment_info"}  # fmt: skip
     assert info["blue"] == {
@@ -147,7 +147,7 @@ def test_values_come_from_the_progress_file_and_heartbeat(lake: str) -> None:
         for r in ("late", "duplicate")
     }
     assert dropped == {"late": 3, "duplicate": 11}
-    green = {"deployment": "green", "role": "retiring"}
+    green = {"deployment": "green", "role": "outgoing"}
     assert [
         _value(samples, name, **green)
         for name in ("revenue_stream_heartbeat_age_seconds", "revenue_stream_history_pending")
@@ -162,7 +162,7 @@ def test_what_no_file_says_is_left_out_not_made_up(lake: str) -> None:
                  "revenue_stream_watermark_timestamp_seconds", "revenue_stream_history_pending"):  # fmt: skip
         assert _value(samples, name, **replica) is None, name
     # green's file has no watermark yet (a replay reading its history): no delay is reported for it.
-    green = {"deployment": "green", "role": "retiring"}
+    green = {"deployment": "green", "role": "outgoing"}
     assert _value(samples, "revenue_stream_event_time_delay_seconds", **green) is None
 
 
