@@ -130,8 +130,14 @@ class PromotionApprovalOperator(ApprovalOperator):
         super().__init__(**kwargs)
         self.request, self.caught_up, self.quality, self.diff = request, caught_up, quality, diff
 
-    def execute(self, context: Any) -> Any:
+    def fill_in_prompt(self) -> PromotionPrompt:
+        """Subject, body and the summary's `evidence` from the (rendered) gate results."""
         prompt = promotion_prompt(self.request, self.caught_up, self.quality, self.diff)
         self.subject, self.body = prompt.question, prompt.body
         self.hitl_summary_extra["evidence"] = prompt.evidence
+        return prompt
+
+    def execute(self, context: Any) -> Any:
+        # Before Airflow writes the request and calls the notifiers, which both read subject and body.
+        self.fill_in_prompt()
         return super().execute(context)
