@@ -281,7 +281,9 @@ def deliver(alert: Alert, conn_id: str = ALERTS_CONN_ID) -> list[str]:
     try:
         settings = load_alert_settings(conn_id)
     except ValidationError as error:
-        log.error("alert not sent: the extra of connection %r is invalid: %s", conn_id, error)
+        # Field and reason only: pydantic's own text would repeat the values, a webhook token among them.
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        log.error("alert not sent: the extra of connection %r is invalid: %s", conn_id, problems)
         return []
     except Exception:
         log.exception("alert not sent: connection %r could not be read", conn_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from email import message_from_bytes, policy
 from typing import Any
 
@@ -149,3 +150,19 @@ def test_channels_are_the_sections_present() -> None:
     assert both.email.security == "starttls"
     assert both.webhook is not None
     assert AlertChannels.model_validate({}) == AlertChannels()
+
+
+def test_an_invalid_connection_is_logged_by_field_without_its_values(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from revenue_platform.notify import deliver
+
+    webhook = {"url": "file:///etc/passwd", "headers": {"Authorization": "Bearer s3cret-token\n"}}
+    connection = {"conn_type": "generic", "extra": {"webhook": webhook}}
+    monkeypatch.setenv("AIRFLOW_CONN_PLATFORM_ALERTS", json.dumps(connection))
+
+    assert deliver(failure_alert("dag", "run", "task", 1, "error", LOG_URL)) == []
+
+    assert "webhook.url: Value error, must be an http:// or https:// URL" in caplog.text
+    assert "webhook.headers" in caplog.text
+    assert "s3cret-token" not in caplog.text
