@@ -14,7 +14,8 @@ retention has deleted history) with a fresh checkpoint, its own tables, consumer
 (offsets behind, rate, ETA in the log) until it is at most `max_offsets_behind`, bounded by
 `catch_up_timeout_s`; `check_quality` runs the Great Expectations revenue checks on green's output;
 `diff_against_blue` compares per-window count and revenue over the closed windows both cover (tolerances are
-per window, absolute); with `require_approval` a human approves in the UI (HITL); `switch_live` flips the
+per window, absolute); with `require_approval` a human approves in the UI (HITL), shown the gates' numbers
+and alerted through the `platform_alerts` connection; `switch_live` flips the
 registry's live pointer to green in one Delta commit (audited); `retire_blue` keeps blue for
 `grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is stopped and
 the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced` replaces
@@ -32,17 +33,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 from airflow.sdk.exceptions import AirflowException
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import tasks
+from revenue_platform.bluegreen.approval import PromotionApprovalOperator
 from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.tasks import ReplayRun
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.forms import params_from_model
+from revenue_platform.notify import ApprovalRequestNotifier
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
@@ -125,10 +127,15 @@ def blue_green_replay() -> None:
     quality: Any = check_quality(request)
     diff: Any = diff_against_blue(request)
     branch = choose_next_step(request)
-    request_approval = ApprovalOperator(
+    # The prompt shows the gates' numbers (diff, totals on both sides, quality, catch-up); the notifier
+    # sends it, with the link to answer, to the channels of the platform_alerts connection.
+    request_approval = PromotionApprovalOperator(
         task_id="request_approval",
-        subject="Promote the blue-green replay?",
-        body="Green passed catch-up, quality and diff; see the task logs of this run before approving.",
+        request=request,
+        caught_up=caught_up,
+        quality=quality,
+        diff=diff,
+        notifiers=[ApprovalRequestNotifier()],
         # Rejecting must end in the teardown stopping green, and a failed run says so. A human's "Reject"
         # (or the timeout) is an answer, not a glitch: a retry would only park the task and ask again.
         fail_on_reject=True,

@@ -1,8 +1,10 @@
-"""Defaults every platform DAG shares: owner, one retry, and errors that retrying cannot fix.
+"""Defaults every platform DAG shares: owner, one retry, errors that retrying cannot fix, an alert.
 
 A spec error, a refused change or a missing deployment fails the same way on every attempt;
 those fail at once (Airflow 3.3's ExceptionRetryPolicy), while anything else (a broker
-hiccup) gets the one retry. DAG files build their default_args here instead of copying them.
+hiccup) gets the one retry. A task that fails for good alerts the people the `platform_alerts`
+connection names (`notify.TaskFailureNotifier`). DAG files build their default_args here instead
+of copying them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
+
+from revenue_platform.notify import TaskFailureNotifier
 
 OWNER = "platform"
 
@@ -35,8 +39,13 @@ def platform_default_args(
     *,
     retries: int = 1,
 ) -> dict[str, Any]:
-    """default_args for a platform DAG: owner, `retries` after `retry_delay`, no retry on `non_retryable`."""
-    args: dict[str, Any] = {"owner": OWNER, "retries": retries}
+    """default_args for a platform DAG: owner, `retries` after `retry_delay`, no retry on `non_retryable`,
+    and an alert when a task has failed for good (a retry is not a failure worth waking anyone for)."""
+    args: dict[str, Any] = {
+        "owner": OWNER,
+        "retries": retries,
+        "on_failure_callback": [TaskFailureNotifier()],
+    }
     if retry_delay is not None:
         args["retry_delay"] = retry_delay
     if non_retryable:

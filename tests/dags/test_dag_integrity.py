@@ -67,6 +67,15 @@ _PARSE_SCRIPT = textwrap.dedent(
             "tags": sorted(dag.tags or []),
             "doc_md": bool(dag.doc_md),
             "task_owners": sorted({task.owner for task in dag.tasks}),
+            # Tasks whose final failure alerts nobody (see revenue_platform.notify).
+            "tasks_without_failure_alert": sorted(
+                task.task_id
+                for task in dag.tasks
+                if not any(
+                    type(callback).__name__ == "TaskFailureNotifier"
+                    for callback in (task.on_failure_callback or [])
+                )
+            ),
             "task_concurrency": {
                 task.task_id: task.max_active_tis_per_dag
                 for task in dag.tasks
@@ -116,6 +125,12 @@ def test_dag_sets_owner_retries_tags_and_docs(dag_id: str) -> None:
     assert dag["retries"] is not None, "set default_args retries explicitly"
     assert dag["tags"], "tag the DAG so it can be found in the UI"
     assert dag["doc_md"], "use the module docstring as doc_md"
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED_DAG_IDS))
+def test_every_task_alerts_when_it_fails_for_good(dag_id: str) -> None:
+    missing = parse_dag_folder()["dags"][dag_id]["tasks_without_failure_alert"]
+    assert missing == [], f"use platform_default_args (its on_failure_callback alerts): {missing}"
 
 
 @pytest.mark.parametrize("dag_id", sorted(EXPECTED_DAG_IDS))

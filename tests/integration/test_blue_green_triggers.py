@@ -199,6 +199,7 @@ class SecondTriggerThenReject:
         self.api, self.headers, self.lake = api, headers, lake
         self.second: subprocess.CompletedProcess[str] | None = None
         self.responses: list[tuple[int, Any]] = []
+        self.prompt: dict[str, Any] = {}
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -248,10 +249,12 @@ class SecondTriggerThenReject:
         from airflow.utils.state import TaskInstanceState
         from sqlalchemy import select
 
+        path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails"
+        # What the person reads before answering (the UI's Required actions page shows the same).
+        shown = self.api.get(path, headers=self.headers)
+        self.prompt = shown.json() if shown.status_code == 200 else {"status": shown.status_code}
         response = self.api.patch(
-            f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails",
-            headers=self.headers,
-            json={"chosen_options": ["Reject"], "params_input": {}},
+            path, headers=self.headers, json={"chosen_options": ["Reject"], "params_input": {}}
         )
         self.responses.append((response.status_code, response.text))
         if response.status_code != 200:
@@ -272,6 +275,7 @@ def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_
     airflow_api: TestClient,
     auth: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("PLATFORM_LAKE_ROOT", stack.lake)
     monkeypatch.delenv("REPLAY_SCHEDULE", raising=False)
@@ -312,6 +316,15 @@ def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_
         "upstream_failed",
     )
     assert run.state == "failed"
+    # The person was shown the gates' numbers, and the same prompt went to the alert channels (none
+    # configured here: the notifier says so once and the approval went on).
+    question = f"Promote green {green} (version 2.0.0) to live in place of {BLUE}?"
+    assert watcher.prompt.get("subject") == question, watcher.prompt
+    assert "closed windows both cover" in watcher.prompt["body"]
+    assert "| orders |" in watcher.prompt["body"]
+    assert "**Quality**: passed" in watcher.prompt["body"]
+    alerts = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.notify"]
+    assert [m for m in alerts if "APPROVAL NEEDED" in m and question in m] != [], alerts
     kinds = [e.kind for e in stack.registry.events(green)]
     assert kinds.index("replay_awaiting_approval") < kinds.index("replay_aborted")
     assert resolve_live_deployment(stack.lake) == BLUE

@@ -168,6 +168,8 @@ class WindowDiff:
     mismatches: list[dict[str, Any]]
     blue_revenue: Decimal
     green_revenue: Decimal
+    blue_orders: int
+    green_orders: int
 
     @property
     def passed(self) -> bool:
@@ -182,6 +184,8 @@ class WindowDiff:
             "mismatched_windows": len(self.mismatches),
             "blue_revenue": str(self.blue_revenue),
             "green_revenue": str(self.green_revenue),
+            "blue_orders": self.blue_orders,
+            "green_orders": self.green_orders,
             "sample": self.mismatches[:sample],
         }
 
@@ -212,7 +216,7 @@ def diff_windows(
     """
     horizons = [closed_horizon(blue_rows, watermark), closed_horizon(green_rows, watermark)]
     if None in horizons:
-        return WindowDiff(None, None, 0, [], Decimal(0), Decimal(0))
+        return WindowDiff(None, None, 0, [], Decimal(0), Decimal(0), 0, 0)
     since = max(min(r["window_start"] for r in blue_rows), min(r["window_start"] for r in green_rows))
     until = min(h for h in horizons if h is not None)
 
@@ -253,6 +257,8 @@ def diff_windows(
         mismatches,
         sum((v[1] for v in blue.values()), Decimal(0)),
         sum((v[1] for v in green.values()), Decimal(0)),
+        sum(v[0] for v in blue.values()),
+        sum(v[0] for v in green.values()),
     )
 
 

@@ -325,7 +325,8 @@ def diff_against_blue(
         f"[replay] diff {blue} vs {request.green_deployment_id} over closed windows "
         f"[{summary['common_from']}, {summary['common_until']}]: {diff.windows_compared} compared, "
         f"{len(diff.mismatches)} beyond tolerance (revenue ±{request.revenue_tolerance}, count "
-        f"±{request.count_tolerance}); revenue blue {diff.blue_revenue} green {diff.green_revenue}"
+        f"±{request.count_tolerance}); orders blue {diff.blue_orders} green {diff.green_orders}, "
+        f"revenue blue {diff.blue_revenue} green {diff.green_revenue}"
     )
     for mismatch in summary["sample"]:
         progress(f"[replay]   mismatch {mismatch}")

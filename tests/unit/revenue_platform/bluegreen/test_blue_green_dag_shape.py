@@ -88,3 +88,16 @@ def test_publishing_a_version_emits_the_release_asset() -> None:
     publish = load_dags("publish_app_version")["publish_app_version"]
     assert publish.get_task("record_release").outlets == [app_release_asset()]
     assert publish.params["require_approval"] is True
+
+
+def test_the_approval_shows_the_gates_numbers_and_alerts_the_channels(dag: Any) -> None:
+    from revenue_platform.bluegreen.approval import PromotionApprovalOperator
+    from revenue_platform.notify import ApprovalRequestNotifier
+
+    approval = dag.get_task("request_approval")
+    assert isinstance(approval, PromotionApprovalOperator)
+    # The prompt is built from these tasks' results, so they feed it directly.
+    assert {"validate_request", "wait_for_catch_up", "check_quality", "diff_against_blue"} <= set(
+        approval.upstream_task_ids
+    )
+    assert [type(notifier) for notifier in approval.notifiers] == [ApprovalRequestNotifier]

@@ -170,7 +170,11 @@ def test_a_revenue_or_count_difference_beyond_tolerance_fails() -> None:
     assert diff_windows(blue, green, WATERMARK, revenue_tolerance=Decimal("0.01")).passed
     counted = [dict(r, order_count=2) if i == 0 else r for i, r in enumerate(blue)]
     assert not diff_windows(counted, blue, WATERMARK).passed
-    assert diff_windows(counted, blue, WATERMARK, count_tolerance=1).passed
+    within = diff_windows(counted, blue, WATERMARK, count_tolerance=1)
+    assert within.passed
+    # The totals over the compared windows show a difference the per-window tolerance let through.
+    assert (within.blue_orders, within.green_orders) == (3, 2)
+    assert within.summary()["blue_orders"] == 3
 
 
 def test_a_window_missing_on_one_side_within_the_common_range_is_a_mismatch() -> None:
