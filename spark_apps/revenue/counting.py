@@ -2,11 +2,14 @@
 four numbers the driver's revenue state needs (`revenue.state.BatchCount`).
 
 An order counts when it is not a repeat (`revenue.dedupe`) and its event time is after the watermark
-the batch started from; the counted orders are summed per location, type and window by
-`windows.windowed_revenue`, the reprocess job's own function, so the stream and the batch job window
-and sum alike. One Spark job: the facts (valid, repeats, late, the latest event time a valid order
-moves the watermark with) come back with the windows' totals. The driver receives one row per changed
-window, never an order: the cost in the driver is O(windows) per batch, whatever the batch's size.
+the batch started from; the counted orders are summed per location, type and window with the
+reprocess job's own window and sums (`windows.event_window`, `windows.revenue_sums`), so the stream
+and the batch job window and sum alike. One aggregation, one shuffle of partial sums: the facts
+(valid, repeats, late, the latest event time a valid order moves the watermark with) are aggregated
+per window beside the sums and added up in the driver (a second aggregate for them, or Spark's
+`observe`, cost a batch of 40,000 orders 30-100 % more, docs/performance.md, stop 25). The driver
+receives one row per window the batch touched, never an order: the cost in the driver is
+O(windows) per batch, whatever the batch's size.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.records import MONEY_SCALE
 from spark_apps.revenue.dedupe import REPEAT_COLUMN
-from spark_apps.revenue.state import BatchCount
-from spark_apps.revenue.windows import windowed_revenue
+from spark_apps.revenue.state import MICROS_PER_SECOND, BatchCount
+from spark_apps.revenue.windows import event_window, revenue_from_sums, revenue_sums
 
 
 def watermark_event_us() -> Column:
@@ -37,35 +41,45 @@ def not_counted(watermark_us: int | None) -> Column:
 def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: str | None) -> BatchCount:
     """Count `valid` (a batch's valid orders with `repeat`) from `watermark_us`, in `size`/`slide`
     windows (the app's `window` config)."""
-    late = F.lit(False)
-    if watermark_us is not None:
-        late = ~F.col(REPEAT_COLUMN) & (F.unix_micros("ordered_at") <= F.lit(watermark_us))
-    totals = windowed_revenue(valid.filter(~not_counted(watermark_us)), size, slide).select(
-        "location_id",
-        "order_type",
-        F.unix_micros("window_start").alias("window_start_us"),
-        "order_count",
-        "revenue",
-    )
-    # The facts ride in the same job as one more row (its window start null). A global aggregate has
-    # its row whatever the input; Spark's `observe` observes nothing when the optimizer folds an
-    # input away or it has no partitions (a batch without data).
-    facts = valid.agg(
-        F.count(F.lit(1)).alias("order_count"),
-        F.count_if(F.col(REPEAT_COLUMN)).alias("repeats"),
-        F.count_if(late).alias("late"),
+    event_us = F.unix_micros("ordered_at")
+    late = F.lit(False) if watermark_us is None else ~F.col(REPEAT_COLUMN) & (event_us <= F.lit(watermark_us))
+    # Each order's facts count once: in its latest window when windows hop (it is in several).
+    once = F.lit(True)
+    if slide is not None and slide != size:
+        slide_us = interval_seconds(slide) * MICROS_PER_SECOND
+        once = F.unix_micros(F.col("window.start")) == event_us - F.pmod(event_us, F.lit(slide_us))
+    in_windows = valid.withColumn("window", event_window(size, slide))  # a row per window an order is in
+    grouped = in_windows.groupBy("location_id", "order_type", "window").agg(
+        *revenue_sums(counted=~not_counted(watermark_us)),
+        F.count_if(once).alias("valid"),
+        F.count_if(once & F.col(REPEAT_COLUMN)).alias("repeats"),
+        F.count_if(once & late).alias("late"),
         F.max(watermark_event_us()).alias("watermark_event_us"),
     )
     # Arrow: a window-heavy batch hands back ~100,000 rows, which Row objects would take seconds for.
-    rows = totals.unionByName(facts, allowMissingColumns=True).toArrow().to_pylist()
-    [batch] = [row for row in rows if row["window_start_us"] is None]
-    latest = batch["watermark_event_us"]
+    rows = (
+        grouped.select(
+            "location_id",
+            "order_type",
+            F.unix_micros("window.start").alias("window_start_us"),
+            "order_count",
+            revenue_from_sums(),
+            "valid",
+            "repeats",
+            "late",
+            "watermark_event_us",
+        )
+        .toArrow()
+        .to_pylist()
+    )
+    latest = [row["watermark_event_us"] for row in rows]
     return BatchCount(
         watermark_us=watermark_us,
-        valid=int(batch["order_count"]),
-        repeats=int(batch["repeats"]),
-        late=int(batch["late"]),
-        watermark_event_us=None if latest is None else int(latest),
+        valid=sum(row["valid"] for row in rows),
+        repeats=sum(row["repeats"] for row in rows),
+        late=sum(row["late"] for row in rows),
+        watermark_event_us=max(latest) if latest else None,
+        # A window only late orders or repeats fell into is not changed.
         windows=[
             (
                 str(row["location_id"]),
@@ -75,6 +89,6 @@ def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: st
                 int(row["revenue"].scaleb(MONEY_SCALE)),  # exact: a Decimal of two places, as cents
             )
             for row in rows
-            if row["window_start_us"] is not None
+            if row["order_count"] > 0
         ],
     )

@@ -22,34 +22,59 @@ _LOW_32_BITS: Final = 0xFFFFFFFF
 # --------------------------------------------------------------------------------------------
 # Revenue
 # --------------------------------------------------------------------------------------------
+def event_window(size: str, slide: str | None = None) -> Column:
+    """Spark's window of `ordered_at`: tumbling when ``slide`` is None or equal to ``size``, hopping
+    otherwise (an order is then in every window that holds it)."""
+    if slide is None or slide == size:
+        return F.window("ordered_at", size)
+    return F.window("ordered_at", size, slide)
+
+
+def revenue_sums(counted: Column | None = None) -> list[Column]:
+    """Aggregates of a window's orders (those where `counted` holds, all when None): `order_count` and
+    the cents as two long sums, `cents_high` and `cents_low`, that `revenue_from_sums` joins.
+
+    Exact, and no window of accepted orders can overflow (an overflow under ANSI mode would fail
+    the batch on every restart): each amount's cents are split into their high and low 32 bits and
+    each half is summed as a long (within range up to 2^31 orders per window). A DECIMAL(38,2) sum
+    runs on Java BigDecimals per row: the split made a 500,000-order batch's counting about twice
+    as fast (docs/performance.md, stop 25)."""
+    cents = (F.col("final_amount") * F.lit(100)).cast("long")  # exact: DECIMAL(18,2) in cents fits a long
+    high, low = F.shiftright(cents, 32), cents.bitwiseAND(F.lit(_LOW_32_BITS))
+    if counted is None:
+        return [
+            F.count(F.lit(1)).alias("order_count"),
+            F.sum(high).alias("cents_high"),
+            F.sum(low).alias("cents_low"),
+        ]
+    return [
+        F.count_if(counted).alias("order_count"),
+        F.sum(F.when(counted, high)).alias("cents_high"),
+        F.sum(F.when(counted, low)).alias("cents_low"),
+    ]
+
+
+def revenue_from_sums() -> Column:
+    """`revenue`, DECIMAL(38,2), of a window's `revenue_sums` (0 for a window without counted orders)."""
+    total_cents = F.coalesce(F.col("cents_high"), F.lit(0)).cast("decimal(38,0)") * F.lit(
+        1 << 32
+    ) + F.coalesce(F.col("cents_low"), F.lit(0))
+    return (total_cents.cast("decimal(38,0)") / F.lit(100)).cast(REVENUE_DDL).alias("revenue")
+
+
 def windowed_revenue(
     orders: DataFrame, size: str, slide: str | None = None, watermark: str | None = None
 ) -> DataFrame:
-    """Order count and revenue per location, order type and event-time window.
+    """Order count and revenue per location, order type and event-time window (`event_window`,
+    `revenue_sums`: exact, no overflow).
 
-    Tumbling when ``slide`` is None or equal to ``size``, hopping otherwise. Pass
-    ``watermark`` only when the input has none yet: a streaming query fails with "Redefining
+    Pass ``watermark`` only when the input has none yet: a streaming query fails with "Redefining
     watermark is disallowed".
-    Exact, and no window of accepted orders can overflow (an overflow under ANSI mode would fail
-    the batch on every restart): each amount's cents are split into their high and low 32 bits and
-    each half is summed as a long (within range up to 2^31 orders per window), then joined into a
-    DECIMAL(38,2) per window. A DECIMAL(38,2) sum runs on Java BigDecimals per row: the split made a
-    500,000-order batch's counting about twice as fast (docs/performance.md, stop 25).
     """
     if watermark is not None:
         orders = orders.withWatermark("ordered_at", watermark)
-    if slide is None or slide == size:
-        window = F.window("ordered_at", size)
-    else:
-        window = F.window("ordered_at", size, slide)
-    cents = (F.col("final_amount") * F.lit(100)).cast("long")  # exact: DECIMAL(18,2) in cents fits a long
-    aggregated = orders.groupBy("location_id", "order_type", window.alias("window")).agg(
-        F.count(F.lit(1)).alias("order_count"),
-        F.sum(F.shiftright(cents, 32)).alias("cents_high"),
-        F.sum(cents.bitwiseAND(F.lit(_LOW_32_BITS))).alias("cents_low"),
-    )
-    total_cents = (F.col("cents_high").cast("decimal(38,0)") * F.lit(1 << 32) + F.col("cents_low")).cast(
-        "decimal(38,0)"
+    aggregated = orders.groupBy("location_id", "order_type", event_window(size, slide).alias("window")).agg(
+        *revenue_sums()
     )
     return aggregated.select(
         "location_id",
@@ -57,7 +82,7 @@ def windowed_revenue(
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
         "order_count",
-        (total_cents / F.lit(100)).cast(REVENUE_DDL).alias("revenue"),
+        revenue_from_sums(),
     )
 
 

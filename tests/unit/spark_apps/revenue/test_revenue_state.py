@@ -21,6 +21,7 @@ from spark_apps.revenue.state import BatchCount, RevenueState, WindowSpec
 S = 1_000_000
 TUMBLING = WindowSpec(15 * S, 15 * S)
 HOPPING = WindowSpec(10 * S, 5 * S)
+UNEVEN = WindowSpec(10 * S, 3 * S)  # a slide that does not divide the size: 3 or 4 windows per order
 
 
 _ROWS_DDL = (
@@ -146,7 +147,7 @@ def batches(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
 
 
 @EXAMPLES
-@given(batches(), st.sampled_from([TUMBLING, HOPPING]), st.sampled_from([5 * S, 30 * S]))
+@given(batches(), st.sampled_from([TUMBLING, HOPPING, UNEVEN]), st.sampled_from([5 * S, 30 * S]))
 def test_the_state_counts_as_the_row_by_row_rules_say(
     spark: SparkSession, stream: list[list[dict[str, Any]]], windows: WindowSpec, delay_us: int
 ) -> None:
