@@ -88,7 +88,7 @@ class ReplayRequest(BaseModel):
     poll_interval_s: float = Field(5, ge=0.1, le=3600, allow_inf_nan=False)
     """Seconds between two looks at green's lag."""
     revenue_tolerance: Amount = Decimal("0.00")
-    """Allowed absolute revenue difference per closed window (an amount, e.g. 0.01)."""
+    """Allowed absolute revenue difference per final window (an amount, e.g. 0.01)."""
     count_tolerance: int = Field(0, ge=0, le=1_000_000)
     """Allowed order-count difference."""
     quality_thresholds: dict[str, Any] = Field(

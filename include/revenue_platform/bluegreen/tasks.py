@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from revenue_platform.assets import app_release_asset
-from revenue_platform.bluegreen import replay, triggers
+from revenue_platform.bluegreen import replay, triggers, window_diff
 from revenue_platform.bluegreen.logic import approval_given, diff_blockers, promotion_blockers
 from revenue_platform.bluegreen.replay import ReplayGateFailed, record
 from revenue_platform.bluegreen.request import ReplayRequest
@@ -169,12 +169,12 @@ def check_quality(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def diff_against_blue(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate `diff`: green's closed windows against blue's, with the promotion rule's own verdict."""
+    """Gate `diff`: green's final windows against blue's, with the promotion rule's own verdict."""
     green = request["green_deployment_id"]
 
     def step() -> dict[str, Any]:
         parsed = ReplayRequest.from_params(request)
-        summary = replay.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
+        summary = window_diff.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
         if blockers := diff_blockers(summary):
             sample = f"; sample: {summary['sample'][:3]}" if summary["sample"] else ""
             raise ReplayGateFailed(f"diff: {'; '.join(blockers)}{sample}")

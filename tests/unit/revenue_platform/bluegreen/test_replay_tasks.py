@@ -64,7 +64,7 @@ def test_switch_promotes_only_with_every_gate_passed_and_approval(registry: Depl
     rejected = {"chosen_options": ["Reject"], "responded_by_user": "bob"}
     with pytest.raises(ReplayGateFailed, match="approval required and not given"):
         switch_live(_run(registry, rejected), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
-    with pytest.raises(ReplayGateFailed, match="no closed window covered"):
+    with pytest.raises(ReplayGateFailed, match="no final window covered"):
         switch_live(
             _run(registry, APPROVED), REQUEST, {"behind": 0}, {"success": True}, {"windows_compared": 0}
         )
@@ -122,3 +122,24 @@ def test_a_run_knows_its_trigger_from_its_run_type_and_release_events(registry: 
     )
     kind, [release] = released.trigger()
     assert (kind, release.version, release.config_hash, release.at) == ("release", "2.1.0", "abc", at)
+
+
+def test_the_diff_reads_each_deployments_final_windows_from_its_published_progress(tmp_path: Path) -> None:
+    import json
+    from datetime import datetime
+
+    from revenue_platform.bluegreen.window_diff import final_windows_through
+    from tests.registry_helpers import register_deployment
+
+    lake = tmp_path / "lake"
+    config = register_deployment(lake, deployment_id="blue")
+    blue = DeploymentRegistry(str(lake)).get("blue")
+    assert final_windows_through(blue) is None
+    progress = Path(config.names.progress_file("revenue"))
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    # Idle and caught up long after its last order: every window up to a watermark delay (30 s) before.
+    progress.write_text(
+        json.dumps({"watermark": "2026-11-22T09:01:30Z", "caught_up_at": "2026-11-22T12:00:00+00:00"})
+    )
+    # Naive UTC, like gold's window times that it bounds.
+    assert final_windows_through(blue) == datetime(2026, 11, 22, 11, 59, 30)
