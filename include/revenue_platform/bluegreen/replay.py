@@ -125,7 +125,7 @@ def resolve_request(
         raise ConfigError(f"unknown trigger kind {kind!r}")
     request = ReplayRequest.from_params(derived)
     progress(
-        f"[replay] {request.trigger} run: {request.mode} {request.green_deployment_id} (version "
+        f"[replay] {request.trigger} run: {request.mode} {request.green} (version "
         f"{request.version}, overrides {dict(request.config_overrides)}, approval "
         f"{'required' if request.require_approval else 'not required'})"
     )
@@ -174,15 +174,15 @@ def plan_green(
     `plan_replay_history`); without one (no kafka_default connection) only the config is checked.
     """
     blue = resolve_blue(registry, request)
-    if registry.find(request.green_deployment_id) is not None:
+    if registry.find(request.green) is not None:
         # A replay needs a fresh checkpoint and empty outputs; reusing an id would resume or mix them.
         raise ConfigError(
-            f"green_deployment_id {request.green_deployment_id!r} is already registered: a replay needs a "
+            f"green_deployment_id {request.green!r} is already registered: a replay needs a "
             "fresh namespace, pick a new id (e.g. green-<version>)"
         )
     blue_record = registry.get(blue)
     try:
-        green_names = DeploymentNames(registry.lake_root, request.green_deployment_id)
+        green_names = DeploymentNames(registry.lake_root, request.green)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     green_topics = {
@@ -195,7 +195,7 @@ def plan_green(
         if history is not None:
             overrides["history"] = history
     deploy_request = DeployRequest(
-        deployment_id=request.green_deployment_id,
+        deployment_id=request.green,
         colour="green",
         app_version=request.version,
         config_overrides=overrides,
@@ -277,7 +277,7 @@ def deploy_green(
     )
     record(
         registry,
-        request.green_deployment_id,
+        request.green,
         "replay_started",
         actor,
         f"blue-green replay of {blue} from "

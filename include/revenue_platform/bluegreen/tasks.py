@@ -127,7 +127,7 @@ def validate_request(run: ReplayRun) -> dict[str, Any]:
     )
     kafka = optional_client_config(KAFKA_CONN_ID)
     deploy_request, blue = replay.plan_green(run.registry, request, _bootstrap(kafka), kafka)
-    print(f"[replay] green {request.green_deployment_id} replaces {blue}; overrides {deploy_request}")
+    print(f"[replay] green {request.green} replaces {blue}; overrides {deploy_request}")
     return {**request.to_dict(), "blue_deployment_id": blue}
 
 
@@ -143,7 +143,7 @@ def deploy_green(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
     try:
         return replay.deploy_green(run.registry, parsed, target, run.actor, _bootstrap(kafka), kafka)
     except Exception as error:
-        green = parsed.green_deployment_id
+        green = parsed.green
         if run.registry.find(green) is not None:
             record(run.registry, green, "replay_gate_failed", run.actor, f"deploy: {error}")
             replay.abort_green(run.registry, green, parsed.stop_timeout_s, run.actor)

@@ -86,7 +86,7 @@ def diff_against_blue(
     wait_s: float = FINALITY_WAIT_S,
 ) -> WindowDiff:
     """Compare the final windows both cover; the log gets a summary and a sample of mismatches."""
-    records = [registry.get(blue), registry.get(request.green_deployment_id)]
+    records = [registry.get(blue), registry.get(request.green)]
     wait_until_final(records, datetime.now(UTC), wait_s, min(request.poll_interval_s, 5.0), progress)
     horizons = {record.deployment_id: final_windows_through(record) for record in records}
     progress(
@@ -106,7 +106,7 @@ def diff_against_blue(
     )
     summary = diff.summary()
     progress(
-        f"[replay] diff {blue} vs {request.green_deployment_id} over final windows "
+        f"[replay] diff {blue} vs {request.green} over final windows "
         f"[{summary['common_from']}, {summary['common_until']}]: {diff.windows_compared} compared, "
         f"{len(diff.mismatches)} beyond tolerance (revenue ±{request.revenue_tolerance}, count "
         f"±{request.count_tolerance}); revenue blue {diff.blue_revenue} green {diff.green_revenue}"
