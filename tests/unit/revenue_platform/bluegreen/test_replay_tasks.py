@@ -143,3 +143,34 @@ def test_the_diff_reads_each_deployments_final_windows_from_its_published_progre
     )
     # Naive UTC, like gold's window times that it bounds.
     assert final_windows_through(blue) == datetime(2026, 11, 22, 11, 59, 30)
+
+
+def test_the_diff_waits_for_what_arrived_before_it_only_a_bounded_time(tmp_path: Path) -> None:
+    import json
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from revenue_platform.bluegreen.window_diff import wait_until_final
+    from tests.registry_helpers import register_deployment
+
+    lake = tmp_path / "lake"
+    configs = [register_deployment(lake, deployment_id=name) for name in ("blue", "green")]
+    registry = DeploymentRegistry(str(lake))
+    records = [registry.get("blue"), registry.get("green")]
+    started = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    said: list[str] = []
+    # Neither app has published anything: the wait ends at its bound, however many apps it waits for.
+    began = time.monotonic()
+    wait_until_final(records, started, 0.4, 0.05, said.append)
+    assert time.monotonic() - began < 2
+    assert said[-1].startswith("[replay] green: Gave up waiting after 0 s")
+    # Both idle with all of Kafka read after the diff started: nothing to wait for.
+    for config in configs:
+        progress = Path(config.names.progress_file("revenue"))
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        caught_up = started + timedelta(seconds=2)
+        progress.write_text(json.dumps({"watermark": None, "caught_up_at": caught_up.isoformat()}))
+    said.clear()
+    wait_until_final(records, started, 30, 0.05, said.append)
+    assert [line.split(":")[0] for line in said] == ["[replay] blue", "[replay] green"]
+    assert all("is idle and had read all of Kafka" in line for line in said)
