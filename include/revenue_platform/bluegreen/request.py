@@ -162,10 +162,14 @@ class ReplayRequest(BaseModel):
         return validate_thresholds(value)
 
     @model_validator(mode="after")
-    def _green_is_not_blue(self) -> ReplayRequest:
+    def _green_named(self) -> ReplayRequest:
         if self.green_deployment_id is None:
             # Left empty on the form: `triggers.effective_params` names one for the run before this check.
             raise ValueError(GREEN_REQUIRED)
+        return self
+
+    @model_validator(mode="after")
+    def _green_is_not_blue(self) -> ReplayRequest:
         if self.blue_deployment_id == self.green_deployment_id:
             raise ValueError(
                 f"green_deployment_id {self.green_deployment_id!r} must differ from the blue deployment"
