@@ -20,7 +20,7 @@ from typing import Any
 from revenue_platform.bluegreen.logic import WindowDiff, diff_windows
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.gold_table import read_gold
-from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, ObservedState
 from revenue_platform.streaming.finality import final_through, wait_for_final_windows
 
 # How long the gate waits for both apps to make final what had arrived when it started: a batch or an
@@ -37,12 +37,23 @@ def gold_rows(table_path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _progress_file_and_lateness(record: DeploymentRecord) -> tuple[str, timedelta]:
+def _running(record: DeploymentRecord) -> bool:
+    return record.desired_state == DesiredState.RUNNING.value and record.observed_state in (
+        ObservedState.RUNNING.value,
+        ObservedState.STARTING.value,
+    )
+
+
+def _progress_file_and_lateness(record: DeploymentRecord) -> tuple[str, timedelta | None]:
+    """Where the deployment publishes its progress, and its watermark delay; None (the watermark rule
+    only) for an app that is not running: its last idle report says what Kafka held then, and records
+    appended since are in no window of its gold (a retired blue replayed from its bronze archive)."""
     from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
 
     config = record.app_config()
     progress_file = local_path(config.names.progress_file(REVENUE_QUERY_ROLE))
-    return str(progress_file), timedelta(seconds=config.window.delay_seconds)
+    lateness = timedelta(seconds=config.window.delay_seconds) if _running(record) else None
+    return str(progress_file), lateness
 
 
 def final_windows_through(record: DeploymentRecord) -> datetime | None:
@@ -63,11 +74,17 @@ def wait_until_final(
     poll_s: float,
     progress: Callable[[str], None],
 ) -> None:
-    """Wait (one shared deadline) until each deployment's windows ending a watermark delay before
-    `started` are final: what had arrived by then is in its gold for good."""
+    """Wait (one shared deadline) until each running deployment's windows ending a watermark delay
+    before `started` are final: what had arrived by then is in its gold for good. A stopped app
+    publishes nothing more: it is compared as it is."""
     deadline = time.monotonic() + timeout_s
     for record in records:
         progress_file, lateness = _progress_file_and_lateness(record)
+        if lateness is None:
+            progress(
+                f"[replay] {record.deployment_id} is not running: its windows are final by its watermark"
+            )
+            continue
         wait_for_final_windows(
             progress_file,
             started - lateness,

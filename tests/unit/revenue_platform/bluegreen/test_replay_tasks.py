@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,7 @@ def test_the_diff_reads_each_deployments_final_windows_from_its_published_progre
 
     lake = tmp_path / "lake"
     config = register_deployment(lake, deployment_id="blue")
-    blue = DeploymentRegistry(str(lake)).get("blue")
+    blue = replace(DeploymentRegistry(str(lake)).get("blue"), observed_state="running")
     assert final_windows_through(blue) is None
     progress = Path(config.names.progress_file("revenue"))
     progress.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +144,10 @@ def test_the_diff_reads_each_deployments_final_windows_from_its_published_progre
     )
     # Naive UTC, like gold's window times that it bounds.
     assert final_windows_through(blue) == datetime(2026, 11, 22, 11, 59, 30)
+    # Retired: orders appended after it stopped are in none of its windows, so only its watermark counts
+    # (a green replayed from its bronze archive reads them, and they are no difference to blame on it).
+    retired = replace(blue, desired_state="stopped", observed_state="stopped")
+    assert final_windows_through(retired) == datetime(2026, 11, 22, 9, 1, 30)
 
 
 def test_the_diff_waits_for_what_arrived_before_it_only_a_bounded_time(tmp_path: Path) -> None:
@@ -156,7 +161,7 @@ def test_the_diff_waits_for_what_arrived_before_it_only_a_bounded_time(tmp_path:
     lake = tmp_path / "lake"
     configs = [register_deployment(lake, deployment_id=name) for name in ("blue", "green")]
     registry = DeploymentRegistry(str(lake))
-    records = [registry.get("blue"), registry.get("green")]
+    records = [replace(registry.get(name), observed_state="running") for name in ("blue", "green")]
     started = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     said: list[str] = []
     # Neither app has published anything: the wait ends at its bound, however many apps it waits for.
@@ -174,3 +179,9 @@ def test_the_diff_waits_for_what_arrived_before_it_only_a_bounded_time(tmp_path:
     wait_until_final(records, started, 30, 0.05, said.append)
     assert [line.split(":")[0] for line in said] == ["[replay] blue", "[replay] green"]
     assert all("is idle and had read all of Kafka" in line for line in said)
+    # A stopped app publishes nothing more: no wait for it.
+    said.clear()
+    wait_until_final(
+        [replace(records[0], observed_state="stopped")], started + timedelta(hours=1), 30, 0.05, said.append
+    )
+    assert said == ["[replay] blue is not running: its windows are final by its watermark"]
