@@ -13,14 +13,14 @@ retention has deleted history) with a fresh checkpoint, its own tables, consumer
 `<revenue_topic>_<green id>`. BODY: `wait_for_catch_up` defers to the triggerer, which polls green's lag
 (offsets behind, rate, ETA in the log) until it is at most `max_offsets_behind`, bounded by
 `catch_up_timeout_s`; `check_quality` runs the Great Expectations revenue checks on green's output;
-`diff_against_blue` compares per-window count and revenue over the closed windows both cover (tolerances are
-per window, absolute); with `require_approval` a human approves in the UI (HITL), shown the gates' numbers
-and alerted through the `platform_alerts` connection; `switch_live` flips the
-registry's live pointer to green in one Delta commit (audited); `retire_blue` keeps blue for
-`grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is stopped and
-the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced` replaces
-approval, switch and retirement. `fail_if_any_failed` makes the run fail when any task failed, even though
-the teardown succeeded.
+`diff_against_blue` compares per-window count and revenue over the windows both have made final (by the
+watermark, or once caught up with Kafka; tolerances per window, absolute); with `require_approval` a human
+approves in the UI (HITL), shown the gates' numbers and alerted through the `platform_alerts` connection;
+`switch_live` flips the registry's live pointer to green in one Delta commit (audited); `retire_blue` keeps
+blue for `grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is
+stopped and the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced`
+replaces approval, switch and retirement. `fail_if_any_failed` makes the run fail when any task failed, even
+though the teardown succeeded.
 
 Every input is checked before anything is touched (the form is `ReplayRequest`, bluegreen/request.py); each
 task calls the function of its name in bluegreen/tasks.py. See docs/blue-green.md.

@@ -1,14 +1,29 @@
-"""Small Kafka helpers for tests: create topics, read a whole topic back."""
+"""Small Kafka helpers for tests: create topics, read a whole topic back, collect a client's log."""
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+
+class ClientLog(logging.Handler):
+    """What a librdkafka client logs (its `logger` setting), line by line; served on the client's poll."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.logger = logging.getLogger(f"test.librdkafka.{uuid.uuid4().hex[:8]}")
+        self.logger.addHandler(self)
+        self.logger.propagate = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 @dataclass(frozen=True)

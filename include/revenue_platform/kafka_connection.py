@@ -11,16 +11,21 @@ the launcher hands to their drivers without writing it anywhere. It also builds 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from revenue_platform.connections import KAFKA_CONN_ID as DEFAULT_KAFKA_CONN_ID
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
 from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
 __all__ = [
     "DEFAULT_KAFKA_CONN_ID",
     "BrokerUnreachableError",
     "KafkaConnectionConfigError",
+    "admin_client",
     "bootstrap_servers",
     "broker_unreachable",
     "client_config_from_airflow",
@@ -30,7 +35,49 @@ __all__ = [
     "export_client_security",
     "optional_bootstrap_servers",
     "optional_client_config",
+    "without_consumer_settings",
 ]
+
+# librdkafka's consumer-only properties (CONFIGURATION.md, C/P column "C"; max.partition.fetch.bytes is
+# an alias). A connection extra may hold them for consumers (the provider's hooks, `group.id`), but a
+# producer, and an admin client, which librdkafka builds as a producer, logs
+# "CONFWARN ... is a consumer property and will be ignored by this producer instance" for each: a red
+# ERROR line in the task log of every task that creates topics.
+CONSUMER_ONLY_SETTINGS = frozenset(
+    {
+        "auto.commit.enable",
+        "auto.commit.interval.ms",
+        "auto.offset.reset",
+        "check.crcs",
+        "consume.callback.max.messages",
+        "coordinator.query.interval.ms",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "enable.partition.eof",
+        "fetch.error.backoff.ms",
+        "fetch.max.bytes",
+        "fetch.message.max.bytes",
+        "fetch.min.bytes",
+        "fetch.queue.backoff.ms",
+        "fetch.wait.max.ms",
+        "group.id",
+        "group.instance.id",
+        "group.protocol",
+        "group.protocol.type",
+        "group.remote.assignor",
+        "heartbeat.interval.ms",
+        "isolation.level",
+        "max.partition.fetch.bytes",
+        "max.poll.interval.ms",
+        "offset.store.method",
+        "offset.store.path",
+        "offset.store.sync.interval.ms",
+        "partition.assignment.strategy",
+        "queued.max.messages.kbytes",
+        "queued.min.messages",
+        "session.timeout.ms",
+    }
+)
 
 
 class KafkaConnectionConfigError(ConfigError):
@@ -89,6 +136,19 @@ def client_config_from_extra(extra: Any, *, conn_id: str = DEFAULT_KAFKA_CONN_ID
         )
     # A copy, so callers adding per-client settings never mutate the hook's cached dict.
     return dict(extra)
+
+
+def without_consumer_settings(client_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The client config for a producer or an admin client: the connection's settings but the
+    consumer-only ones (`CONSUMER_ONLY_SETTINGS`), which such a client would only warn about."""
+    return {key: value for key, value in client_config.items() if key not in CONSUMER_ONLY_SETTINGS}
+
+
+def admin_client(client_config: Mapping[str, Any]) -> AdminClient:
+    """A confluent-kafka AdminClient for the connection's client config (`without_consumer_settings`)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(without_consumer_settings(client_config))
 
 
 def bootstrap_servers(client_config: dict[str, Any]) -> str:

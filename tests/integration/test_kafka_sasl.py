@@ -40,7 +40,13 @@ from revenue_platform.paths import state_dir
 from revenue_platform.registry import DeploymentRegistry
 from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV
 from spark_apps.contract.naming import DeploymentNames, local_driver_dir
-from tests.kafka_helpers import APP_TOPIC_FIELDS, app_topic_overrides, create_app_topics, unique_suffix
+from tests.kafka_helpers import (
+    APP_TOPIC_FIELDS,
+    ClientLog,
+    app_topic_overrides,
+    create_app_topics,
+    unique_suffix,
+)
 from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
     load_dags,
@@ -160,24 +166,11 @@ def kafka_connection(settings: KafkaBrokerSettings, password: str) -> str:
 
 def refusal(client_config: dict[str, str]) -> str:
     """Why a librdkafka client's metadata request failed: the error and the client's log ('' if answered)."""
-    import logging
-
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    class Collect(logging.Handler):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lines: list[str] = []
-
-        def emit(self, record: logging.LogRecord) -> None:
-            self.lines.append(record.getMessage())
-
-    collected = Collect()
-    client_log = logging.getLogger(f"test.kafka_sasl.{unique_suffix()}")
-    client_log.addHandler(collected)
-    client_log.propagate = False
-    admin = AdminClient({**client_config, "logger": client_log})
+    collected = ClientLog()
+    admin = AdminClient({**client_config, "logger": collected.logger})
     try:
         admin.list_topics(timeout=8)
     except KafkaException as error:

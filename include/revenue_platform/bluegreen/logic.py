@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -160,7 +160,7 @@ def judge_catch_up(summary: Mapping[str, Any], max_offsets_behind: int) -> Catch
 
 @dataclass(frozen=True)
 class WindowDiff:
-    """Blue against green over the closed windows both cover."""
+    """Blue against green over the final windows both cover."""
 
     common_from: datetime | None
     common_until: datetime | None
@@ -190,35 +190,25 @@ class WindowDiff:
         }
 
 
-def closed_horizon(rows: Iterable[Mapping[str, Any]], watermark: timedelta) -> datetime | None:
-    """Latest window end that is certainly closed: the newest window START minus the watermark.
-
-    The app MERGEs windows in update mode, so a row may still grow until the watermark passes its
-    end. The watermark is at least (newest event - delay) and the newest event is at least the newest
-    window start, so windows ending by then are final — a conservative bound from gold alone.
-    """
-    starts = [row["window_start"] for row in rows]
-    return max(starts) - watermark if starts else None
-
-
 def diff_windows(
     blue_rows: Sequence[Mapping[str, Any]],
     green_rows: Sequence[Mapping[str, Any]],
-    watermark: timedelta,
+    final_through: datetime | None,
     revenue_tolerance: Decimal = Decimal("0.00"),
     count_tolerance: int = 0,
 ) -> WindowDiff:
-    """Per-window count and revenue difference over the closed windows both blue and green cover.
+    """Per-window count and revenue difference over the final windows both blue and green cover.
 
-    Covered by both = from the later of the two earliest window starts to the earlier of the two
-    closed horizons. A window present on one side only inside that range is a mismatch (the other
-    side counts as 0). Tolerances are per window, absolute, inclusive.
+    `final_through`: windows ending at or before it are final in both deployments (the earlier of
+    their `streaming.finality.final_through`; None: not known for one of them, nothing is compared).
+    Covered by both = from the later of the two earliest window starts to `final_through`. A window
+    present on one side only inside that range is a mismatch (the other side counts as 0). Tolerances
+    are per window, absolute, inclusive.
     """
-    horizons = [closed_horizon(blue_rows, watermark), closed_horizon(green_rows, watermark)]
-    if None in horizons:
+    if final_through is None or not blue_rows or not green_rows:
         return WindowDiff(None, None, 0, [], Decimal(0), Decimal(0), 0, 0)
     since = max(min(r["window_start"] for r in blue_rows), min(r["window_start"] for r in green_rows))
-    until = min(h for h in horizons if h is not None)
+    until = final_through
 
     def index(rows: Sequence[Mapping[str, Any]]) -> dict[WindowKey, tuple[int, Decimal]]:
         return {
@@ -268,10 +258,10 @@ def diff_blockers(diff_summary: Mapping[str, Any] | None) -> list[str]:
     A diff over zero windows proves nothing: it blocks.
     """
     if diff_summary is None or not diff_summary.get("windows_compared"):
-        return ["no closed window covered by both blue and green to compare"]
+        return ["no final window covered by both blue and green to compare"]
     if not diff_summary.get("passed"):
         return [
-            f"{diff_summary.get('mismatched_windows')} of {diff_summary['windows_compared']} closed "
+            f"{diff_summary.get('mismatched_windows')} of {diff_summary['windows_compared']} final "
             "window(s) differ beyond tolerance"
         ]
     return []

@@ -23,8 +23,6 @@ from typing import Any
 
 from revenue_platform.bluegreen.logic import (
     OffsetBounds,
-    WindowDiff,
-    diff_windows,
     green_overrides,
     plan_replay_history,
     previous_live,
@@ -41,14 +39,13 @@ from revenue_platform.bluegreen.triggers import (
     overlap_skip_reason,
     replays_in_flight,
 )
+from revenue_platform.bluegreen.window_diff import gold_rows
 from revenue_platform.errors import ConfigError, PlatformError
-from revenue_platform.gold_table import read_gold
 from revenue_platform.kafka_connection import client_security
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
-from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.kafka_config import KafkaConfig
 from spark_apps.contract.naming import DeploymentNames
 
@@ -128,7 +125,7 @@ def resolve_request(
         raise ConfigError(f"unknown trigger kind {kind!r}")
     request = ReplayRequest.from_params(derived)
     progress(
-        f"[replay] {request.trigger} run: {request.mode} {request.green_deployment_id} (version "
+        f"[replay] {request.trigger} run: {request.mode} {request.green} (version "
         f"{request.version}, overrides {dict(request.config_overrides)}, approval "
         f"{'required' if request.require_approval else 'not required'})"
     )
@@ -177,15 +174,15 @@ def plan_green(
     `plan_replay_history`); without one (no kafka_default connection) only the config is checked.
     """
     blue = resolve_blue(registry, request)
-    if registry.find(request.green_deployment_id) is not None:
+    if registry.find(request.green) is not None:
         # A replay needs a fresh checkpoint and empty outputs; reusing an id would resume or mix them.
         raise ConfigError(
-            f"green_deployment_id {request.green_deployment_id!r} is already registered: a replay needs a "
+            f"green_deployment_id {request.green!r} is already registered: a replay needs a "
             "fresh namespace, pick a new id (e.g. green-<version>)"
         )
     blue_record = registry.get(blue)
     try:
-        green_names = DeploymentNames(registry.lake_root, request.green_deployment_id)
+        green_names = DeploymentNames(registry.lake_root, request.green)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     green_topics = {
@@ -198,7 +195,7 @@ def plan_green(
         if history is not None:
             overrides["history"] = history
     deploy_request = DeployRequest(
-        deployment_id=request.green_deployment_id,
+        deployment_id=request.green,
         colour="green",
         app_version=request.version,
         config_overrides=overrides,
@@ -280,7 +277,7 @@ def deploy_green(
     )
     record(
         registry,
-        request.green_deployment_id,
+        request.green,
         "replay_started",
         actor,
         f"blue-green replay of {blue} from "
@@ -296,41 +293,6 @@ def deploy_green(
         to_value=request.version,
     )
     return {**outcome, "blue": blue, "revenue_topic": topic}
-
-
-def gold_rows(table_path: str) -> list[dict[str, Any]]:
-    """Rows of a gold table (window times as naive UTC), [] if it does not exist yet."""
-    rows: list[dict[str, Any]] = read_gold(table_path).to_pylist()
-    for row in rows:
-        for column in ("window_start", "window_end"):
-            row[column] = row[column].replace(tzinfo=None)
-    return rows
-
-
-def diff_against_blue(
-    registry: DeploymentRegistry, request: ReplayRequest, blue: str, progress: Callable[[str], None] = print
-) -> WindowDiff:
-    """Compare closed windows both cover; the log gets a summary and a sample of mismatches."""
-    green_record = registry.get(request.green_deployment_id)
-    watermark = timedelta(seconds=interval_seconds(green_record.config["window"]["watermark"]))
-    diff = diff_windows(
-        gold_rows(registry.get(blue).gold_table),
-        gold_rows(green_record.gold_table),
-        watermark,
-        request.revenue_tolerance,
-        request.count_tolerance,
-    )
-    summary = diff.summary()
-    progress(
-        f"[replay] diff {blue} vs {request.green_deployment_id} over closed windows "
-        f"[{summary['common_from']}, {summary['common_until']}]: {diff.windows_compared} compared, "
-        f"{len(diff.mismatches)} beyond tolerance (revenue ±{request.revenue_tolerance}, count "
-        f"±{request.count_tolerance}); orders blue {diff.blue_orders} green {diff.green_orders}, "
-        f"revenue blue {diff.blue_revenue} green {diff.green_revenue}"
-    )
-    for mismatch in summary["sample"]:
-        progress(f"[replay]   mismatch {mismatch}")
-    return diff
 
 
 def quality_interval(registry: DeploymentRegistry, green: str) -> tuple[Any, Any, Any]:
@@ -399,7 +361,7 @@ def record_reproduced(
     actor: str,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Reproduce mode: green recomputed blue's closed windows; retire green, leave the live pointer alone."""
+    """Reproduce mode: green recomputed blue's final windows; retire green, leave the live pointer alone."""
     # The diff task already failed the run otherwise; re-check the evidence before recording it.
     if missing := [name for name in ("passed", "windows_compared") if not diff.get(name)]:
         raise ReplayGateFailed(f"reproduce: the diff evidence lacks {missing}; not recording a reproduction")
@@ -419,7 +381,7 @@ def record_reproduced(
         green,
         "replay_reproduced",
         actor,
-        f"reproduced {blue}: {diff['windows_compared']} closed windows, zero diff beyond tolerance; "
+        f"reproduced {blue}: {diff['windows_compared']} final windows, zero diff beyond tolerance; "
         "replica retired, live untouched",
         details,
     )

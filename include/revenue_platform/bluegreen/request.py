@@ -35,6 +35,11 @@ from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deploymen
 
 ReplaySource = Literal["kafka_earliest", "bronze"]
 
+GREEN_REQUIRED: Final = (
+    "green_deployment_id: required (a NEW deployment id, e.g. green-2; a run whose form leaves it empty "
+    "derives green-<version>-<time>)"
+)
+
 # A revenue tolerance is an amount of money: at most DECIMAL(18,2)'s digits, ASCII only (Decimal()
 # would also read '1e400', 'NaN' and any script's digits).
 AMOUNT: Final = r"[0-9]{1,16}(?:\.[0-9]{1,2})?"
@@ -64,8 +69,9 @@ class ReplayRequest(BaseModel):
         regex_engine="python-re",
     )
 
-    green_deployment_id: DeploymentId = "green"
-    """A NEW deployment id (by-hand runs; release and periodic runs derive one)."""
+    green_deployment_id: DeploymentId | None = None
+    """A NEW deployment id; empty = green-<version>-<UTC time of the run>, fresh for every run (release
+    and periodic runs always derive one)."""
     blue_deployment_id: DeploymentId | None = None
     """Deployment to replace; empty = the live one (release/periodic runs: always live)."""
     version: str = Field("dev", pattern=VERSION_PATTERN)
@@ -88,7 +94,7 @@ class ReplayRequest(BaseModel):
     poll_interval_s: float = Field(5, ge=0.1, le=3600, allow_inf_nan=False)
     """Seconds between two looks at green's lag."""
     revenue_tolerance: Amount = Decimal("0.00")
-    """Allowed absolute revenue difference per closed window (an amount, e.g. 0.01)."""
+    """Allowed absolute revenue difference per final window (an amount, e.g. 0.01)."""
     count_tolerance: int = Field(0, ge=0, le=1_000_000)
     """Allowed order-count difference."""
     quality_thresholds: dict[str, Any] = Field(
@@ -117,14 +123,21 @@ class ReplayRequest(BaseModel):
         """JSON-safe form (XCom); `from_params` reads it back."""
         return self.model_dump(mode="json")
 
-    @field_validator("green_deployment_id", mode="before")
-    @classmethod
-    def _green_required(cls, value: Any) -> Any:
-        if value in (None, ""):
-            raise ValueError("required (a NEW deployment id, e.g. green-2)")
-        return value
+    @property
+    def green(self) -> str:
+        """`green_deployment_id`, which a validated request always has (a run's empty one is derived)."""
+        if self.green_deployment_id is None:
+            raise ValueError(GREEN_REQUIRED)
+        return self.green_deployment_id
 
-    @field_validator("blue_deployment_id", "mode", "config_overrides", "quality_thresholds", mode="before")
+    @field_validator(
+        "green_deployment_id",
+        "blue_deployment_id",
+        "mode",
+        "config_overrides",
+        "quality_thresholds",
+        mode="before",
+    )
     @classmethod
     def _empty_is_default(cls, value: Any, info: ValidationInfo) -> Any:
         # A REST call or an older form may send "" or null for "not set".
@@ -147,6 +160,13 @@ class ReplayRequest(BaseModel):
     def _thresholds(cls, value: dict[str, Any]) -> dict[str, Any]:
         # Raises ConfigError naming the field and the key (pydantic lets it through unchanged).
         return validate_thresholds(value)
+
+    @model_validator(mode="after")
+    def _green_named(self) -> ReplayRequest:
+        if self.green_deployment_id is None:
+            # Left empty on the form: `triggers.effective_params` names one for the run before this check.
+            raise ValueError(GREEN_REQUIRED)
+        return self
 
     @model_validator(mode="after")
     def _green_is_not_blue(self) -> ReplayRequest:

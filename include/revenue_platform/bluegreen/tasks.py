@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from revenue_platform.assets import app_release_asset
-from revenue_platform.bluegreen import replay, triggers
+from revenue_platform.bluegreen import replay, triggers, window_diff
 from revenue_platform.bluegreen.logic import approval_given, diff_blockers, promotion_blockers
 from revenue_platform.bluegreen.replay import ReplayGateFailed, record
 from revenue_platform.bluegreen.request import ReplayRequest
@@ -127,7 +127,7 @@ def validate_request(run: ReplayRun) -> dict[str, Any]:
     )
     kafka = optional_client_config(KAFKA_CONN_ID)
     deploy_request, blue = replay.plan_green(run.registry, request, _bootstrap(kafka), kafka)
-    print(f"[replay] green {request.green_deployment_id} replaces {blue}; overrides {deploy_request}")
+    print(f"[replay] green {request.green} replaces {blue}; overrides {deploy_request}")
     return {**request.to_dict(), "blue_deployment_id": blue}
 
 
@@ -143,7 +143,7 @@ def deploy_green(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
     try:
         return replay.deploy_green(run.registry, parsed, target, run.actor, _bootstrap(kafka), kafka)
     except Exception as error:
-        green = parsed.green_deployment_id
+        green = parsed.green
         if run.registry.find(green) is not None:
             record(run.registry, green, "replay_gate_failed", run.actor, f"deploy: {error}")
             replay.abort_green(run.registry, green, parsed.stop_timeout_s, run.actor)
@@ -169,12 +169,12 @@ def check_quality(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def diff_against_blue(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate `diff`: green's closed windows against blue's, with the promotion rule's own verdict."""
+    """Gate `diff`: green's final windows against blue's, with the promotion rule's own verdict."""
     green = request["green_deployment_id"]
 
     def step() -> dict[str, Any]:
         parsed = ReplayRequest.from_params(request)
-        summary = replay.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
+        summary = window_diff.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
         if blockers := diff_blockers(summary):
             sample = f"; sample: {summary['sample'][:3]}" if summary["sample"] else ""
             raise ReplayGateFailed(f"diff: {'; '.join(blockers)}{sample}")

@@ -149,14 +149,15 @@ def _slug(text: str) -> str:
 
 
 def derived_green_id(kind: str, version: str, when: datetime) -> str:
-    """A fresh deployment id for a release (`green-<version>-<UTC time>`) or periodic (`repro-<time>`) run."""
+    """A fresh deployment id for a release or a by-hand run whose form left it empty
+    (`green-<version>-<UTC time>`), or for a periodic run (`repro-<time>`)."""
     stamp = when.strftime("%Y%m%d%H%M%S")
-    if kind == RELEASE:
+    if kind in (RELEASE, MANUAL):
         label = _slug(version)[: _MAX_ID - len("green--") - len(stamp)].strip("-")
         return f"green-{label}-{stamp}" if label else f"green-{stamp}"
     if kind == PERIODIC:
         return f"repro-{stamp}"
-    raise ConfigError(f"a {kind} run names its green deployment in the trigger form")
+    raise ConfigError(f"unknown trigger kind {kind!r}; expected one of {TRIGGER_KINDS}")
 
 
 def effective_params(
@@ -168,7 +169,8 @@ def effective_params(
     release: Mapping[str, Any] | None = None,
     periodic_action: str | None = None,
 ) -> dict[str, Any]:
-    """The replay request a run stands for: the form for a manual run, else derived from the run.
+    """The replay request a run stands for: the form for a manual run (an empty green id derived like
+    a release's, from the version and the run's time), else derived from the run.
 
     Release and periodic runs keep the form's gate settings (tolerances, timeouts, source) at their
     defaults and derive what the form would otherwise say: green's id, blue (= live), version,
@@ -177,7 +179,11 @@ def effective_params(
     """
     if kind == MANUAL:
         mode = params.get("mode")
-        return {**params, "trigger": MANUAL, "mode": PROMOTE if mode in (None, "") else mode}
+        manual = {**params, "trigger": MANUAL, "mode": PROMOTE if mode in (None, "") else mode}
+        if params.get("green_deployment_id") in (None, ""):
+            # The form's default: a fresh id per run, so a second replay from the defaults is not refused.
+            manual["green_deployment_id"] = derived_green_id(MANUAL, str(params.get("version") or ""), when)
+        return manual
     derived: dict[str, Any] = {"trigger": kind, "blue_deployment_id": None}
     if kind == RELEASE:
         if release is None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from revenue_platform import processes
 from revenue_platform.errors import BrokerUnreachableError, ConfigError, PrerequisiteError
+from revenue_platform.kafka_connection import without_consumer_settings
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
 from revenue_platform.paths import KAFKA_BROKER_JARS_DIR, state_dir
 
@@ -384,7 +385,7 @@ def broker_answers_metadata(
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     settings: dict[str, Any] = {
-        **(client_config or {}),
+        **without_consumer_settings(client_config or {}),
         "bootstrap.servers": bootstrap_servers,
         "logger": quiet,
     }

@@ -15,6 +15,7 @@ JavaScript). `localize_data_docs(site)` fixes a built site in place:
   render no chart (`external_references` reports any page that would need it).
 
 Idempotent: a page already rewritten is left as is, so it runs after every checkpoint.
+Until the first quality run has built a site, `NO_QUALITY_RUN_YET_PAGE` stands in for its index page.
 """
 
 from __future__ import annotations
@@ -76,6 +77,27 @@ _FETCHED: Final = re.compile(
     r"""|<link\b[^>]*\bhref\s*=\s*["']((?:https?:)?//[^"']+)"""
     r"""|url\(\s*["']?((?:https?:)?//[^"')]+)"""
 )
+
+
+# Served at the site's index while no quality run has built one (right after `make demo`): a page that
+# says why there is nothing yet and how to get it, instead of a 404.
+NO_QUALITY_RUN_YET_PAGE: Final = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Data Docs: no quality run yet</title>
+<style>body { font-family: system-ui, sans-serif; max-width: 46rem; margin: 3rem auto; line-height: 1.5 }
+code { background: #f3f3f3; padding: 0 .25rem }</style></head>
+<body>
+<h1>No quality run yet</h1>
+<p>The Great Expectations Data Docs are built by every run of the <code>revenue_quality_checks</code> DAG
+(hourly, on the live deployment) and by the quality gate of a blue-green replay. None has run on
+this lake yet, so there is no validation result to show.</p>
+<p>To build them now, trigger <code>revenue_quality_checks</code>: in the Airflow UI (Dags &rarr;
+revenue_quality_checks &rarr; Trigger; the form's defaults check the live deployment's last hour), or
+from the repository with <code>make airflow CMD="dags trigger revenue_quality_checks"</code>. Then reload
+this page.</p>
+</body>
+</html>
+"""
 
 
 def _copy_assets(site: Path) -> None:

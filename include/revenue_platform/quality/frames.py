@@ -298,6 +298,8 @@ def input_health_frame(
             "valid_records": [len(valid)],
             "late_records": [int(late.sum())],
             "late_share": [float(late.sum()) / len(valid) if len(valid) else 0.0],
-            "valid_unparseable": [int(valid["parse_error"].notna().sum())],
+            # How many accepted records the independent parser rejects; named like its check, because
+            # the Data Docs title each section by the column, next to dlq_share and late_share.
+            "valid_records_parse": [int(valid["parse_error"].notna().sum())],
         }
     )

@@ -203,7 +203,7 @@ def input_health_expectations(config: QualityConfig) -> list[Expectation]:
             description=f"At most {config.max_late_share:.2%} of the interval's valid records are late.",
         ),
         ExpectColumnValuesToBeBetween(
-            column="valid_unparseable",
+            column="valid_records_parse",
             min_value=0,
             max_value=0,
             meta=_meta("valid_records_parse"),

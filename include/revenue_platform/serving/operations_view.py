@@ -424,9 +424,13 @@ def _data_docs_router(lake_root: str | None) -> APIRouter:
     router = APIRouter()
 
     @router.get("/data-docs/{file_path:path}", dependencies=_AUTHENTICATED, include_in_schema=False)
-    def data_docs(file_path: str) -> FileResponse:
+    def data_docs(file_path: str) -> Response:
+        from revenue_platform.quality.data_docs import NO_QUALITY_RUN_YET_PAGE
+
         root = data_docs_root(lake_root or default_lake_root()).resolve()
         target = (root / (file_path or "index.html")).resolve()
+        if target == root / "index.html" and not target.is_file():
+            return HTMLResponse(NO_QUALITY_RUN_YET_PAGE)
         # Never serve anything outside the Data Docs folder (`..` in the path).
         if not target.is_relative_to(root) or not target.is_file():
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no Data Docs file {file_path!r}")

@@ -282,10 +282,11 @@ def ensure_output_topics(
     """Create the deployment's missing output topics (the revenue topic compacted: latest value per
     window); partitions and replicas are the broker's defaults. Returns the topics created."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic  # its defining module (admin re-exports it implicitly)
 
-    admin = AdminClient(dict(client_config))
+    from revenue_platform.kafka_connection import admin_client
+
+    admin = admin_client(client_config)
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     wanted = {
         topic: {"cleanup.policy": "compact"} if field_name == "revenue_topic" else {}

@@ -61,27 +61,61 @@ class Finality:
     """What the progress file said: the watermark, or when the app was last idle with Kafka read."""
 
 
+@dataclass(frozen=True)
+class _Published:
+    """What one progress document says about finality, read once."""
+
+    watermark: datetime | None
+    caught_up_at: datetime | None
+    lateness: timedelta | None
+
+    @classmethod
+    def read(cls, progress_file: str, lateness: timedelta | None) -> _Published:
+        progress = read_progress(progress_file)
+        return cls(_moment(progress, "watermark"), _moment(progress, "caught_up_at"), lateness)
+
+    @property
+    def idle_through(self) -> datetime | None:
+        """Through when the quiet-stream rule makes windows final: a watermark delay before the app
+        had read all of Kafka (None: never idle yet, or the delay is unknown)."""
+        if self.caught_up_at is None or self.lateness is None:
+            return None
+        return self.caught_up_at - self.lateness
+
+    @property
+    def final_through(self) -> datetime | None:
+        """The later of the two rules' moments; None while neither is known."""
+        return max((m for m in (self.watermark, self.idle_through) if m is not None), default=None)
+
+
+def final_through(progress_file: str, lateness: timedelta | None) -> datetime | None:
+    """The latest moment such that the deployment's windows ending at or before it are final, or None
+    (nothing published yet). Read it BEFORE the gold it vouches for: gold read later holds at least
+    every window it calls final, gold read earlier may miss the batch that made them final."""
+    return _Published.read(progress_file, lateness).final_through
+
+
 def windows_final(progress_file: str, through: datetime, lateness: timedelta | None) -> Finality:
     """Are the deployment's windows ending at or before `through` final? `lateness` None (unknown
     watermark delay) leaves only the watermark rule."""
     # One read: the watermark and caught_up_at of the same published document.
-    progress = read_progress(progress_file)
-    watermark = _moment(progress, "watermark")
+    published = _Published.read(progress_file, lateness)
+    watermark, caught_up = published.watermark, published.caught_up_at
     if watermark is not None and watermark >= through:
         return Finality(True, f"its watermark {watermark.isoformat()} has reached {through.isoformat()}")
-    caught_up = _moment(progress, "caught_up_at")
-    if caught_up is not None and lateness is not None and caught_up >= through + lateness:
+    idle_through = published.idle_through
+    if caught_up is not None and idle_through is not None and idle_through >= through:
         return Finality(
             True,
             f"it is idle and had read all of Kafka at {caught_up.isoformat()}, at least "
-            f"{lateness.total_seconds():.0f} s after {through.isoformat()}",
+            f"{(caught_up - idle_through).total_seconds():.0f} s after {through.isoformat()}",
         )
-    published = watermark.isoformat() if watermark else "not published yet"
+    stated = watermark.isoformat() if watermark else "not published yet"
     delay = f"{lateness.total_seconds():.0f} s" if lateness is not None else "a watermark delay"
     last_idle = caught_up.isoformat() if caught_up else "not idle"
     return Finality(
         False,
-        f"its event-time watermark ({published}) has not reached {through.isoformat()}, and it was not "
+        f"its event-time watermark ({stated}) has not reached {through.isoformat()}, and it was not "
         f"idle with all of Kafka read {delay} after that (last caught up: {last_idle})",
     )
 

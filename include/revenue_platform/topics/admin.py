@@ -30,7 +30,7 @@ from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from revenue_platform.errors import PlatformError
-from revenue_platform.kafka_connection import bootstrap_servers, broker_unreachable
+from revenue_platform.kafka_connection import admin_client, bootstrap_servers, broker_unreachable
 from revenue_platform.topics.errors import DestructiveChangeRefused
 from revenue_platform.topics.plan import Action, ObservedTopic, TopicChange, TopicPlan
 
@@ -159,7 +159,7 @@ def describe_cluster(
     Topics that do not exist are simply absent from ``ClusterState.topics``. Raises
     ``BrokerUnreachableError`` when the cluster does not answer within ``attempts`` tries.
     """
-    client = _admin_client(client_config)
+    client = admin_client(client_config)
     servers = bootstrap_servers(dict(client_config))
     description = _call(
         "describe cluster",
@@ -222,7 +222,7 @@ def apply_plan(
     if not plan.has_changes:
         return result
 
-    client = _admin_client(client_config)
+    client = admin_client(client_config)
     servers = bootstrap_servers(dict(client_config))
     # Fail on an unreachable cluster before the first change, not halfway through the plan.
     probe_timeout = min(timeout_s, DEFAULT_TIMEOUT_S)
@@ -345,10 +345,6 @@ def _set_configs(
         else:
             failures[f"set configs on {name}"] = _describe_error(error)
     return failures
-
-
-def _admin_client(client_config: Mapping[str, Any]) -> AdminClient:
-    return AdminClient(dict(client_config))
 
 
 def _call(what: str, operation: Callable[[], T], servers: str, attempts: int) -> T:

@@ -300,7 +300,8 @@ SURFACES: dict[str, tuple[Callable[[dict[str, Any], Path], Any], list[Field]]] =
     "blue_green_replay": (
         _replay,
         [
-            Field("green_deployment_id", DEPLOYMENT),
+            # Left empty, a by-hand run names a fresh green (green-<version>-<time>): empty is no refusal.
+            Field("green_deployment_id", identifier("green", optional=True)),
             Field("blue_deployment_id", OPTIONAL_DEPLOYMENT),
             Field("version", VERSION),
             Field("config_overrides", OVERRIDES, params_refuse=False),

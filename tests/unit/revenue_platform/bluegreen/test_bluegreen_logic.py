@@ -11,7 +11,7 @@ import pytest
 
 from revenue_platform.bluegreen.logic import (
     approval_given,
-    closed_horizon,
+    diff_blockers,
     diff_windows,
     flatten,
     green_overrides,
@@ -23,7 +23,8 @@ from revenue_platform.bluegreen.logic import (
 from revenue_platform.errors import ConfigError
 
 T0 = datetime(2026, 11, 22, 9, 0, 0)
-WATERMARK = timedelta(seconds=30)
+# Windows ending at or before this are final in both deployments (streaming.finality.final_through).
+FINAL_THROUGH = T0 + timedelta(seconds=30)
 
 
 def window(start_s: int, revenue: str, count: int = 1, location: str = "store_1001") -> dict[str, Any]:
@@ -145,32 +146,45 @@ def test_green_never_inherits_blue_history_source() -> None:
     assert not any(key == "history" or key.startswith("history.") for key in overrides)
 
 
-def test_closed_horizon_is_newest_start_minus_watermark() -> None:
-    assert closed_horizon(series(["1", "1", "1", "1"]), WATERMARK) == T0 + timedelta(seconds=15)
-    assert closed_horizon([], WATERMARK) is None
-
-
-def test_identical_outputs_pass_and_open_windows_are_ignored() -> None:
+def test_identical_outputs_pass_and_windows_not_final_yet_are_ignored() -> None:
     blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
-    # The newest windows may still change: only windows ending by start(60s) - 30s = 30s are compared.
+    # The windows ending after FINAL_THROUGH may still change: only the first two are compared.
     green = series(["1.00", "2.00", "3.00", "9.99", "0.01"])
-    diff = diff_windows(blue, green, WATERMARK)
+    diff = diff_windows(blue, green, FINAL_THROUGH)
     assert diff.passed
     assert diff.windows_compared == 2
     assert diff.blue_revenue == diff.green_revenue == Decimal("3.00")
 
 
+def test_every_window_is_compared_once_both_deployments_had_read_all_of_kafka() -> None:
+    # Idle apps that had read all of Kafka a watermark delay after the newest window's end (their
+    # final_through lies beyond it, while the watermark stands 30 s behind the newest event).
+    blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
+    green = series(["1.00", "2.00", "3.00", "4.00", "5.01"])
+    diff = diff_windows(blue, green, T0 + timedelta(hours=1))
+    assert diff.windows_compared == 5
+    assert [m["window_start"] for m in diff.mismatches] == [(T0 + timedelta(seconds=60)).isoformat()]
+
+
+def test_nothing_is_compared_while_one_side_has_no_final_window_known() -> None:
+    blue = series(["1.00", "2.00"])
+    assert diff_windows(blue, blue, None).windows_compared == 0
+    assert diff_blockers(diff_windows(blue, blue, None).summary()) == [
+        "no final window covered by both blue and green to compare"
+    ]
+
+
 def test_a_revenue_or_count_difference_beyond_tolerance_fails() -> None:
     blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
     green = series(["1.00", "2.01", "3.00", "4.00", "5.00"])
-    diff = diff_windows(blue, green, WATERMARK)
+    diff = diff_windows(blue, green, FINAL_THROUGH)
     assert not diff.passed
     assert diff.mismatches[0]["blue_revenue"] == "2.00"
     assert diff.mismatches[0]["green_revenue"] == "2.01"
-    assert diff_windows(blue, green, WATERMARK, revenue_tolerance=Decimal("0.01")).passed
+    assert diff_windows(blue, green, FINAL_THROUGH, revenue_tolerance=Decimal("0.01")).passed
     counted = [dict(r, order_count=2) if i == 0 else r for i, r in enumerate(blue)]
-    assert not diff_windows(counted, blue, WATERMARK).passed
-    within = diff_windows(counted, blue, WATERMARK, count_tolerance=1)
+    assert not diff_windows(counted, blue, FINAL_THROUGH).passed
+    within = diff_windows(counted, blue, FINAL_THROUGH, count_tolerance=1)
     assert within.passed
     # The totals over the compared windows show a difference the per-window tolerance let through.
     assert (within.blue_orders, within.green_orders) == (3, 2)
@@ -180,33 +194,38 @@ def test_a_revenue_or_count_difference_beyond_tolerance_fails() -> None:
 def test_a_window_missing_on_one_side_within_the_common_range_is_a_mismatch() -> None:
     blue = series(["1.00", "2.00", "3.00", "4.00", "5.00"])
     green = [row for i, row in enumerate(blue) if i != 1]
-    diff = diff_windows(blue, green, WATERMARK)
+    diff = diff_windows(blue, green, FINAL_THROUGH)
     assert [m["green_count"] for m in diff.mismatches] == [0]
 
 
 def test_only_the_range_both_cover_is_compared() -> None:
     blue = series(["1.00", "2.00", "3.00", "4.00", "5.00", "6.00"])
     green = blue[2:]  # started later (e.g. retention): windows before it are not compared
-    diff = diff_windows(blue, green, WATERMARK)
+    diff = diff_windows(blue, green, T0 + timedelta(seconds=60))
     assert diff.passed
+    assert diff.windows_compared == 2
     assert diff.common_from == T0 + timedelta(seconds=30)
-    assert diff_windows([], green, WATERMARK).windows_compared == 0
+    assert diff_windows([], green, FINAL_THROUGH).windows_compared == 0
 
 
 def test_promotion_blockers() -> None:
-    ok = diff_windows(series(["1", "2", "3", "4"]), series(["1", "2", "3", "4"]), WATERMARK).summary()
+    ok = diff_windows(
+        series(["1", "2", "3", "4"]), series(["1", "2", "3", "4"]), T0 + timedelta(seconds=15)
+    ).summary()
     assert promotion_blockers(True, True, ok, False, False) == []
     assert promotion_blockers(True, True, ok, True, False) == ["approval required and not given"]
     assert promotion_blockers(True, True, ok, True, True) == []
     assert "quality checks failed" in promotion_blockers(True, False, ok, False, False)
     assert "green has not caught up" in promotion_blockers(False, True, ok, False, False)
-    empty = diff_windows([], [], WATERMARK).summary()
+    empty = diff_windows([], [], FINAL_THROUGH).summary()
     assert promotion_blockers(True, True, empty, False, False) == [
-        "no closed window covered by both blue and green to compare"
+        "no final window covered by both blue and green to compare"
     ]
-    bad = diff_windows(series(["1", "2", "3", "4"]), series(["9", "2", "3", "4"]), WATERMARK).summary()
+    bad = diff_windows(
+        series(["1", "2", "3", "4"]), series(["9", "2", "3", "4"]), T0 + timedelta(seconds=15)
+    ).summary()
     assert promotion_blockers(True, True, bad, False, False) == [
-        "1 of 1 closed window(s) differ beyond tolerance"
+        "1 of 1 final window(s) differ beyond tolerance"
     ]
     assert promotion_blockers(True, True, None, False, False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def test_switch_promotes_only_with_every_gate_passed_and_approval(registry: Depl
     rejected = {"chosen_options": ["Reject"], "responded_by_user": "bob"}
     with pytest.raises(ReplayGateFailed, match="approval required and not given"):
         switch_live(_run(registry, rejected), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
-    with pytest.raises(ReplayGateFailed, match="no closed window covered"):
+    with pytest.raises(ReplayGateFailed, match="no final window covered"):
         switch_live(
             _run(registry, APPROVED), REQUEST, {"behind": 0}, {"success": True}, {"windows_compared": 0}
         )
@@ -122,3 +123,65 @@ def test_a_run_knows_its_trigger_from_its_run_type_and_release_events(registry: 
     )
     kind, [release] = released.trigger()
     assert (kind, release.version, release.config_hash, release.at) == ("release", "2.1.0", "abc", at)
+
+
+def test_the_diff_reads_each_deployments_final_windows_from_its_published_progress(tmp_path: Path) -> None:
+    import json
+    from datetime import datetime
+
+    from revenue_platform.bluegreen.window_diff import final_windows_through
+    from tests.registry_helpers import register_deployment
+
+    lake = tmp_path / "lake"
+    config = register_deployment(lake, deployment_id="blue")
+    blue = replace(DeploymentRegistry(str(lake)).get("blue"), observed_state="running")
+    assert final_windows_through(blue) is None
+    progress = Path(config.names.progress_file("revenue"))
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    # Idle and caught up long after its last order: every window up to a watermark delay (30 s) before.
+    progress.write_text(
+        json.dumps({"watermark": "2026-11-22T09:01:30Z", "caught_up_at": "2026-11-22T12:00:00+00:00"})
+    )
+    # Naive UTC, like gold's window times that it bounds.
+    assert final_windows_through(blue) == datetime(2026, 11, 22, 11, 59, 30)
+    # Retired: orders appended after it stopped are in none of its windows, so only its watermark counts
+    # (a green replayed from its bronze archive reads them, and they are no difference to blame on it).
+    retired = replace(blue, desired_state="stopped", observed_state="stopped")
+    assert final_windows_through(retired) == datetime(2026, 11, 22, 9, 1, 30)
+
+
+def test_the_diff_waits_for_what_arrived_before_it_only_a_bounded_time(tmp_path: Path) -> None:
+    import json
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from revenue_platform.bluegreen.window_diff import wait_until_final
+    from tests.registry_helpers import register_deployment
+
+    lake = tmp_path / "lake"
+    configs = [register_deployment(lake, deployment_id=name) for name in ("blue", "green")]
+    registry = DeploymentRegistry(str(lake))
+    records = [replace(registry.get(name), observed_state="running") for name in ("blue", "green")]
+    started = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    said: list[str] = []
+    # Neither app has published anything: the wait ends at its bound, however many apps it waits for.
+    began = time.monotonic()
+    wait_until_final(records, started, 0.4, 0.05, said.append)
+    assert time.monotonic() - began < 2
+    assert said[-1].startswith("[replay] green: Gave up waiting after 0 s")
+    # Both idle with all of Kafka read after the diff started: nothing to wait for.
+    for config in configs:
+        progress = Path(config.names.progress_file("revenue"))
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        caught_up = started + timedelta(seconds=2)
+        progress.write_text(json.dumps({"watermark": None, "caught_up_at": caught_up.isoformat()}))
+    said.clear()
+    wait_until_final(records, started, 30, 0.05, said.append)
+    assert [line.split(":")[0] for line in said] == ["[replay] blue", "[replay] green"]
+    assert all("is idle and had read all of Kafka" in line for line in said)
+    # A stopped app publishes nothing more: no wait for it.
+    said.clear()
+    wait_until_final(
+        [replace(records[0], observed_state="stopped")], started + timedelta(hours=1), 30, 0.05, said.append
+    )
+    assert said == ["[replay] blue is not running: its windows are final by its watermark"]

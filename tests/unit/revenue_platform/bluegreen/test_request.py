@@ -26,11 +26,18 @@ def test_request_defaults_and_validation() -> None:
 
 def test_empty_means_the_default_where_the_form_says_so() -> None:
     request = ReplayRequest.from_params(
-        {"blue_deployment_id": "", "mode": None, "config_overrides": None, "quality_thresholds": ""}
+        {
+            "green_deployment_id": "green",
+            "blue_deployment_id": "",
+            "mode": None,
+            "config_overrides": None,
+            "quality_thresholds": "",
+        }
     )
     assert (request.blue_deployment_id, request.mode, request.config_overrides) == (None, "promote", {})
     # Whole numbers are amounts too; the XCom carries the amount as text.
-    assert ReplayRequest.from_params({"revenue_tolerance": 5}).to_dict()["revenue_tolerance"] == "5"
+    amount = ReplayRequest.from_params({"green_deployment_id": "green", "revenue_tolerance": 5})
+    assert amount.to_dict()["revenue_tolerance"] == "5"
 
 
 @pytest.mark.parametrize(
@@ -74,8 +81,16 @@ def test_the_forms_params_are_the_models_fields() -> None:
     assert params["config_overrides"].schema == {"type": "object", "maxProperties": 100}
     assert params["revenue_tolerance"].value == "0.00"
     assert "title" not in params["version"].schema  # the form labels a field with its name, as the docs do
+    assert params["green_deployment_id"].schema["type"] == ["null", "string"]
     defaults = {name: param.value for name, param in params.items()}
-    assert ReplayRequest.from_params(defaults) == ReplayRequest()
+    # The form's empty green id is named for the run (triggers.effective_params), then checked here.
+    named = "green-dev-20261122093005"
+    request = ReplayRequest.from_params({**defaults, "green_deployment_id": named})
+    model_defaults = {
+        name: field.get_default(call_default_factory=True)
+        for name, field in ReplayRequest.model_fields.items()
+    }
+    assert request.model_dump() == {**model_defaults, "green_deployment_id": named}
 
 
 def _documented_defaults() -> dict[str, str]:

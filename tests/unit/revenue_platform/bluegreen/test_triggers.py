@@ -24,6 +24,7 @@ from revenue_platform.bluegreen.triggers import (
     validate_version,
 )
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import params_from_model
 from spark_apps.contract.naming import validate_deployment_id
 
 T0 = datetime(2026, 11, 22, 9, 30, 5)
@@ -98,8 +99,22 @@ def test_derived_green_ids_are_fresh_valid_deployment_ids() -> None:
     long = derived_green_id("release", "V" * 63, T0)
     assert len(long) <= 63
     assert validate_deployment_id(long) == long
-    with pytest.raises(ConfigError, match="trigger form"):
-        derived_green_id("manual", "2.1.0", T0)
+    assert derived_green_id("manual", "2.1.0", T0) == "green-2-1-0-20261122093005"
+    with pytest.raises(ConfigError, match="unknown trigger kind"):
+        derived_green_id("cron", "2.1.0", T0)
+
+
+def test_every_manual_run_from_the_form_s_defaults_gets_a_fresh_green_id() -> None:
+    """The form's default green id was `green`: the first replay from the defaults registered it, and
+    every later one was refused at validation ("already registered")."""
+    defaults = {name: param.value for name, param in params_from_model(ReplayRequest).items()}
+    first = ReplayRequest.from_params(effective_params("manual", defaults, T0))
+    second = ReplayRequest.from_params(effective_params("manual", defaults, T0 + timedelta(minutes=20)))
+    assert (first.green, second.green) == ("green-dev-20261122093005", "green-dev-20261122095005")
+    # An id cleared in the form or sent as null by a REST call is derived too, with the run's version.
+    cleared = effective_params("manual", {**FORM, "green_deployment_id": "", "version": "2.1.0"}, T0)
+    assert cleared["green_deployment_id"] == "green-2-1-0-20261122093005"
+    assert effective_params("manual", {**FORM, "green_deployment_id": None}, T0)["green_deployment_id"]
 
 
 def test_a_manual_run_is_its_form() -> None:

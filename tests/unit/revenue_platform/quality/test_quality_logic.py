@@ -244,6 +244,25 @@ def test_every_check_has_a_unique_name() -> None:
     assert len(names) == len(set(names)) == 23
 
 
+def test_the_data_docs_call_each_input_health_check_by_its_name(tmp_path: Path) -> None:
+    """Data Docs title a section by the checked column: `valid_unparseable` stood for the check every
+    other place (results table, operations view, docs) calls `valid_records_parse`."""
+    from revenue_platform.quality.suites import input_health_expectations
+
+    checked = {
+        str(e.meta["check"]): getattr(e, "column", None) for e in input_health_expectations(QualityConfig())
+    }
+    assert checked == {name: name for name in ("dlq_share", "late_share", "valid_records_parse")}
+    orders = scenario_orders()
+    names = write_tables(tmp_path, "blue", gold_rows(orders), bronze_rows(orders))
+    bronze = load_bronze(names.bronze_orders_table, INTERVAL_START)
+    frame = F.input_health_frame(
+        bronze, parse_bronze_orders(bronze), INTERVAL_START, INTERVAL_END, QualityConfig()
+    )
+    assert set(checked) <= set(frame.columns)
+    assert frame["valid_records_parse"].tolist() == [0]
+
+
 # --- gate argument resolution -------------------------------------------------------------------
 def _context(**values: Any) -> dict[str, Any]:
     run = SimpleNamespace(run_after=datetime(2026, 11, 22, 12, 7, tzinfo=UTC))

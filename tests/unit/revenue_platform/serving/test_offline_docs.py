@@ -54,3 +54,23 @@ def test_data_routes_still_need_a_login(server: TestClient) -> None:
 def test_an_app_with_the_cdn_docs_page_is_refused() -> None:
     with pytest.raises(ValueError, match="docs_url=None"):
         add_offline_swagger_ui(FastAPI())
+
+
+def test_the_airflow_ui_links_the_page_from_its_docs_menu(server: TestClient) -> None:
+    """Airflow's own REST API reference (/docs) is blank without internet; the UI's Docs menu lists
+    this one, which renders offline, as a plugin external view in Airflow's own interface."""
+    import importlib.util
+    from pathlib import Path
+
+    from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
+
+    source = Path(__file__).resolve().parents[4] / "plugins" / "revenue_query_api.py"
+    spec = importlib.util.spec_from_file_location("revenue_query_api_plugin", source)
+    assert spec is not None
+    assert spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    [view] = [ExternalViewResponse.model_validate(v) for v in plugin.RevenueQueryApiPlugin.external_views]
+    assert (view.destination, view.category, view.url_route) == ("nav", "docs", None)
+    assert view.href == "/revenue/docs"
+    assert server.get(view.href).status_code == 200

@@ -11,7 +11,7 @@ import pytest
 
 from revenue_platform.quality import airflow_tasks
 from revenue_platform.registry import DeploymentRecord
-from revenue_platform.streaming.finality import wait_for_final_windows, windows_final
+from revenue_platform.streaming.finality import final_through, wait_for_final_windows, windows_final
 from tests.registry_helpers import register_deployment
 
 THROUGH = datetime(2026, 11, 22, 9, 59, 30, tzinfo=UTC)
@@ -39,6 +39,22 @@ def test_final_by_watermark_or_by_an_idle_app_that_read_all_of_kafka_a_watermark
     assert windows_final(str(progress), THROUGH, LATENESS).final
     # Without the deployment's watermark delay only the watermark counts.
     assert not windows_final(str(progress), THROUGH, None).final
+
+
+def test_final_through_is_the_later_of_the_watermark_and_a_watermark_delay_before_the_app_was_idle(
+    tmp_path: Path,
+) -> None:
+    progress = tmp_path / "blue__revenue.json"
+    assert final_through(str(progress), LATENESS) is None
+    publish(progress, "2026-11-22T09:41:00.000Z")
+    assert final_through(str(progress), LATENESS) == datetime(2026, 11, 22, 9, 41, tzinfo=UTC)
+    # A quiet stream: the watermark stands at 09:41, the app had read all of Kafka at 10:00.
+    publish(progress, "2026-11-22T09:41:00.000Z", "2026-11-22T10:00:00+00:00")
+    through = final_through(str(progress), LATENESS)
+    assert through == THROUGH
+    assert windows_final(str(progress), THROUGH, LATENESS).final
+    assert not windows_final(str(progress), THROUGH + timedelta(microseconds=1), LATENESS).final
+    assert final_through(str(progress), None) == datetime(2026, 11, 22, 9, 41, tzinfo=UTC)
 
 
 def test_the_wait_returns_when_the_app_catches_up_and_gives_up_at_its_timeout(tmp_path: Path) -> None:
