@@ -1,6 +1,6 @@
 """`python -m bench.counting`: what counting one batch on the executors costs (`spark_apps.revenue.counting`).
 
-One process, one local SparkSession (`local[2]`, 4 shuffle partitions, as the app on this machine). A
+One process, one local SparkSession (`local[2]`, 2 shuffle partitions, as the app on this machine). A
 cached batch of `--orders` synthetic valid orders (`--stores` stores, event times spread over
 `--span-seconds`, one repeat in 200) is counted `--rounds` times in 15-second windows, the way the
 engine counts each micro-batch: `count_batch` from an empty state, then `RevenueState.apply`.
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     spark = build_spark_session(
-        "bench-counting", extra_conf={"spark.master": "local[2]", "spark.sql.shuffle.partitions": "4"}
+        "bench-counting", extra_conf={"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"}
     )
     spark.sparkContext.setLogLevel("ERROR")
     event_us = F.lit(FIRST_EVENT_US) + F.floor(
