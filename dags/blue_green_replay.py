@@ -44,7 +44,6 @@ from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.tasks import ReplayRun
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.forms import params_from_model
-from revenue_platform.notify import ApprovalRequestNotifier
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()
@@ -127,20 +126,10 @@ def blue_green_replay() -> None:
     quality: Any = check_quality(request)
     diff: Any = diff_against_blue(request)
     branch = choose_next_step(request)
-    # The prompt shows the gates' numbers (diff, totals on both sides, quality, catch-up); the notifier
-    # sends it, with the link to answer, to the channels of the platform_alerts connection.
+    # The prompt shows the gates' numbers (diff, totals on both sides, quality, catch-up), sent through the
+    # platform_alerts connection; a rejection (or no answer in a day) fails the run.
     request_approval = PromotionApprovalOperator(
-        task_id="request_approval",
-        request=request,
-        caught_up=caught_up,
-        quality=quality,
-        diff=diff,
-        notifiers=[ApprovalRequestNotifier()],
-        # Rejecting must end in the teardown stopping green, and a failed run says so. A human's "Reject"
-        # (or the timeout) is an answer, not a glitch: a retry would only park the task and ask again.
-        fail_on_reject=True,
-        retries=0,
-        response_timeout=timedelta(hours=24),
+        request=request, caught_up=caught_up, quality=quality, diff=diff
     )
     no_approval_required = EmptyOperator(task_id="no_approval_required")
     reproduced = record_reproduced(request, diff)

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
+from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID
+from revenue_platform.notify import ApprovalRequestNotifier
+
 UNKNOWN = "?"
+APPROVAL_TIMEOUT = timedelta(hours=24)
+"""How long a promotion waits for a human; then it counts as a rejection."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,14 @@ class PromotionApprovalOperator(ApprovalOperator):
     def __init__(self, *, request: Any, caught_up: Any, quality: Any, diff: Any, **kwargs: Any) -> None:
         # Placeholders until the gates' results exist; execute() replaces both before the request is written.
         kwargs.setdefault("subject", "Promote the blue-green replay?")
+        kwargs.setdefault("task_id", APPROVAL_TASK_ID)
+        # The notifier sends the prompt, with the link to answer it, to the platform_alerts channels.
+        kwargs.setdefault("notifiers", [ApprovalRequestNotifier()])
+        # Rejecting must end in the teardown stopping green, and a failed run says so. A human's "Reject"
+        # (or the timeout) is an answer, not a glitch: a retry would only park the task and ask again.
+        kwargs.setdefault("fail_on_reject", True)
+        kwargs.setdefault("retries", 0)
+        kwargs.setdefault("response_timeout", APPROVAL_TIMEOUT)
         super().__init__(**kwargs)
         self.request, self.caught_up, self.quality, self.diff = request, caught_up, quality, diff
 

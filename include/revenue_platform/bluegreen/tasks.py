@@ -20,6 +20,7 @@ from revenue_platform.bluegreen import replay, triggers, window_diff
 from revenue_platform.bluegreen.logic import approval_given, diff_blockers, promotion_blockers
 from revenue_platform.bluegreen.replay import ReplayGateFailed, record
 from revenue_platform.bluegreen.request import ReplayRequest
+from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context
 from revenue_platform.errors import ConfigError
@@ -104,7 +105,7 @@ def check_no_replay_in_flight(run: ReplayRun) -> None:
     # The Task SDK's own calls (the execution API): tasks never open the metadata DB themselves.
     ti, dag_id = run.context["ti"], run.context["dag"].dag_id
     others = ti.get_dr_count(dag_id=dag_id, states=["running"]) - 1  # this run is running too
-    awaiting = ti.get_ti_count(dag_id=dag_id, task_ids=["request_approval"], states=["awaiting_input"])
+    awaiting = ti.get_ti_count(dag_id=dag_id, task_ids=[APPROVAL_TASK_ID], states=["awaiting_input"])
     kind, _ = run.trigger()
     reason = replay.check_no_replay_in_flight(run.registry, kind, others, awaiting)
     if reason:
@@ -188,7 +189,7 @@ def choose_next_step(run: ReplayRun, request: Mapping[str, Any]) -> str:
     """The branch after the gates (a task id); a request for approval is audited first, so other
     replays are skipped until a human decides."""
     step = triggers.choose_next_step(request["mode"], request["require_approval"])
-    if step == "request_approval":
+    if step == APPROVAL_TASK_ID:
         replay.mark_awaiting_approval(run.registry, request["green_deployment_id"], run.actor)
     return step
 
@@ -219,7 +220,7 @@ def switch_live(
         # Both approval paths were skipped, but the gates' success alone would satisfy the trigger rule.
         raise AirflowSkipException(f"{request['mode']} mode: live is never switched")
     green, blue = request["green_deployment_id"], request["blue_deployment_id"]
-    approved, approved_by = approval_given(run.xcom("request_approval"))
+    approved, approved_by = approval_given(run.xcom(APPROVAL_TASK_ID))
 
     def step() -> dict[str, Any]:
         blockers = promotion_blockers(

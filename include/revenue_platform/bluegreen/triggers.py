@@ -44,6 +44,8 @@ RELEASE_EXTRA_VERSION: Final = "version"
 RELEASE_EXTRA_CONFIG_HASH: Final = "config_hash"
 
 AWAITING_APPROVAL: Final = "replay_awaiting_approval"
+APPROVAL_TASK_ID: Final = "request_approval"
+"""The approval task of dags/blue_green_replay.py (`approval.PromotionApprovalOperator`)."""
 TERMINAL_REPLAY_EVENTS: Final = frozenset({"replay_promoted", "replay_aborted", "replay_reproduced"})
 _MAX_ID = 63
 
@@ -210,7 +212,7 @@ def choose_next_step(mode: str, require_approval: bool) -> str:
     """Task id the branch after the diff follows: record a reproduction, ask a human, or switch."""
     if mode == REPRODUCE:
         return "record_reproduced"
-    return "request_approval" if require_approval else "no_approval_required"
+    return APPROVAL_TASK_ID if require_approval else "no_approval_required"
 
 
 @dataclass(frozen=True)

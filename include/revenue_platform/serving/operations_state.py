@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 from urllib.parse import quote
 
-from revenue_platform.bluegreen.triggers import replays_in_flight
+from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID, replays_in_flight
 from revenue_platform.registry import DeploymentRecord, DesiredState, RegistryEvent
 
 RATES_CURRENT_TRIGGERS: Final = 3
@@ -28,8 +28,6 @@ LIVE_SWITCH_EVENT: Final = "live_switched"
 """Registry event kind written by `DeploymentRegistry.switch_live` (promotions and rollbacks)."""
 PROMOTION_EVENT: Final = "replay_promoted"
 """Written by the blue-green replay right after its switch, with the evidence (`approved_by` among it)."""
-APPROVAL_TASK_ID: Final = "request_approval"
-"""The ApprovalOperator of dags/blue_green_replay.py (where `triggers.choose_next_step` branches to)."""
 
 RatesState = Literal["current", "idle", "stale", "none"]
 Role = Literal["live", "candidate", "outgoing", "stopped"]
