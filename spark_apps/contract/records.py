@@ -122,4 +122,31 @@ class DlqReason:
         return f"{DlqReason.WRONG_TYPE_PREFIX}{name}"
 
 
+DLQ_REASON_KINDS: Final = (
+    DlqReason.EMPTY_VALUE,
+    DlqReason.NOT_UTF8,
+    DlqReason.INVALID_JSON,
+    DlqReason.MISSING_FIELD_PREFIX.rstrip(":"),
+    DlqReason.WRONG_TYPE_PREFIX.rstrip(":"),
+    DlqReason.NON_FINITE_AMOUNT,
+    DlqReason.UNKNOWN_ORDER_TYPE,
+    DlqReason.NEGATIVE_AMOUNT,
+    DlqReason.AMOUNT_TOO_LARGE,
+    DlqReason.UNPARSEABLE_TIMESTAMP,
+    DlqReason.EVENT_TIME_IN_FUTURE,
+    DlqReason.EVENT_TIME_TOO_OLD,
+)
+"""Every dead-letter reason without its field (`missing_field:orderId` is `missing_field`): a bounded set,
+so the app counts dead letters per kind and the metrics label them by it."""
+
+
+DEAD_LETTERS_OF_KIND: Final = "dead_letters.{}"
+"""The app's counter (and streaming observation) of the dead letters of one kind, `.format(kind)`."""
+
+
+def dlq_reason_kind(reason: str) -> str:
+    """The kind of a dead-letter reason (`DLQ_REASON_KINDS`): the part before a field name."""
+    return reason.split(":", 1)[0]
+
+
 REQUIRED_ORDER_FIELDS: Final = ("orderId", "locationId", "finalAmount", "orderType", "orderedDateTime")

@@ -17,16 +17,35 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from spark_apps.contract.json_files import write_json_atomically
 from spark_apps.contract.naming import local_path, query_progress_file
+from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS
 
 LOG = logging.getLogger("orders_streaming_app.progress")
 
 # Streaming observation (reported in each query's progress, computed by the batch's own jobs): the
 # records and dead letters a batch read.
 INGEST_METRICS = "ingest_totals"
+READ_ALL_AT = "kafka_read_all_at"
+"""Progress field: the latest moment every record Kafka held was read into gold, the start of the newest
+batch that read up to Kafka's latest offsets or the newest idle report. Consumer lag in seconds is at most
+the time since (`revenue_stream_consumer_lag_seconds`): every record not yet in gold arrived after it."""
+
+
+def ingest_totals(dlq_reason: Column) -> list[Column]:
+    """The `INGEST_METRICS` observation of validated records: all of them, the dead letters, and the dead
+    letters of each reason kind (a dozen null-safe comparisons per record; valid ones are null)."""
+    per_kind = [
+        F.count(F.when(dlq_reason.startswith(f"{kind}:") | (dlq_reason == kind), 1)).alias(
+            DEAD_LETTERS_OF_KIND.format(kind)
+        )
+        for kind in DLQ_REASON_KINDS
+    ]
+    return [F.count(F.lit(1)).alias("records"), F.count(dlq_reason).alias("dead_letters"), *per_kind]
 
 
 def query_failure(error: str) -> str:
@@ -92,6 +111,18 @@ def _parse_offsets(raw: Any) -> dict[str, dict[str, int]]:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
+
+
+def _moment(document: dict[str, Any], field: str) -> datetime | None:
+    """A UTC datetime from the ISO text (Spark's trailing Z too) in `document[field]`; None if absent."""
+    value = document.get(field)
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -173,6 +204,9 @@ class ProgressPublisher(StreamingQueryListener):
         self._query_names: dict[str, str] = {}
         self._idle_at: datetime | None = None
         self._engine_watermark: str | None = None
+        # The latest moment the app had read every record Kafka held (`kafka_read_all_at`); a restart
+        # goes on from the last run's, so the lag in seconds keeps growing across a slow restart.
+        self._read_all_at: datetime | None = _moment((_read_json(self._progress_file()) or {}), READ_ALL_AT)
 
     def _progress_file(self) -> Path:
         return local_path(query_progress_file(str(self.progress_dir), self.query))
@@ -206,6 +240,9 @@ class ProgressPublisher(StreamingQueryListener):
         summary["max_offsets_behind_latest"] = offsets_behind_latest(
             summary["end_offsets"], _latest_offsets(progress)
         )
+        if summary["max_offsets_behind_latest"] == 0:
+            # The batch read up to the offsets Kafka's latest were when its trigger started.
+            self._read_all(_moment(summary, "batch_timestamp"))
         if self.batch_facts is not None:
             facts = self.batch_facts(int(progress["batchId"]))
             if facts.get("watermark") is not None:
@@ -220,6 +257,9 @@ class ProgressPublisher(StreamingQueryListener):
         totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
         self.counters.add("records_archived", int(totals.get("records") or 0))
         self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
+        for kind in DLQ_REASON_KINDS:
+            name = DEAD_LETTERS_OF_KIND.format(kind)
+            self.counters.add(name, int(totals.get(name) or 0))
 
     def _on_history(self, progress: dict[str, Any]) -> None:
         """A batch of the replay's history query: the file says the history is still being read, with
@@ -251,6 +291,7 @@ class ProgressPublisher(StreamingQueryListener):
             # The Kafka query runs only once a replay's history has ended (see the class docstring).
             "history_pending": False,
             "caught_up_at": _iso(self._idle_at),
+            READ_ALL_AT: _iso(self._read_all_at),
             "counters": self.counters.snapshot(),
         }
         if self._idle_at is not None:
@@ -264,6 +305,11 @@ class ProgressPublisher(StreamingQueryListener):
         if commit and end_offsets and end_offsets != self._committed_offsets:
             self._commit(end_offsets)
             self._committed_offsets = end_offsets
+
+    def _read_all(self, moment: datetime | None) -> None:
+        """Every record Kafka held at `moment` is in gold (never moves back)."""
+        if moment is not None and (self._read_all_at is None or moment > self._read_all_at):
+            self._read_all_at = moment
 
     def wait_until_published(self, query_name: str, batch_id: int, timeout_s: float = 30.0) -> bool:
         """Block until progress of `batch_id` of `query_name` was handled (events arrive asynchronously)."""
@@ -285,6 +331,7 @@ class ProgressPublisher(StreamingQueryListener):
                 if self._query_names.get(str(event.id)) != self.query:
                     return
                 self._idle_at = at
+                self._read_all(at)
                 if self._summary is None:
                     # Restarted with nothing new to read: no batch has run, so publish on what the last
                     # run wrote (its watermark is the checkpoint's). That may be the history query's

@@ -19,7 +19,7 @@ from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT
 from spark_apps.contract.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
 from spark_apps.engine.checkpoints import has_committed, refuse_retired_checkpoints
-from spark_apps.engine.observability import INGEST_METRICS, BatchCounters, ProgressPublisher
+from spark_apps.engine.observability import INGEST_METRICS, BatchCounters, ProgressPublisher, ingest_totals
 from spark_apps.engine.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
 from spark_apps.revenue.dedupe import initial_repeat_state, with_repeats
 from spark_apps.storage.bronze import ensure_bronze_table, read_bronze
@@ -59,7 +59,7 @@ def validated_orders(
     operator's state starting from `initial_dedupe`, when given)."""
     # Counted by a streaming observation (reported with the query's progress): no extra job.
     checked = parse_and_validate_orders(raw, config.order_rules()).observe(
-        INGEST_METRICS, F.count(F.lit(1)).alias("records"), F.count("dlq_reason").alias("dead_letters")
+        INGEST_METRICS, *ingest_totals(F.col("dlq_reason"))
     )
     return with_repeats(checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe)
 

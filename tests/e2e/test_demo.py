@@ -407,8 +407,17 @@ def test_metrics_show_the_live_app_and_its_lag_back_at_zero_after_its_orders(
     lags = [scraped.get("revenue_stream_consumer_lag_records") for scraped in seen]
     assert after[archived] - before[archived] == len(records), lags
     assert after["revenue_stream_consumer_lag_records"] == 0, lags
+    # Caught up: gold holds everything Kafka held a batch ago (a batch's time plus a scrape interval).
+    assert after["revenue_stream_consumer_lag_seconds"] < 120, after
     # The burst holds malformed orders (dead letters) and repeats (dropped as duplicates).
     assert after["revenue_stream_dead_letters_total"] > before["revenue_stream_dead_letters_total"]
+
+    def by_reason(scraped: dict[str, float]) -> dict[str, float]:
+        prefix = "revenue_stream_dead_letters_by_reason_total["
+        return {name[len(prefix) : -1]: value for name, value in scraped.items() if name.startswith(prefix)}
+
+    # Each dead letter is counted under its reason too, and the reasons add up to the total.
+    assert sum(by_reason(after).values()) == after["revenue_stream_dead_letters_total"], by_reason(after)
     assert (
         after["revenue_stream_orders_dropped_total[duplicate]"]
         > before["revenue_stream_orders_dropped_total[duplicate]"]

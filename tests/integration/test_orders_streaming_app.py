@@ -30,6 +30,7 @@ from revenue_platform.orders_generator import (
     store_record,
 )
 from spark_apps.contract.config import StreamingAppConfig, load_config
+from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS, dlq_reason_kind
 from spark_apps.engine.checkpoints import CheckpointMigrationError
 from spark_apps.orders_streaming_app import ONE_QUERY_MERGE_CONF, run
 from spark_apps.storage.gold import gold_frame
@@ -74,6 +75,8 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     produce(kafka_bootstrap, config.kafka.orders_topic, on_time)
 
     run(config, spark)
+    progress_file = Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json"
+    first_run_counters = json.loads(progress_file.read_text())["counters"]
 
     # Phase 2, restarted from the checkpoints: late orders (an hour behind the watermark) and a store update.
     late_start = GeneratorSettings().start - timedelta(hours=1)
@@ -153,10 +156,19 @@ def test_bounded_run_gives_exact_windows_dlq_split_and_revenue_topic(
     finally:
         group.close()
     assert sum(tp.offset for tp in committed) == len(on_time) + len(late), "processed offsets not committed"
-    progress = json.loads(
-        (Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json").read_text()
-    )
+    progress = json.loads(progress_file.read_text())
     assert progress["rows_dropped_by_watermark"] >= 1
+    # The first run's driver counted its dead letters per reason kind (what the metrics label them by).
+    counters = first_run_counters
+    assert (counters["records_archived"], counters["dead_letters"]) == (
+        len(on_time),
+        sum(expected_reasons.values()),
+    )
+    assert {
+        kind: counters[DEAD_LETTERS_OF_KIND.format(kind)]
+        for kind in DLQ_REASON_KINDS
+        if counters[DEAD_LETTERS_OF_KIND.format(kind)]
+    } == Counter(dlq_reason_kind(reason) for reason in expected_reasons.elements())
 
 
 def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_revenue(

@@ -30,9 +30,10 @@ from revenue_platform.bluegreen.triggers import replays_in_flight
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRegistry, DesiredState
 from revenue_platform.serving.driver_status import driver_heartbeat
-from revenue_platform.serving.operations_state import deployment_role, parse_time
-from revenue_platform.serving.operations_view import revenue_progress
+from revenue_platform.serving.operations_state import batch_rates, deployment_role, parse_time
+from revenue_platform.serving.operations_view import revenue_progress, trigger_interval_s
 from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS
 
 LOG = logging.getLogger(__name__)
 METRICS_URL_PREFIX = "/revenue-metrics"
@@ -57,6 +58,7 @@ class DeploymentSample:
     restarts: int
     heartbeat_at: datetime | None
     progress: Mapping[str, Any]
+    trigger_interval_s: float = 1.0
     awaiting_approval_since: datetime | None = None
     """When its replay (a release's green) passed every gate and began to wait for a human's approval."""
 
@@ -97,6 +99,7 @@ def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
                 restarts=sum(1 for entry in record.restart_history if entry.get("outcome") != "gave_up"),
                 heartbeat_at=parse_time(driver_heartbeat(names)),
                 progress=revenue_progress(record, registry.lake_root),
+                trigger_interval_s=trigger_interval_s(record),
                 awaiting_approval_since=awaiting.get(record.deployment_id),
             )
         )
@@ -142,6 +145,15 @@ def _age(value: Any, now: datetime) -> float | None:
     return (now - moment).total_seconds() if moment is not None else None
 
 
+def _rate(sample: DeploymentSample, now: datetime, processed: bool) -> float | None:
+    """The last batch's rate while it still says what the app does (the operations view's rule,
+    `operations_state.batch_rates`), 0 while the app is idle, and nothing once it is stale."""
+    rates = batch_rates(sample.progress, sample.trigger_interval_s, now)
+    if rates.state == "idle":
+        return 0.0
+    return rates.processed_rows_per_second if processed else rates.input_rows_per_second
+
+
 def _milliseconds(value: Any) -> float | None:
     number = _number(value)
     return number / 1000.0 if number is not None else None
@@ -166,14 +178,21 @@ GAUGES: tuple[tuple[str, str, Reading], ...] = (
         lambda s, n: _number(s.progress.get("max_offsets_behind_latest")),
     ),
     (
+        "revenue_stream_consumer_lag_seconds",
+        "At most this many seconds of Kafka's records are not in gold yet: the time since the app last had "
+        "read every record Kafka held (a batch that reached the latest offsets, or an idle report).",
+        lambda s, now: _age(s.progress.get("kafka_read_all_at"), now),
+    ),
+    (
         "revenue_stream_input_rows_per_second",
-        "Records per second arriving in the last batch's trigger interval.",
-        lambda s, n: _number(s.progress.get("input_rows_per_second")),
+        "Records per second arriving in the last batch's trigger interval; 0 while idle, absent once the "
+        "last batch is older than 3 trigger intervals (at least 30 s) without an idle report.",
+        lambda s, now: _rate(s, now, processed=False),
     ),
     (
         "revenue_stream_processed_rows_per_second",
-        "Records per second the last batch processed.",
-        lambda s, n: _number(s.progress.get("processed_rows_per_second")),
+        "Records per second the last batch processed; 0 while idle, absent once stale (as the input rate).",
+        lambda s, now: _rate(s, now, processed=True),
     ),
     (
         "revenue_stream_batch_duration_seconds",
@@ -273,6 +292,27 @@ def _counter_families(samples: list[DeploymentSample]) -> Iterator[Metric]:
             if value is not None:
                 dropped.add_metric([*s.labels, reason], value)
     yield dropped
+    yield _dead_letters_by_reason(samples)
+
+
+def _dead_letters_by_reason(samples: list[DeploymentSample]) -> Metric:
+    """Every reason kind of every deployment whose driver counts them, 0 included (so `rate()` sees the
+    first dead letter of a kind); none for a driver that counts only the total."""
+    family = CounterMetricFamily(
+        "revenue_stream_dead_letters_by_reason",
+        "Records sent to the dead-letter topic since the driver started, by reason (the DLQ reason without "
+        "its field name: missing_field, wrong_type, invalid_json, event_time_in_future, ...).",
+        labels=[*LABELS, "reason"],
+    )
+    for s in samples:
+        counters = s.progress.get("counters") or {}
+        if not any(DEAD_LETTERS_OF_KIND.format(kind) in counters for kind in DLQ_REASON_KINDS):
+            continue
+        for kind in DLQ_REASON_KINDS:
+            family.add_metric(
+                [*s.labels, kind], _number(counters.get(DEAD_LETTERS_OF_KIND.format(kind))) or 0.0
+            )
+    return family
 
 
 def _quality_families(

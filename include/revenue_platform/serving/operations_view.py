@@ -123,7 +123,7 @@ def _private_roots(lake_root: str) -> list[str]:
     return [lake_root, str(state_dir()), str(REPO_ROOT), str(Path.home())]
 
 
-def _trigger_interval_s(record: DeploymentRecord) -> float:
+def trigger_interval_s(record: DeploymentRecord) -> float:
     """The deployment's trigger interval as registered; the config's default for a row without one."""
     from spark_apps.contract.config import TriggerConfig
 
@@ -144,7 +144,7 @@ def deployment_status(
     progress = revenue_progress(record, lake_root)
     restarts = [entry for entry in record.restart_history if entry.get("outcome") != "gave_up"]
     behind = progress.get("max_offsets_behind_latest")
-    interval_s = _trigger_interval_s(record)
+    interval_s = trigger_interval_s(record)
     rates = batch_rates(progress, interval_s, now)
     role = deployment_role(record, events)
     return DeploymentStatus(

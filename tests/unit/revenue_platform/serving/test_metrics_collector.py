@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryEvent
 from revenue_platform.serving.metrics import StreamingMetricsCollector, create_metrics_app
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.records import DLQ_REASON_KINDS
 
 NOW = datetime(2026, 11, 26, 10, 0, 0, tzinfo=UTC)
 BLUE_PROGRESS = {
@@ -28,6 +29,7 @@ BLUE_PROGRESS = {
     "history_pending": False,
     "watermark": "2026-11-26T09:58:00Z",
     "caught_up_at": None,
+    "kafka_read_all_at": "2026-11-26T09:59:30Z",
     "state_open_windows": 96,
     "counters": {
         "records_archived": 5000,
@@ -35,6 +37,8 @@ BLUE_PROGRESS = {
         "windows_updated": 800,
         "orders_late": 3,
         "orders_duplicate": 11,
+        "dead_letters.invalid_json": 5,
+        "dead_letters.missing_field": 2,
     },
 }
 
@@ -126,6 +130,7 @@ def test_values_come_from_the_progress_file_and_heartbeat(lake: str) -> None:
     expected = {
         "revenue_stream_heartbeat_age_seconds": 5.0,
         "revenue_stream_consumer_lag_records": 320.0,
+        "revenue_stream_consumer_lag_seconds": 30.0,
         "revenue_stream_input_rows_per_second": 250.0,
         "revenue_stream_processed_rows_per_second": 1200.5,
         "revenue_stream_batch_duration_seconds": 1.5,
@@ -147,6 +152,15 @@ def test_values_come_from_the_progress_file_and_heartbeat(lake: str) -> None:
         for r in ("late", "duplicate")
     }
     assert dropped == {"late": 3, "duplicate": 11}
+    by_reason = {
+        dict(labels)["reason"]: value
+        for (name, labels), value in samples.items()
+        if name == "revenue_stream_dead_letters_by_reason_total" and dict(labels)["deployment"] == "blue"
+    }
+    # Every kind, 0 included, so that rate() sees the first dead letter of a kind.
+    assert by_reason == {
+        kind: {"invalid_json": 5, "missing_field": 2}.get(kind, 0) for kind in DLQ_REASON_KINDS
+    }
     green = {"deployment": "green", "role": "outgoing"}
     assert [
         _value(samples, name, **green)
@@ -161,9 +175,36 @@ def test_what_no_file_says_is_left_out_not_made_up(lake: str) -> None:
     for name in ("revenue_stream_heartbeat_age_seconds", "revenue_stream_consumer_lag_records",
                  "revenue_stream_watermark_timestamp_seconds", "revenue_stream_history_pending"):  # fmt: skip
         assert _value(samples, name, **replica) is None, name
+    # A driver that counts dead letters only in total (or not yet) has no series per reason.
+    assert not [labels for name, labels in samples if name == "revenue_stream_dead_letters_by_reason_total"
+                and dict(labels)["deployment"] != "blue"]  # fmt: skip
     # green's file has no watermark yet (a replay reading its history): no delay is reported for it.
     green = {"deployment": "green", "role": "outgoing"}
     assert _value(samples, "revenue_stream_event_time_delay_seconds", **green) is None
+
+
+@pytest.mark.parametrize(
+    ("batch_started", "caught_up_at", "rates"),
+    [
+        # Ended 8.5 s ago (within 3 trigger intervals, at least 30 s): the batch's own rates.
+        ("2026-11-26T09:59:50Z", None, (250.0, 1200.5)),
+        # Spark reported the query idle after that batch: nothing arrives, nothing is processed.
+        ("2026-11-26T09:44:00Z", "2026-11-26T09:59:55Z", (0.0, 0.0)),
+        # 16 minutes without a batch or an idle report (a driver that stopped publishing): no rate at all.
+        ("2026-11-26T09:44:00Z", None, (None, None)),
+    ],
+)
+def test_rates_are_served_only_while_they_describe_the_app(
+    lake: str, batch_started: str, caught_up_at: str | None, rates: tuple[float | None, float | None]
+) -> None:
+    progress = {**BLUE_PROGRESS, "batch_timestamp": batch_started, "caught_up_at": caught_up_at}
+    _write(DeploymentNames(lake, "blue").progress_file(REVENUE_QUERY_ROLE), progress)
+    samples = _scrape(lake)
+    blue = {"deployment": "blue", "role": "live"}
+    assert (
+        _value(samples, "revenue_stream_input_rows_per_second", **blue),
+        _value(samples, "revenue_stream_processed_rows_per_second", **blue),
+    ) == rates
 
 
 def test_the_latest_quality_run_of_each_deployment(lake: str) -> None:

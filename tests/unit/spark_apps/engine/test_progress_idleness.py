@@ -47,14 +47,18 @@ def kafka_source(end: dict[str, int], latest: dict[str, int]) -> dict[str, Any]:
 
 
 def progress_event(
-    query_id: uuid.UUID, name: str, batch_id: int, sources: list[dict[str, Any]] | None = None
+    query_id: uuid.UUID,
+    name: str,
+    batch_id: int,
+    sources: list[dict[str, Any]] | None = None,
+    started_s: float = 0,
 ) -> SimpleNamespace:
     document = {
         "id": str(query_id),
         "runId": str(uuid.uuid4()),
         "name": name,
         "batchId": batch_id,
-        "timestamp": at(0).isoformat(),
+        "timestamp": at(started_s).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
         "numInputRows": 0,
         "eventTime": {"watermark": "2026-11-22T09:41:00.000Z"},
         "sources": sources or [],
@@ -133,6 +137,27 @@ def test_idle_events_publish_caught_up_at_and_a_batch_clears_it(tmp_path: Path) 
     assert published(tmp_path)["caught_up_at"] == at(30).isoformat()
     # Idle events commit nothing: the position was committed with the batch.
     assert listener.commits == [{"orders": {"0": 180}}, {"orders": {"0": 250}}]
+
+
+def test_the_file_says_when_the_app_last_had_read_all_of_kafka(tmp_path: Path) -> None:
+    """`kafka_read_all_at`: the lag in seconds is at most the time since; it never moves back."""
+    listener = RecordingPublisher(tmp_path)
+    query = started(listener, QUERY)
+    listener.onQueryProgress(progress_event(query, QUERY, 3, [kafka_source({"0": 180}, {"0": 200})], 5))
+    assert published(tmp_path)["kafka_read_all_at"] is None, "behind from the start: not known yet"
+    # A batch that read up to the latest offsets its trigger saw: all Kafka held at its start is in gold.
+    listener.onQueryProgress(progress_event(query, QUERY, 4, [kafka_source({"0": 200}, {"0": 200})], 12))
+    assert published(tmp_path)["kafka_read_all_at"] == at(12).isoformat()
+    # A batch capped by maxOffsetsPerTrigger (behind) leaves it where it was, however late it starts.
+    listener.onQueryProgress(progress_event(query, QUERY, 5, [kafka_source({"0": 300}, {"0": 900})], 40))
+    assert published(tmp_path)["kafka_read_all_at"] == at(12).isoformat()
+    listener.onQueryIdle(idle_event(query, 70))
+    assert published(tmp_path)["kafka_read_all_at"] == at(70).isoformat()
+    # A restarted driver goes on from the last run's until it has read all of Kafka again.
+    restarted = RecordingPublisher(tmp_path)
+    again = started(restarted, QUERY)
+    restarted.onQueryProgress(progress_event(again, QUERY, 6, [kafka_source({"0": 950}, {"0": 990})], 90))
+    assert published(tmp_path)["kafka_read_all_at"] == at(70).isoformat()
 
 
 def test_a_restarted_app_with_nothing_to_read_publishes_on_its_last_progress(tmp_path: Path) -> None:
