@@ -13,11 +13,13 @@ switch flips the old and the new row in one MERGE, i.e. one atomic Delta commit.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from revenue_platform.errors import ConfigError, PlatformError
@@ -35,6 +37,7 @@ from spark_apps.contract.naming import RegistryNames
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
 LOG = logging.getLogger(__name__)
@@ -138,14 +141,21 @@ class DeploymentRegistry:
             )
         return record
 
-    def events(self, deployment_id: str | None = None) -> list[RegistryEvent]:
-        """Audit events (of one deployment, or all), oldest first."""
+    def events(
+        self,
+        deployment_id: str | None = None,
+        *,
+        involving: Collection[str] | None = None,
+    ) -> list[RegistryEvent]:
+        """Audit events, oldest first: all, or those of one deployment, or those `involving` any of some
+        deployments (theirs, or a switch away from one). The filters go to the Delta
+        scan, which skips every file whose column statistics rule it out (each append writes its own
+        file): a reader of a few deployments does not read the whole log."""
         table = self._existing(self.names.events_table)
-        rows = table.to_pyarrow_table().to_pylist() if table is not None else []
-        events = [RegistryEvent.from_row(row) for row in rows]
-        if deployment_id is not None:
-            events = [e for e in events if e.deployment_id == deployment_id]
-        return sorted(events, key=lambda e: e.at)
+        if table is None:
+            return []
+        rows = table.to_pyarrow_table(filters=_event_filter(deployment_id, involving)).to_pylist()
+        return sorted((RegistryEvent.from_row(row) for row in rows), key=lambda e: e.at)
 
     def live_deployment(self) -> str | None:
         live = [r.deployment_id for r in self.deployments() if r.is_live]
@@ -377,3 +387,16 @@ class DeploymentRegistry:
 def resolve_live_deployment(lake_root: str | None = None) -> str | None:
     """The deployment whose outputs readers must use, or None: THE one way to read the live pointer."""
     return DeploymentRegistry(lake_root).live_deployment()
+
+
+def _event_filter(deployment_id: str | None, involving: Collection[str] | None) -> pc.Expression | None:
+    """The pyarrow filter of `DeploymentRegistry.events` (None: every event)."""
+    import pyarrow.compute as pc
+
+    conditions = []
+    if deployment_id is not None:
+        conditions.append(pc.field("deployment_id") == deployment_id)
+    if involving is not None:
+        ids = sorted(involving)
+        conditions.append(pc.field("deployment_id").isin(ids) | pc.field("from_value").isin(ids))
+    return functools.reduce(operator.and_, conditions) if conditions else None

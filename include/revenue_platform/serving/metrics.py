@@ -79,8 +79,10 @@ class QualitySample:
 # --- reading ----------------------------------------------------------------------------------
 def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
     """Every deployment that should run (desired state running), by id."""
-    events = registry.events()
     running = [r for r in registry.deployments() if r.desired_state == DesiredState.RUNNING.value]
+    # Only the running deployments' events (their roles, their replays): a scrape never reads the whole
+    # audit log, which grows with every deploy, restart and switch.
+    events = registry.events(involving=[r.deployment_id for r in running])
     awaiting = {
         replay.green: replay.last_at
         for replay in replays_in_flight(events, [r.deployment_id for r in running])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -129,6 +130,34 @@ def test_events_keep_details_and_order(registry: DeploymentRegistry) -> None:
     events = registry.events("blue")
     assert [e.kind for e in events] == ["restart", "stopped"]
     assert events[0].details == {"n": 1}
+
+
+def test_events_involving_some_deployments_skip_the_files_of_others(registry: DeploymentRegistry) -> None:
+    """A reader of the running deployments (the metrics, at every scrape) reads only their events: the
+    Delta scan skips, by its column statistics, the files that hold only other deployments' events."""
+    registry.append_events([RegistryEvent("old", "restart", "supervisor") for _ in range(3)])
+    registry.append_events([RegistryEvent("blue", "live_switched", "replay", "green", "blue")])
+    registry.append_events([RegistryEvent("green", "desired_state", "op", "running", "stopped")])
+    registry.append_events([RegistryEvent("green", "live_switched", "replay", "blue", "green")])
+    involving_blue = registry.events(involving=["blue"])
+    # blue's own event and the switch away from blue (from_value), none of old's or green's others.
+    assert [(e.deployment_id, e.kind) for e in involving_blue] == [
+        ("blue", "live_switched"),
+        ("green", "live_switched"),
+    ]
+    # Proof that old's file is not read at all: break it, and the filtered read still works.
+    table = DeltaTable(registry.names.events_table)
+    (old_file,) = [f for f in table.file_uris() if "old" in pq_values(f, "deployment_id")]
+    Path(old_file.removeprefix("file://")).write_bytes(b"not parquet")
+    assert registry.events(involving=["blue"]) == involving_blue
+    with pytest.raises(pa.ArrowInvalid, match="not a parquet file"):
+        registry.events()
+
+
+def pq_values(uri: str, column: str) -> set[str]:
+    import pyarrow.parquet as parquet
+
+    return set(parquet.read_table(uri.removeprefix("file://"), columns=[column]).column(column).to_pylist())
 
 
 def test_the_app_side_lease_check_reads_the_same_table(registry: DeploymentRegistry) -> None:
