@@ -519,13 +519,13 @@ def test_a_replay_from_the_form_shows_its_evidence_is_approved_in_the_browser_an
         try:
             page.goto(demo_stack.airflow_url + "/revenue-ops/")
             request = page.locator(f"#approvals [data-green='{green}']")
-            expect(request).to_contain_text(f"{green} awaiting approval")
+            expect(request).to_contain_text(f"{green} awaiting approval", timeout=UI_TIMEOUT_MS)
             page.screenshot(path=str(OUTPUT_DIR / "replay_awaiting_approval.png"), full_page=True)
             request.get_by_role("link", name="Approve or reject in Airflow").click()
             page.wait_for_url(f"**/runs/{run_id}/tasks/request_approval/required_actions**")
             approve = page.get_by_role("button", name="Approve", exact=True)
-            expect(approve).to_be_enabled()
-            expect(page.get_by_text("beyond tolerance")).to_be_visible()
+            expect(approve).to_be_enabled(timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_text("beyond tolerance")).to_be_visible(timeout=UI_TIMEOUT_MS)
             page.screenshot(path=str(OUTPUT_DIR / "replay_approval_prompt.png"), full_page=True)
             _assert_prompt_shows_the_evidence(page.locator("body").inner_text(), green, live)
             # The answer is the UI's PATCH of the task's HITL details: wait for it before leaving the page.
@@ -556,11 +556,11 @@ def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
     expect(page.locator("#live-deployment")).to_have_text(green, timeout=2 * UI_TIMEOUT_MS)
     demo_row = page.locator("#deployments tr").filter(has=page.locator("td[data-deployment-id='demo']"))
     green_row = page.locator("#deployments tr").filter(has=page.locator(f"td[data-deployment-id='{green}']"))
-    expect(green_row.locator(".badge")).to_have_text("live")
-    expect(demo_row.locator(".badge")).to_have_text("outgoing")
+    expect(green_row.locator(".badge")).to_have_text("live", timeout=UI_TIMEOUT_MS)
+    expect(demo_row.locator(".badge")).to_have_text("outgoing", timeout=UI_TIMEOUT_MS)
     expect(demo_row).to_contain_text("kept running for the replay's grace period, then stopped")
     switch = page.locator("#live-history tbody tr").filter(has_text=green)
-    expect(switch.locator("td.approver")).to_have_text(LOCAL_ADMIN_USER)
+    expect(switch.locator("td.approver")).to_have_text(LOCAL_ADMIN_USER, timeout=UI_TIMEOUT_MS)
 
 
 def test_down_stops_everything(demo_stack: DemoStack) -> None:
