@@ -3,9 +3,10 @@ Airflow UI with a real browser, stop the stack.
 
 The stack runs on its own ports and state folder (not the developer's 9092/8080 or .local/),
 with a clean environment, so this is the same path a newcomer takes after `git clone`. It is
-started once for the module (`demo_stack`): the browser test looks at the live deployment the
-demo made, and the last test checks that `down` stops everything. The fixture runs `down` again
-at the end, so nothing is left running even when a test fails.
+started once for the module (`demo_stack`): the browser tests look at the live deployment the
+demo made, then a blue-green replay of it is approved in the browser (so it runs after every test
+that expects the demo's deployment live), and the last test checks that `down` stops everything.
+The fixture runs `down` again at the end, so nothing is left running even when a test fails.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -164,12 +166,41 @@ def _revenue_progress(lake_root: str, deployment_id: str) -> dict[str, Any]:
     return document
 
 
+def _log_in(page: Any, demo_stack: DemoStack) -> None:
+    """Airflow's own login page (simple auth manager), as a person signs in; back on the home page."""
+    page.goto(demo_stack.airflow_url + "/")
+    page.get_by_label("Username").fill(LOCAL_ADMIN_USER)
+    page.get_by_label("Password").fill(demo_stack.admin_password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(demo_stack.airflow_url + "/")
+    # A click before the UI has loaded its plugin list can be lost (seen once on a busy 2-core box).
+    page.wait_for_load_state("networkidle")
+
+
+@contextmanager
+def _signed_in_page(demo_stack: DemoStack) -> Generator[Any, None, None]:
+    """A browser page signed in to the stack's Airflow UI (a real UI session), closed after use."""
+    from playwright.sync_api import sync_playwright
+
+    from revenue_platform.local_stack.browser import ensure_chromium
+
+    with sync_playwright() as playwright:
+        # Debian's Chromium (installed by `make browser`), never a browser Playwright downloads.
+        browser = playwright.chromium.launch(executable_path=str(ensure_chromium()))
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            _log_in(page, demo_stack)
+            yield page
+        finally:
+            browser.close()
+
+
 def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_revenue(
     demo_stack: DemoStack,
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from revenue_platform.local_stack.browser import ensure_chromium
     from revenue_platform.registry import resolve_live_deployment
 
     demo_stack.require_demo_output()
@@ -179,56 +210,41 @@ def test_operations_view_in_the_airflow_ui_shows_the_live_deployment_and_its_rev
     screenshot = OUTPUT_DIR / "operations_view.png"
     screenshot.unlink(missing_ok=True)
 
-    with sync_playwright() as playwright:
-        # Debian's Chromium (installed by `make browser`), never a browser Playwright downloads.
-        browser = playwright.chromium.launch(executable_path=str(ensure_chromium()))
+    # The view must work for a real UI session.
+    with _signed_in_page(demo_stack) as page:
+        page.get_by_role("link", name="Revenue operations").click()
+        page.wait_for_url("**/plugin/revenue-operations")
+        view = page.frame_locator("iframe[src='/revenue-ops/']")
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(UI_TIMEOUT_MS)
-            page.goto(demo_stack.airflow_url + "/")
-            # Airflow's own login page (simple auth manager): the view must work for a real UI session.
-            page.get_by_label("Username").fill(LOCAL_ADMIN_USER)
-            page.get_by_label("Password").fill(demo_stack.admin_password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(demo_stack.airflow_url + "/")
-            # A click before the UI has loaded its plugin list can be lost (seen once on a busy 2-core box).
-            page.wait_for_load_state("networkidle")
-
-            page.get_by_role("link", name="Revenue operations").click()
-            page.wait_for_url("**/plugin/revenue-operations")
-            view = page.frame_locator("iframe[src='/revenue-ops/']")
-            try:
-                # The page fetches its data after loading: wait for the first complete refresh.
-                expect(view.locator("#updated")).not_to_have_text("never", timeout=UI_TIMEOUT_MS)
-                expect(view.locator("#live-deployment")).to_have_text(live)
-                expect(view.locator(f"td[data-deployment-id='{live}']")).to_be_visible()
-                expect(view.locator("#deployments tr.role-live .badge.live")).to_have_text("live")
-                # The demo's app has read all its orders: idle, with the age of its last batch, never the
-                # rates that batch had as if they were live.
-                live_rates = view.locator("#deployments tr.role-live td.rates")
-                idle = re.compile(r"^idle · last batch \d+(s| min| h) ago$")
-                # Within a refresh (15 s) of Spark's first idle report (10 s after the last batch).
-                expect(live_rates).to_have_text(idle, timeout=UI_TIMEOUT_MS)
-                live_row = view.locator("#deployments tr.role-live").inner_text()
-                demo_switch = view.locator("#live-history tbody tr").filter(has_text="make demo")
-                # The demo's first switch was no blue-green promotion: nobody was asked to approve it.
-                expect(demo_switch.locator("td.approver")).to_have_text("\u2013")  # an en dash
-                points = view.locator("#revenue-chart circle.point")
-                expect(points.first).to_be_attached()
-                store = view.locator("#store-picker").input_value()
-                drawn = {
-                    (
-                        datetime.fromisoformat(point.get_attribute("data-window-start") or ""),
-                        point.get_attribute("data-order-type") or "",
-                        point.get_attribute("data-revenue") or "",
-                    )
-                    for point in points.all()
-                }
-                expect(view.locator("#banner")).to_be_hidden()
-            finally:
-                page.screenshot(path=str(screenshot), full_page=True)
+            # The page fetches its data after loading: wait for the first complete refresh.
+            expect(view.locator("#updated")).not_to_have_text("never", timeout=UI_TIMEOUT_MS)
+            expect(view.locator("#live-deployment")).to_have_text(live)
+            expect(view.locator(f"td[data-deployment-id='{live}']")).to_be_visible()
+            expect(view.locator("#deployments tr.role-live .badge.live")).to_have_text("live")
+            # The demo's app has read all its orders: idle, with the age of its last batch, never the
+            # rates that batch had as if they were live.
+            live_rates = view.locator("#deployments tr.role-live td.rates")
+            idle = re.compile(r"^idle · last batch \d+(s| min| h) ago$")
+            # Within a refresh (15 s) of Spark's first idle report (10 s after the last batch).
+            expect(live_rates).to_have_text(idle, timeout=UI_TIMEOUT_MS)
+            live_row = view.locator("#deployments tr.role-live").inner_text()
+            demo_switch = view.locator("#live-history tbody tr").filter(has_text="make demo")
+            # The demo's first switch was no blue-green promotion: nobody was asked to approve it.
+            expect(demo_switch.locator("td.approver")).to_have_text("\u2013")  # an en dash
+            points = view.locator("#revenue-chart circle.point")
+            expect(points.first).to_be_attached()
+            store = view.locator("#store-picker").input_value()
+            drawn = {
+                (
+                    datetime.fromisoformat(point.get_attribute("data-window-start") or ""),
+                    point.get_attribute("data-order-type") or "",
+                    point.get_attribute("data-revenue") or "",
+                )
+                for point in points.all()
+            }
+            expect(view.locator("#banner")).to_be_hidden()
         finally:
-            browser.close()
+            page.screenshot(path=str(screenshot), full_page=True)
 
     last_batch = _revenue_progress(demo_stack.lake_root, live)
     for batch_rate in ("input_rows_per_second", "processed_rows_per_second"):
@@ -313,12 +329,7 @@ def test_the_first_hour_is_green_and_every_page_renders_offline(demo_stack: Demo
             _local_only(context, outside)
             page = context.new_page()
             page.set_default_timeout(UI_TIMEOUT_MS)
-            page.goto(demo_stack.airflow_url + "/")
-            page.get_by_label("Username").fill(LOCAL_ADMIN_USER)
-            page.get_by_label("Password").fill(demo_stack.admin_password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(demo_stack.airflow_url + "/")
-            page.wait_for_load_state("networkidle")
+            _log_in(page, demo_stack)
             page.screenshot(path=str(OUTPUT_DIR / "home.png"), full_page=True)
             # The home page's stat card, as a user sees it: "0 Failed Dags" (was "1" with a made-up blue).
             failed_card = page.locator("a, button").filter(has_text="Failed Dags").first
@@ -422,6 +433,143 @@ def test_metrics_show_the_live_app_and_its_lag_back_at_zero_after_its_orders(
         after["revenue_stream_orders_dropped_total[duplicate]"]
         > before["revenue_stream_orders_dropped_total[duplicate]"]
     )
+
+
+REPLAY_DAG = "blue_green_replay"
+
+
+@dataclass(frozen=True)
+class LiveTotals:
+    """Blue's gold as the diff gate reads it: every window the demo's deployment made, and its totals."""
+
+    windows: int
+    orders: int
+    revenue: str
+
+
+def _live_totals(lake_root: str, deployment_id: str) -> LiveTotals:
+    from decimal import Decimal
+
+    from revenue_platform.gold_table import read_gold
+    from spark_apps.contract.naming import DeploymentNames
+
+    rows = read_gold(DeploymentNames(lake_root, deployment_id).gold_revenue_table).to_pylist()
+    revenue = sum((row["revenue"] for row in rows), Decimal("0.00"))
+    return LiveTotals(len(rows), sum(row["order_count"] for row in rows), str(revenue))
+
+
+def _wait_for_approval_request(client: Any, run_id: str, timeout_s: float = 600) -> str:
+    """Block until the run's `request_approval` waits for a person; return green's id (from the request)."""
+    run_path = f"/api/v2/dags/{REPLAY_DAG}/dagRuns/{run_id}"
+    deadline = time.monotonic() + timeout_s
+    states: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        tasks = client.get(f"{run_path}/taskInstances")["task_instances"]
+        states = {ti["task_id"]: ti["state"] for ti in tasks}
+        if states.get("request_approval") == "awaiting_input":
+            hitl = client.get(f"{run_path}/taskInstances/request_approval/-1/hitlDetails")
+            subject = re.fullmatch(
+                r"Promote green (\S+) \(version dev\) to live in place of demo\?", hitl["subject"]
+            )
+            assert subject, f"the approval asks something else: {hitl['subject']!r}"
+            return subject[1]
+        run_state = client.get(run_path)["state"]
+        assert run_state not in ("success", "failed"), f"the replay ended as {run_state} unasked: {states}"
+        time.sleep(5)
+    raise AssertionError(f"request_approval was not awaiting input after {timeout_s:.0f}s; tasks: {states}")
+
+
+def _whitespace_collapsed(text: str) -> str:
+    """Text as a reader sees it: no Markdown emphasis marks, table borders and line breaks as spaces."""
+    return " ".join(text.replace("*", "").replace("|", " ").split())
+
+
+def _assert_prompt_shows_the_evidence(prompt: str, green: str, live: LiveTotals) -> None:
+    text = _whitespace_collapsed(prompt)
+    expected = [
+        f"Promote green {green} (version dev) to live in place of demo?",
+        f"Diff over {live.windows} closed windows both cover",
+        ": 0 beyond tolerance (per window: revenue ±0.00, orders ±0)",
+        f"orders {live.orders} {live.orders} +0",
+        f"revenue {live.revenue} {live.revenue} +0.00",
+        "Quality: passed:",
+        " expectations, 0 failed",
+    ]
+    missing = [fragment for fragment in expected if fragment not in text]
+    assert not missing, f"the approval prompt lacks {missing}; it shows: {text[:3000]}"
+
+
+def test_a_replay_from_the_form_shows_its_evidence_is_approved_in_the_browser_and_hands_live_over(
+    demo_stack: DemoStack,
+) -> None:
+    """After the demo, a person triggers `blue_green_replay` with the form's defaults and approval
+    required, opens the approval from the operations view, reads the gates' evidence (every window of
+    live's gold compared: the demo's burst and the metrics test's, 0 beyond tolerance, the same orders
+    and revenue on both sides, quality passed), approves it, and sees green live and the demo's
+    deployment outgoing during the grace period. Runs after the tests that expect the demo live."""
+    from playwright.sync_api import expect
+
+    from revenue_platform.local_stack.airflow_api import AirflowApiClient
+
+    demo_stack.require_demo_output()
+    client = AirflowApiClient(demo_stack.airflow_url, LOCAL_ADMIN_USER, demo_stack.admin_password)
+    live = _live_totals(demo_stack.lake_root, "demo")
+    printed = re.search(r"(\d+) windows, \d+ orders", demo_stack.demo.stdout)
+    assert printed, demo_stack.demo.stdout[-2000:]
+    # Live's gold holds every window the demo printed (and those of later bursts of orders).
+    assert live.windows >= int(printed[1]) > 0, (live, printed[0])
+    client.wait_for_dag(REPLAY_DAG)
+    # The form's defaults (green's id derived, live as blue, grace 300 s), asking a person to approve.
+    run_id = client.trigger(REPLAY_DAG, {"require_approval": True})
+    green = _wait_for_approval_request(client, run_id)
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+
+    with _signed_in_page(demo_stack) as page:
+        try:
+            page.goto(demo_stack.airflow_url + "/revenue-ops/")
+            request = page.locator(f"#approvals [data-green='{green}']")
+            expect(request).to_contain_text(f"{green} awaiting approval", timeout=UI_TIMEOUT_MS)
+            page.screenshot(path=str(OUTPUT_DIR / "replay_awaiting_approval.png"), full_page=True)
+            request.get_by_role("link", name="Approve or reject in Airflow").click()
+            page.wait_for_url(f"**/runs/{run_id}/tasks/request_approval/required_actions**")
+            approve = page.get_by_role("button", name="Approve", exact=True)
+            expect(approve).to_be_enabled(timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_text("beyond tolerance")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            page.screenshot(path=str(OUTPUT_DIR / "replay_approval_prompt.png"), full_page=True)
+            _assert_prompt_shows_the_evidence(page.locator("body").inner_text(), green, live)
+            # The answer is the UI's PATCH of the task's HITL details: wait for it before leaving the page.
+            with page.expect_response(
+                lambda response: response.url.endswith("/hitlDetails") and response.request.method == "PATCH"
+            ) as answer:
+                approve.click()
+            accepted = answer.value
+            assert accepted.ok, f"the approval was not accepted: HTTP {accepted.status} {accepted.text()}"
+            page.goto(demo_stack.airflow_url + "/revenue-ops/")
+            _expect_green_live_and_demo_outgoing(page, green)
+        finally:
+            page.screenshot(path=str(OUTPUT_DIR / "replay_grace_period.png"), full_page=True)
+
+    hitl = client.get(
+        f"/api/v2/dags/{REPLAY_DAG}/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails"
+    )
+    assert hitl["chosen_options"] == ["Approve"], hitl
+    assert hitl["responded_by_user"]["name"] == LOCAL_ADMIN_USER, hitl
+
+
+def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
+    """The operations view once the switch ran: green live, the demo's deployment outgoing (its grace
+    period, 300 s by default, is far longer than the switch takes to show)."""
+    from playwright.sync_api import expect
+
+    # The switch runs once the scheduler has seen the answer: a few refreshes of the view (15 s each).
+    expect(page.locator("#live-deployment")).to_have_text(green, timeout=2 * UI_TIMEOUT_MS)
+    demo_row = page.locator("#deployments tr").filter(has=page.locator("td[data-deployment-id='demo']"))
+    green_row = page.locator("#deployments tr").filter(has=page.locator(f"td[data-deployment-id='{green}']"))
+    expect(green_row.locator(".badge")).to_have_text("live", timeout=UI_TIMEOUT_MS)
+    expect(demo_row.locator(".badge")).to_have_text("outgoing", timeout=UI_TIMEOUT_MS)
+    expect(demo_row).to_contain_text("kept running for the replay's grace period, then stopped")
+    switch = page.locator("#live-history tbody tr").filter(has_text=green)
+    expect(switch.locator("td.approver")).to_have_text(LOCAL_ADMIN_USER, timeout=UI_TIMEOUT_MS)
 
 
 def test_down_stops_everything(demo_stack: DemoStack) -> None:
