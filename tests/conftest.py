@@ -46,6 +46,9 @@ TEST_AIRFLOW = AirflowLocalSettings(
     port=int(os.environ.get("TEST_AIRFLOW_PORT", "18080")),
     kafka_bootstrap_servers=TEST_KAFKA.bootstrap_servers,
     spark_master="local[2]",
+    # No StatsD from the test stack: it would land in the exporter of a `make up` on 8125. Tests of
+    # the metrics give their own port (tests/integration/test_airflow_statsd_metrics.py).
+    statsd_port=None,
 )
 os.environ.update(airflow_environment(TEST_AIRFLOW))
 # PySpark converts naive Python datetimes with the process time zone; pin it to UTC so

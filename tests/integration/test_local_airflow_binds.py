@@ -1,15 +1,18 @@
-"""Local Airflow as `make up` starts it listens on loopback only: API server yes, log servers not at all.
+"""Local Airflow as `make up` starts it listens on loopback only: API server yes, log servers not at all;
+and it sends its own StatsD metrics to the configured loopback port.
 
 A real `airflow standalone` (through `LocalAirflow`, the same code `make up` runs) with its own home
 and port; every TCP socket its process group listens on is read from /proc. The log-server ports
 are moved to free ports of their own, so a log server that did start (an Airflow upgrade that
-ignores `--skip-serve-logs`) would show up here instead of colliding with another stack's.
+ignores `--skip-serve-logs`) would show up here instead of colliding with another stack's. A UDP
+socket of the test's own, on a free loopback port given as the StatsD port, receives the metrics.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,13 +28,24 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def running_airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalAirflow, set[int]]]:
+def statsd_listener() -> Iterator[socket.socket]:
+    """A UDP socket on a free 127.0.0.1 port, standing in for statsd_exporter."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        yield listener
+
+
+@pytest.fixture(scope="module")
+def running_airflow(
+    tmp_path_factory: pytest.TempPathFactory, statsd_listener: socket.socket
+) -> Iterator[tuple[LocalAirflow, set[int]]]:
     state = tmp_path_factory.mktemp("airflow-binds")
     settings = AirflowLocalSettings(
         home=state / "airflow",
         port=int(os.environ.get("TEST_AIRFLOW_PORT", "18080")),
         kafka_bootstrap_servers="localhost:1",
         secrets_dir=state / "secrets",
+        statsd_port=statsd_listener.getsockname()[1],
     )
     worker_port, trigger_port = _free_port(), _free_port()
     airflow = LocalAirflow(settings)
@@ -71,3 +85,21 @@ def test_the_scheduler_and_triggerer_run_without_log_servers(
         assert any(f"airflow {component} --skip-serve-logs" in c for c in commands), commands
     # The log server renames its process "airflow serve-logs".
     assert not any(c.strip() == "airflow serve-logs" for c in commands), commands
+
+
+def test_the_scheduler_sends_its_heartbeat_to_the_statsd_port(
+    running_airflow: tuple[LocalAirflow, set[int]], statsd_listener: socket.socket
+) -> None:
+    # The scheduler counts a heartbeat every few seconds ([scheduler] scheduler_heartbeat_sec, 5).
+    deadline = time.monotonic() + 60
+    received: list[str] = []
+    while time.monotonic() < deadline:
+        statsd_listener.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            datagram = statsd_listener.recv(65535).decode()
+        except TimeoutError:
+            break
+        if datagram == "airflow.scheduler_heartbeat:1|c":
+            return
+        received.append(datagram)
+    pytest.fail(f"no airflow.scheduler_heartbeat in 60 s; received {sorted(set(received))[:40]}")

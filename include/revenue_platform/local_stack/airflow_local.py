@@ -10,7 +10,8 @@ it, e.g. AIRFLOW_HOST=0.0.0.0), the admin password and the signing secrets are g
 with `secrets` into 0600 files under `<state dir>/secrets/`, and `make up` prints the password.
 Airflow 3.3's log servers (scheduler and triggerer "serve-logs") would bind every interface with
 no setting to change that, so standalone runs without them (`airflow_standalone`): on one machine
-the API server reads task logs from the local log folder.
+the API server reads task logs from the local log folder. Airflow's own metrics go out over StatsD
+(UDP, fire and forget) to loopback, where a statsd_exporter can turn them into Prometheus metrics.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from revenue_platform import processes
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connection_env_var
-from revenue_platform.errors import PrerequisiteError
+from revenue_platform.errors import ConfigError, PrerequisiteError
 from revenue_platform.local_stack.prerequisites import require_free_port
 from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
 
@@ -44,6 +45,10 @@ SIGNING_SECRET_BYTES = 64
 # The Airflow CLI imports its `dags show` command module on every call, which warns that the optional
 # graphviz package is missing; the platform never renders DAG images, so the CLI runs without it.
 CLI_WARNING_FILTER = "ignore:Could not import graphviz:UserWarning"
+# StatsD's usual port; statsd_exporter users point AIRFLOW_STATSD_PORT at its 9125 instead.
+DEFAULT_STATSD_PORT = 8125
+STATSD_PREFIX = "airflow"
+STATSD_OFF = "off"
 
 
 def local_parallelism(cpus: int | None = None) -> int:
@@ -75,13 +80,14 @@ class AirflowLocalSettings:
     """Generated admin password and signing secrets (0600 files); None = next to `home` (`../secrets`)."""
     platform_env: str | None = None
     """PLATFORM_ENV for Airflow's tasks (the topic spec's environment); None = the caller's, else `local`."""
+    statsd_port: int | None = DEFAULT_STATSD_PORT
+    """UDP port on 127.0.0.1 that Airflow sends its StatsD metrics to; None switches them off;
+    env AIRFLOW_STATSD_PORT (`off` switches them off)."""
 
     @classmethod
     def from_env(cls, kafka_bootstrap_servers: str) -> AirflowLocalSettings:
         raw_port = os.environ.get("AIRFLOW_PORT", "8080")
         if not raw_port.isdigit():
-            from revenue_platform.errors import ConfigError
-
             raise ConfigError(f"AIRFLOW_PORT={raw_port!r} is not a TCP port.")
         return cls(
             home=Path(os.environ.get("AIRFLOW_HOME_DIR", state_dir() / "airflow")),
@@ -90,6 +96,7 @@ class AirflowLocalSettings:
             spark_master=os.environ.get("SPARK_MASTER", "local[*]"),
             host=os.environ.get("AIRFLOW_HOST") or LOOPBACK,
             secrets_dir=state_dir() / "secrets",
+            statsd_port=statsd_port_from_env(os.environ.get("AIRFLOW_STATSD_PORT")),
         )
 
     @property
@@ -104,6 +111,34 @@ class AirflowLocalSettings:
     @property
     def passwords_file(self) -> Path:
         return self.secrets_path / PASSWORDS_FILE
+
+
+def statsd_port_from_env(raw: str | None) -> int | None:
+    """AIRFLOW_STATSD_PORT: unset = the default port, `off` = no metrics, else a UDP port (1-65535)."""
+    if raw is None:
+        return DEFAULT_STATSD_PORT
+    if raw.strip().lower() == STATSD_OFF:
+        return None
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"AIRFLOW_STATSD_PORT={raw!r} is neither a UDP port (1-65535) nor {STATSD_OFF!r}.")
+    return int(raw)
+
+
+def statsd_env(statsd_port: int | None) -> dict[str, str]:
+    """Airflow's [metrics] settings: StatsD to 127.0.0.1:`statsd_port` with the prefix `airflow`, or off.
+
+    Loopback keeps the metrics (DAG and task ids among them) on this machine. Sending UDP needs no
+    listener, so nothing is checked or bound here: without a collector the datagrams are dropped.
+    Set explicitly either way, so an airflow.cfg left in AIRFLOW_HOME cannot switch them on or off.
+    """
+    if statsd_port is None:
+        return {"AIRFLOW__METRICS__STATSD_ON": "False"}
+    return {
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": LOOPBACK,
+        "AIRFLOW__METRICS__STATSD_PORT": str(statsd_port),
+        "AIRFLOW__METRICS__STATSD_PREFIX": STATSD_PREFIX,
+    }
 
 
 def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str, str]:
@@ -197,6 +232,7 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
     env.update(connection_env(settings.kafka_bootstrap_servers, settings.spark_master))
+    env.update(statsd_env(settings.statsd_port))
     if settings.platform_env is not None:
         env["PLATFORM_ENV"] = settings.platform_env
     return env

@@ -7,7 +7,8 @@ started here; these tests are what keeps the file honest instead. They parse it 
 every long-running service has a healthcheck, bind-mounted host paths exist in the repo, published
 host ports do not clash, ``depends_on`` names real services, Kafka runs in KRaft mode, image tags
 match the versions pinned in requirements.txt and in the embedded broker's pom, and the Airflow
-connections, shared secrets and the shared lake volume line up with the services that actually exist.
+connections, shared secrets and the shared lake volume line up with the services that actually exist,
+and every Airflow service sends its StatsD metrics to the statsd-exporter that reads the repo's mapping.
 
 One-shot services are exempt from the healthcheck rule. A service counts as one-shot only when its
 ``restart`` is ``"no"`` and some other service waits for it with ``service_completed_successfully``;
@@ -43,6 +44,12 @@ EXPECTED_AIRFLOW_SERVICES = {
     "airflow-dag-processor",
     "airflow-triggerer",
 }
+
+STATSD_EXPORTER = "statsd-exporter"
+STATSD_EXPORTER_IMAGE_REPO = "prom/statsd-exporter"
+STATSD_MAPPING = "./include/monitoring/statsd_mapping.yml"
+# The mapping's rules all start with this prefix (include/monitoring/statsd_mapping.yml).
+STATSD_PREFIX = "airflow"
 
 Service = dict[str, Any]
 
@@ -241,7 +248,13 @@ def kafka_services(services: dict[str, Service]) -> dict[str, Service]:
 
 
 def test_compose_file_defines_the_platform_services(services: dict[str, Service]) -> None:
-    expected = EXPECTED_AIRFLOW_SERVICES | {"postgres", "kafka", "spark-master", "spark-worker"}
+    expected = EXPECTED_AIRFLOW_SERVICES | {
+        "postgres",
+        "kafka",
+        "spark-master",
+        "spark-worker",
+        STATSD_EXPORTER,
+    }
     assert expected <= set(services), f"missing services: {sorted(expected - set(services))}"
 
 
@@ -428,6 +441,40 @@ def test_airflow_services_mount_repo_code_and_the_lake(airflow_services: dict[st
     for name, svc in airflow_services.items():
         missing = required - set(volume_mounts(svc))
         assert not missing, f"{name} lacks mounts {sorted(missing)}"
+
+
+# ----------------------------------------------------------------------------- Airflow's metrics
+
+
+def _exporter_flag(exporter: Service, flag: str) -> str:
+    """The value of statsd_exporter's ``--flag=value`` argument."""
+    values = [arg.split("=", 1)[1] for arg in command_args(exporter) if arg.startswith(f"{flag}=")]
+    assert len(values) == 1, f"{STATSD_EXPORTER} needs exactly one {flag}=...: {command_args(exporter)}"
+    return values[0]
+
+
+def test_the_statsd_exporter_reads_the_repos_mapping_and_is_scrapable(services: dict[str, Service]) -> None:
+    exporter = services[STATSD_EXPORTER]
+    assert image_repo(exporter) == STATSD_EXPORTER_IMAGE_REPO
+    mapping_path = _exporter_flag(exporter, "--statsd.mapping-config")
+    assert ("bind", STATSD_MAPPING, mapping_path) in volume_mounts(exporter)
+    web_port = _exporter_flag(exporter, "--web.listen-address").rpartition(":")[2]
+    assert f"{web_port}/tcp" in published_host_ports(exporter)
+    assert f"localhost:{web_port}/metrics" in str(healthcheck_test(exporter))
+
+
+def test_every_airflow_service_sends_statsd_metrics_to_the_exporter(
+    services: dict[str, Service], airflow_services: dict[str, Service]
+) -> None:
+    udp_port = _exporter_flag(services[STATSD_EXPORTER], "--statsd.listen-udp").rpartition(":")[2]
+    for name, svc in airflow_services.items():
+        env = environment(svc)
+        assert env["AIRFLOW__METRICS__STATSD_ON"].lower() == "true", name
+        assert env["AIRFLOW__METRICS__STATSD_HOST"] == STATSD_EXPORTER, name
+        assert env["AIRFLOW__METRICS__STATSD_PORT"] == udp_port, name
+        assert env["AIRFLOW__METRICS__STATSD_PREFIX"] == STATSD_PREFIX, name
+        # Airflow resolves the host once per process: the exporter's name must exist when it starts.
+        assert STATSD_EXPORTER in depends_on(svc), name
 
 
 # ----------------------------------------------------------------------------- shared lake
