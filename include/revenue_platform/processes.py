@@ -157,7 +157,7 @@ _TCP_LISTEN = "0A"
 
 @dataclass(frozen=True)
 class ListeningSocket:
-    """A TCP socket in LISTEN state and the process holding it."""
+    """A TCP socket in LISTEN state (or a bound UDP socket) and the process holding it."""
 
     pid: int
     address: str
@@ -197,18 +197,21 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def listening_sockets(pids: Iterable[int]) -> list[ListeningSocket]:
-    """The TCP sockets the processes `pids` listen on (read from /proc; our own processes only)."""
+def listening_sockets(pids: Iterable[int], protocol: str = "tcp") -> list[ListeningSocket]:
+    """The sockets the processes `pids` can be reached on (read from /proc; our own processes only):
+    TCP sockets in LISTEN state, or with `protocol="udp"` every bound UDP socket (a UDP socket that
+    has sent from an unbound address receives on a port of every interface too)."""
+    pids = list(pids)
     owner = {inode: pid for pid in pids for inode in _socket_inodes(pid)}
     found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/net/{protocol}", f"/proc/net/{protocol}6"):
         try:
             rows = Path(table).read_text().splitlines()[1:]
         except OSError:
             continue
         for row in rows:
             fields = row.split()
-            if fields[3] == _TCP_LISTEN and fields[9] in owner:
+            if (protocol == "udp" or fields[3] == _TCP_LISTEN) and fields[9] in owner:
                 address, port = proc_net_address(fields[1])
                 found.append(ListeningSocket(owner[fields[9]], address, port))
     return sorted(found, key=lambda s: (s.port, s.address, s.pid))

@@ -49,6 +49,7 @@ CLI_WARNING_FILTER = "ignore:Could not import graphviz:UserWarning"
 DEFAULT_STATSD_PORT = 8125
 STATSD_PREFIX = "airflow"
 STATSD_OFF = "off"
+LOOPBACK_STATSD_CLIENT = "revenue_platform.local_stack.loopback_statsd.LoopbackStatsClient"
 
 
 def local_parallelism(cpus: int | None = None) -> int:
@@ -138,6 +139,8 @@ def statsd_env(statsd_port: int | None) -> dict[str, str]:
         "AIRFLOW__METRICS__STATSD_HOST": LOOPBACK,
         "AIRFLOW__METRICS__STATSD_PORT": str(statsd_port),
         "AIRFLOW__METRICS__STATSD_PREFIX": STATSD_PREFIX,
+        # Its socket bound to loopback: a plain client's would receive on every interface.
+        "AIRFLOW__METRICS__STATSD_CUSTOM_CLIENT_PATH": LOOPBACK_STATSD_CLIENT,
     }
 
 

@@ -10,6 +10,8 @@ import pytest
 from revenue_platform.errors import ConfigError
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, airflow_environment
 
+LOOPBACK_CLIENT = "revenue_platform.local_stack.loopback_statsd.LoopbackStatsClient"
+
 
 def _metrics_settings(env: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if name.startswith("AIRFLOW__METRICS__")}
@@ -22,6 +24,7 @@ def test_statsd_is_on_by_default_to_loopback_port_8125_with_the_airflow_prefix(t
         "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": "8125",
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_CUSTOM_CLIENT_PATH": LOOPBACK_CLIENT,
     }
 
 
@@ -49,6 +52,7 @@ def test_the_statsd_port_comes_from_airflow_statsd_port(
         "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": "9125",
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_CUSTOM_CLIENT_PATH": LOOPBACK_CLIENT,
     }
 
 
@@ -67,3 +71,34 @@ def test_a_bad_airflow_statsd_port_is_refused_naming_the_variable(
 ) -> None:
     with pytest.raises(ConfigError, match="AIRFLOW_STATSD_PORT"):
         settings_with_statsd_port(raw)
+
+
+def test_the_stacks_statsd_client_sends_from_a_loopback_socket() -> None:
+    """What Airflow loads (`statsd_custom_client_path`): a StatsClient whose socket is bound to loopback
+    before it sends, so it receives on no other interface; a plain client's gets a port on all of them."""
+    import importlib
+    import os
+    import socket
+
+    from statsd import StatsClient
+
+    from revenue_platform.processes import listening_sockets
+
+    module, name = LOOPBACK_CLIENT.rsplit(".", 1)
+    client_class = getattr(importlib.import_module(module), name)
+    assert issubclass(client_class, StatsClient), "Airflow refuses any other custom client"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as collector:
+        collector.bind(("127.0.0.1", 0))
+        port = collector.getsockname()[1]
+        ours, plain = client_class("127.0.0.1", port, "airflow"), StatsClient("127.0.0.1", port, "airflow")
+        try:
+            ours.incr("scheduler_heartbeat")
+            plain.incr("scheduler_heartbeat")
+            collector.settimeout(5)
+            assert {collector.recv(512), collector.recv(512)} == {b"airflow.scheduler_heartbeat:1|c"}
+            bound = {s.port: s.loopback_only for s in listening_sockets([os.getpid()], "udp")}
+            assert bound[ours._sock.getsockname()[1]] is True
+            assert bound[plain._sock.getsockname()[1]] is False, "the check can tell them apart"
+        finally:
+            ours.close()
+            plain.close()
