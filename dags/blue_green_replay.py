@@ -20,7 +20,7 @@ approves in the UI (HITL), shown the gates' numbers and alerted through the `pla
 blue for `grace_period_s`, then stops it. TEARDOWN `abort_green` always runs: if green is not live it is
 stopped and the reason recorded in the registry; blue stays live. In `reproduce` mode `record_reproduced`
 replaces approval, switch and retirement. `fail_if_any_failed` makes the run fail when any task failed, even
-though the teardown succeeded.
+though the teardown succeeded; it sends no alert of its own (the task that failed sent one, with its error).
 
 Every input is checked before anything is touched (the form is `ReplayRequest`, bluegreen/request.py); each
 task calls the function of its name in bluegreen/tasks.py. See docs/blue-green.md.
@@ -34,7 +34,6 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
-from airflow.sdk.exceptions import AirflowException
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import tasks
@@ -43,6 +42,7 @@ from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.tasks import ReplayRun
 from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.failure_watcher import FailureWatcherOperator
 from revenue_platform.forms import params_from_model
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
@@ -112,11 +112,6 @@ def blue_green_replay() -> None:
     def abort_green() -> dict[str, Any]:
         return tasks.abort_green(ReplayRun.current())
 
-    @task(trigger_rule="one_failed", retries=0)
-    def fail_if_any_failed() -> None:
-        # A successful teardown must not turn a failed replay into a green run.
-        raise AirflowException("a task of the replay failed; green was not promoted (see abort_green's log)")
-
     precheck = check_no_replay_in_flight()
     request: Any = validate_request()
     setup = deploy_green(request)
@@ -136,6 +131,11 @@ def blue_green_replay() -> None:
     switch = switch_live(request, caught_up, quality, diff)
     retire = retire_blue(request)
     teardown = abort_green().as_teardown(setups=setup)  # type: ignore[arg-type]  # XComArg works at runtime
+    # A successful teardown must not turn a failed replay into a green run; the task that failed alerts.
+    fail_if_any_failed = FailureWatcherOperator(
+        task_id="fail_if_any_failed",
+        message="a task of the replay failed; green was not promoted (see abort_green's log)",
+    )
     # A skipped pre-check skips everything, the teardown included (its setup never ran).
     precheck >> request
     setup >> caught_up >> quality >> diff >> branch >> [request_approval, no_approval_required, reproduced]
@@ -143,7 +143,7 @@ def blue_green_replay() -> None:
     reproduced >> teardown
     # Not downstream of the setup itself (Airflow wants ALL_SUCCESS there); a failed setup shows up as
     # upstream_failed in the body, which one_failed counts.
-    [caught_up, quality, diff, switch, retire, request_approval, reproduced, teardown] >> fail_if_any_failed()
+    [caught_up, quality, diff, switch, retire, request_approval, reproduced, teardown] >> fail_if_any_failed
 
 
 blue_green_replay()

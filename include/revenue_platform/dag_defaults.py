@@ -3,8 +3,9 @@
 A spec error, a refused change or a missing deployment fails the same way on every attempt;
 those fail at once (Airflow 3.3's ExceptionRetryPolicy), while anything else (a broker
 hiccup) gets the one retry. A task that fails for good alerts the people the `platform_alerts`
-connection names (`notify.TaskFailureNotifier`). DAG files build their default_args here instead
-of copying them.
+connection names (`notify.TaskFailureNotifier`), once: a run's failure watcher, which only restates
+that failure, stays quiet (`failure_watcher.FailureWatcherOperator`). DAG files build their
+default_args here instead of copying them.
 """
 
 from __future__ import annotations

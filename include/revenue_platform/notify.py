@@ -3,9 +3,10 @@
 One Airflow connection (`platform_alerts`) says where they go: its host, port, login and password are
 the SMTP server, its extra which channels carry alerts (`email`: recipients, sender, TLS mode;
 `webhook`: a URL that gets every alert as a JSON POST). Every platform task has `TaskFailureNotifier`
-as its `on_failure_callback` (`dag_defaults`), the replay's approval task `ApprovalRequestNotifier`
-as its HITL notifier. Alerting never changes what a run does: without the connection it logs one line
-and sends nothing, and a channel that fails (SMTP down) is logged while the task's own outcome stands.
+as its `on_failure_callback` (`dag_defaults`) but a run's failure watcher, whose failure only restates
+one already alerted; the replay's approval task has `ApprovalRequestNotifier` as its HITL notifier.
+Alerting never changes what a run does: without the connection it logs one line and sends nothing,
+and a channel that fails (SMTP down) is logged while the task's own outcome stands.
 Messages are plain text built here from values, never rendered as templates (an error text with
 `{{ }}` stays text), and mail headers go through `email.message.EmailMessage`, which refuses line
 breaks; error texts are masked like Airflow masks its logs.

@@ -2,10 +2,11 @@
 and the chat webhook of the `platform_alerts` connection.
 
 A platform DAG that fails under `dag.test()` (real task instances, the migrated metadata DB) mails and
-posts an alert naming the DAG, run and task with the error; the blue-green approval task's notifier,
-called as Airflow's HITL operator calls it, sends the gates' numbers and the link to answer. Without the
-connection nothing is sent and the run fails as before; with the mail server down the webhook still
-gets the alert and the task's own error stands.
+posts an alert naming the DAG, run and task with the error; a failed blue-green replay alerts once, for
+the task that failed (its `fail_if_any_failed` watcher, which only restates that, stays quiet); the
+blue-green approval task's notifier, called as Airflow's HITL operator calls it, sends the gates'
+numbers and the link to answer. Without the connection nothing is sent and the run fails as before;
+with the mail server down the webhook still gets the alert and the task's own error stands.
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def test_a_failed_task_is_mailed_and_posted_naming_dag_run_and_task_with_the_err
     assert mail.recipients == [RECIPIENTS]
     body = message.get_content().replace("\r\n", "\n")
     assert "unknown conf key(s) 'deploymnet_id{{ 7 * 7 }}'" in body
-    assert "49" not in body
+    # Rendered, the key would read deploymnet_id49 (a bare "49" can be in the run id's timestamp).
+    assert "deploymnet_id49" not in body
     assert f"/dags/stop_streaming_app/runs/{quote(run.run_id)}/tasks/stop" in body
     [post] = posts
     assert (post["event"], post["dag_id"], post["run_id"], post["task_id"]) == (
@@ -153,6 +155,26 @@ def test_a_failed_task_is_mailed_and_posted_naming_dag_run_and_task_with_the_err
     )
     assert "unknown conf key(s)" in post["error"]
     assert post["text"] == body.rstrip("\n")
+
+
+def test_a_failed_replay_alerts_once_naming_the_task_that_failed_not_the_watcher(
+    airflow_db: Any, lake: str, alerts: tuple[Inbox, list[dict[str, Any]]]
+) -> None:
+    mail, posts = alerts
+    replay = load_dags("blue_green_replay")["blue_green_replay"]
+
+    # An empty lake: nothing is live, so there is no blue to replace.
+    run = replay.test(run_conf={"green_deployment_id": "green-1"})
+
+    states = task_states(run)
+    assert run.state == "failed", states
+    assert states["validate_request"] == "failed"
+    assert states["fail_if_any_failed"] == "failed", "the watcher still fails the run"
+    [message] = mail.messages
+    subject = f"[revenue platform] FAILED blue_green_replay.validate_request (run {run.run_id})"
+    assert message["Subject"] == subject
+    assert "no live deployment to replace" in message.get_content()
+    assert [(post["task_id"], post["event"]) for post in posts] == [("validate_request", "task_failed")]
 
 
 def test_without_the_connection_nothing_is_sent_and_the_run_fails_as_before(

@@ -307,7 +307,7 @@ def test_an_empty_lake_shows_nothing_live_instead_of_failing(tmp_path: Path) -> 
             "deployments": [],
             "awaiting_approval": [],
         }
-        assert client.get("/api/quality").json() == {"latest": None, "data_docs_url": None}
+        assert client.get("/api/quality").json() == {"latest": None, "data_docs_url": "data-docs/index.html"}
         assert client.get("/api/live-history").json()["switches"] == []
         assert client.get("/api/stores").json() == {"deployment_id": None, "stores": []}
         missing = client.get("/api/revenue", params={"location_id": "store_1"})

@@ -99,8 +99,9 @@ class QualityRun(BaseModel):
 
 class QualityResponse(BaseModel):
     latest: QualityRun | None
-    data_docs_url: str | None
-    """Relative URL of the Data Docs site served by this app, or None if it was never built."""
+    data_docs_url: str
+    """Relative URL of the Data Docs index served by this app; before the first quality run has built
+    the site, that index says so and how to run one."""
 
 
 class LiveSwitch(BaseModel):

@@ -11,7 +11,8 @@ API server, and embedded in the Airflow UI's nav as an external view) serving:
   see `serving.operations_state`), the driver's heartbeat (`serving.driver_status`: rewritten every few
   seconds, also while idle), and the blue-green replays waiting for approval;
 * `GET /api/quality` — the latest quality run's checks (of the live deployment unless one is
-  named) with a link to the Great Expectations Data Docs, served by `GET /data-docs/...`;
+  named) with a link to the Great Expectations Data Docs, served by `GET /data-docs/...` (before the
+  first quality run its index is a page that says how to run one, so the link is always there);
 * `GET /api/live-history` — the live pointer's switches from the registry's audit log, newest first,
   with who approved each blue-green promotion;
 * `GET /api/stores` and `GET /api/revenue?location_id=...` — the stores in the live gold table and
@@ -219,6 +220,11 @@ def read_live_history(registry: DeploymentRegistry) -> LiveHistoryResponse:
     return LiveHistoryResponse(live_deployment_id=registry.live_deployment(), switches=switches)
 
 
+# Always linked, also before the first quality run (the index then says how to run one); relative to
+# the view's own page, so it never reveals where the lake lives on the server.
+DATA_DOCS_INDEX_URL = "data-docs/index.html"
+
+
 def data_docs_root(lake_root: str) -> Path:
     from revenue_platform.quality.runner import quality_root
 
@@ -232,16 +238,14 @@ def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityRes
 
     from revenue_platform.quality.results import results_table_path
 
-    docs_index = data_docs_root(lake_root) / "index.html"
-    docs_url = "data-docs/index.html" if docs_index.is_file() else None
     try:
         table = DeltaTable(results_table_path(lake_root))
     except TableNotFoundError:
-        return QualityResponse(latest=None, data_docs_url=docs_url)
+        return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
     filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
     rows = table.to_pyarrow_table(filters=filters).to_pylist()
     if not rows:
-        return QualityResponse(latest=None, data_docs_url=docs_url)
+        return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
     newest = max(rows, key=lambda r: (r["checked_at"], r["run_id"]))
     run_rows = [r for r in rows if r["run_id"] == newest["run_id"]]
     # Failures first: they are what an operator opens the view for.
@@ -270,7 +274,7 @@ def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityRes
         failed=len(checks) - passed,
         checks=checks,
     )
-    return QualityResponse(latest=latest, data_docs_url=docs_url)
+    return QualityResponse(latest=latest, data_docs_url=DATA_DOCS_INDEX_URL)
 
 
 def _gold_rows(

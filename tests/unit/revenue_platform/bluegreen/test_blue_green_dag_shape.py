@@ -30,6 +30,8 @@ def test_a_watcher_fails_the_run_when_any_task_failed(dag: Any) -> None:
         watcher.upstream_task_ids
     )
     assert watcher.downstream_task_ids == set()
+    # The task that failed alerts, with its error; the watcher only restating it would be a second message.
+    assert not watcher.on_failure_callback
 
 
 def test_switch_live_follows_every_gate_and_either_approval_path(dag: Any) -> None:

@@ -1,4 +1,5 @@
-"""The Data Docs link of the operations view answers before the first quality run has built a site."""
+"""The Data Docs link of the operations view is there, and answers, before the first quality run has
+built a site."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def test_without_a_quality_run_the_index_says_so_and_how_to_run_one(tmp_path: Pa
             assert "dags trigger revenue_quality_checks" in page.text
         # Only the index stands in: any other page of a site that does not exist is still missing.
         assert client.get("/data-docs/validations/x.html").status_code == 404
+
+
+def test_without_a_quality_run_the_quality_api_links_that_page(tmp_path: Path) -> None:
+    with _client(tmp_path / "lake") as client:
+        body = client.get("/api/quality").json()
+        assert body == {"latest": None, "data_docs_url": "data-docs/index.html"}
+        # The view resolves the link against its own page, the app's root here.
+        assert "No quality run yet" in client.get(f"/{body['data_docs_url']}").text
 
 
 def test_once_a_quality_run_built_the_site_its_own_index_is_served(tmp_path: Path) -> None:
