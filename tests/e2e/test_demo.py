@@ -531,8 +531,11 @@ def test_a_replay_from_the_form_shows_its_evidence_is_approved_in_the_browser_an
 
     with _signed_in_page(demo_stack) as page:
         try:
-            page.goto(demo_stack.airflow_url + "/revenue-ops/")
-            request = page.locator(f"#approvals [data-green='{green}']")
+            # Where a person sees it: the view inside the Airflow UI, whose link leaves the view's frame.
+            page.get_by_role("link", name="Revenue operations").click()
+            page.wait_for_url("**/plugin/revenue-operations")
+            view = page.frame_locator("iframe[src='/revenue-ops/']")
+            request = view.locator(f"#approvals [data-green='{green}']")
             expect(request).to_contain_text(f"{green} awaiting approval", timeout=UI_TIMEOUT_MS)
             page.screenshot(path=str(OUTPUT_DIR / "replay_awaiting_approval.png"), full_page=True)
             request.get_by_role("link", name="Approve or reject in Airflow").click()
