@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
@@ -28,6 +29,7 @@ from revenue_platform.local_stack.airflow_local import (
     migrate_db,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ TEST_KAFKA = KafkaBrokerSettings(
     controller_port=int(os.environ.get("TEST_KAFKA_CONTROLLER_PORT", "19093")),
     data_dir=TEST_STATE_DIR / "kafka",
     heap="768m",
+)
+TEST_OBJECT_STORE = ObjectStoreSettings(
+    port=int(os.environ.get("TEST_OBJECT_STORE_PORT", "19400")), data_dir=TEST_STATE_DIR / "object-store"
 )
 TEST_AIRFLOW = AirflowLocalSettings(
     home=TEST_STATE_DIR / "airflow",
@@ -71,6 +76,22 @@ def kafka_bootstrap() -> Iterator[str]:
     finally:
         if started_here:
             broker.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[ObjectStoreSettings]:
+    """A real S3-compatible server (S3Proxy) on loopback, with its bucket and credentials, fresh for this
+    session; started only by the tests that ask for it."""
+    store = LocalObjectStore(TEST_OBJECT_STORE)
+    started_here = store.pid() is None
+    if started_here:
+        shutil.rmtree(TEST_OBJECT_STORE.data_dir, ignore_errors=True)
+    store.start()
+    try:
+        yield TEST_OBJECT_STORE
+    finally:
+        if started_here:
+            store.stop()
 
 
 @pytest.fixture(scope="session")
