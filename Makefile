@@ -10,6 +10,7 @@ PYTHON      := $(VENV)/bin/python
 STACK       := $(PYTHON) -m revenue_platform.local_stack
 INSTALLED   := $(VENV)/.installed
 JVM_STAMP   := .jvm/.fetched
+OBJECT_STORE_STAMP := .jvm/.object-store-fetched
 PYTEST_ARGS ?=
 # The import map of docs/architecture.md, as tests (run by `make lint`): the layers of the project,
 # spark_apps' own floors, and its contract package importing without pyspark.
@@ -21,6 +22,8 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
 # The test suite's own broker (see tests/conftest.py); stopped after every run.
 TEST_KAFKA_ENV := KAFKA_PORT=$${TEST_KAFKA_PORT:-19092} KAFKA_CONTROLLER_PORT=$${TEST_KAFKA_CONTROLLER_PORT:-19093} KAFKA_DATA_DIR=$(CURDIR)/.local/test/kafka
+# The test suite's own object store (see tests/integration/test_lake_on_object_store.py); stopped after every run.
+TEST_OBJECT_STORE_ENV := OBJECT_STORE_PORT=$${TEST_OBJECT_STORE_PORT:-19400} OBJECT_STORE_DATA_DIR=$(CURDIR)/.local/test/object-store
 # The fault tests' own cluster (see tests/cluster/conftest.py): ports from 19100, state in .local/test/cluster.
 TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$${TEST_STATE_DIR:-$(CURDIR)/.local/test} CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
 
@@ -53,6 +56,19 @@ $(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-to
 
 .PHONY: jvm
 jvm: $(JVM_STAMP) ## Fetch the Kafka broker and CLI tools, Spark Kafka connector and Delta jars with Maven into .jvm/; compile the order validator's fast path
+
+$(OBJECT_STORE_STAMP): $(INSTALLED) include/jvm/object-store/pom.xml include/jvm/spark-s3/pom.xml
+	@$(STACK) object-store-jars
+	@touch $@
+
+.PHONY: object-store-jars
+object-store-jars: $(OBJECT_STORE_STAMP) ## Fetch the local S3 server (S3Proxy) and Spark's S3A jars (hadoop-aws) with Maven into .jvm/
+
+.PHONY: objectstore-up objectstore-down
+objectstore-up: object-store-jars ## Start a local S3-compatible object store on 127.0.0.1:9400 (bucket `lake`; docs/object-store.md)
+	@$(STACK) objectstore-up
+objectstore-down: ## Stop the local object store; keeps its buckets
+	@if [ -x $(PYTHON) ]; then $(STACK) objectstore-down; else echo "nothing to stop (not installed)"; fi
 
 .PHONY: check
 check: $(INSTALLED) ## Check prerequisites (Java 17+, Maven)
@@ -114,9 +130,10 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 	@$(PYTHON) -m revenue_platform.bluegreen.release
 
 .PHONY: test
-test: jvm browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
+test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
 	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
+	  $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
 	  exit $$status
 
 .PHONY: test-cluster

@@ -10,16 +10,18 @@ at import time, before any test module imports airflow.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
@@ -28,6 +30,7 @@ from revenue_platform.local_stack.airflow_local import (
     migrate_db,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -40,6 +43,9 @@ TEST_KAFKA = KafkaBrokerSettings(
     controller_port=int(os.environ.get("TEST_KAFKA_CONTROLLER_PORT", "19093")),
     data_dir=TEST_STATE_DIR / "kafka",
     heap="768m",
+)
+TEST_OBJECT_STORE = ObjectStoreSettings(
+    port=int(os.environ.get("TEST_OBJECT_STORE_PORT", "19400")), data_dir=TEST_STATE_DIR / "object-store"
 )
 TEST_AIRFLOW = AirflowLocalSettings(
     home=TEST_STATE_DIR / "airflow",
@@ -60,20 +66,40 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
 
 
+class _LocalService(Protocol):
+    def pid(self) -> int | None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _fresh_for_the_session(service: _LocalService, data_dir: Path) -> Generator[None, None, None]:
+    """Run `service` for the session on a fresh data dir (tests never see an earlier run's topics,
+    offsets or objects) and stop it afterwards; one already running (another session's) is reused."""
+    started_here = service.pid() is None
+    if started_here:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    service.start()
+    try:
+        yield
+    finally:
+        if started_here:
+            service.stop()
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap servers of a real single-node KRaft broker, fresh for this session."""
-    broker = LocalKafkaBroker(TEST_KAFKA)
-    started_here = broker.pid() is None
-    if started_here:
-        # A fresh log dir per session: tests never see topics or offsets of an earlier run.
-        shutil.rmtree(TEST_KAFKA.data_dir, ignore_errors=True)
-    broker.start()
-    try:
+    with _fresh_for_the_session(LocalKafkaBroker(TEST_KAFKA), TEST_KAFKA.data_dir):
         yield TEST_KAFKA.bootstrap_servers
-    finally:
-        if started_here:
-            broker.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store() -> Iterator[ObjectStoreSettings]:
+    """A real S3-compatible server (S3Proxy) on loopback, with its bucket and credentials, fresh for this
+    session; started only by the tests that ask for it."""
+    with _fresh_for_the_session(LocalObjectStore(TEST_OBJECT_STORE), TEST_OBJECT_STORE.data_dir):
+        yield TEST_OBJECT_STORE
 
 
 @pytest.fixture(scope="session")

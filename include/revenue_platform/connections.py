@@ -12,6 +12,9 @@ from typing import Final
 
 KAFKA_CONN_ID: Final = "kafka_default"
 SPARK_CONN_ID: Final = "spark_default"
+# The S3-compatible store the lake is on when its root is s3a:// (endpoint and region in the extra, the
+# access key pair as login and password); optional: without it the local stack's store is used.
+LAKE_OBJECT_STORE_CONN_ID: Final = "lake_object_store"
 # Where alerts go (SMTP server in its fields, channels in its extra); optional: without it nothing is sent.
 ALERTS_CONN_ID: Final = "platform_alerts"
 

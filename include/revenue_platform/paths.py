@@ -29,6 +29,10 @@ JVM_ARTIFACTS_DIR = Path(os.environ.get("JVM_ARTIFACTS_DIR", REPO_ROOT / ".jvm")
 KAFKA_BROKER_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-broker"
 KAFKA_TOOLS_JARS_DIR = JVM_ARTIFACTS_DIR / "kafka-tools"
 SPARK_JARS_DIR = Path(os.environ.get("SPARK_JARS_DIR", JVM_ARTIFACTS_DIR / "spark-jars"))
+# Fetched only for a lake on an object store (`make object-store-jars`): the local S3 server, and
+# Hadoop's S3A filesystem that Spark adds to its jars only when the lake root is s3a://.
+OBJECT_STORE_JARS_DIR = JVM_ARTIFACTS_DIR / "object-store"
+SPARK_S3_JARS_DIR = Path(os.environ.get("SPARK_S3_JARS_DIR", JVM_ARTIFACTS_DIR / "spark-s3"))
 # The order validator's JVM fast path: Java source in the repo, compiled by `make jvm` into a jar
 # among the Spark jars, so every session and spark-submit of the project has it.
 ORDER_VALIDATOR_SOURCE_DIR = JVM_POMS_DIR / "order-validator" / "src" / "main" / "java"

@@ -13,9 +13,11 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from revenue_platform.errors import PrerequisiteError
 
 
 def spawn_detached(
@@ -141,6 +143,73 @@ def terminate(
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     return bool(leftovers)
+
+
+def stop_recorded(
+    label: str,
+    pid: int | None,
+    pid_path: Path,
+    grace_s: float,
+    progress: Callable[[str], None],
+    first_signal: signal.Signals = signal.SIGTERM,
+) -> None:
+    """Stop a local service's process `pid` (read from `pid_path` by the caller; None: not running) with
+    `terminate`, remove its pid file and report each step as `[label] ...`."""
+    if pid is None:
+        progress(f"[{label}] not running")
+        pid_path.unlink(missing_ok=True)
+        return
+    progress(f"[{label}] stopping pid {pid} ...")
+    terminate(pid, grace_s, first_signal)
+    pid_path.unlink(missing_ok=True)
+    progress(f"[{label}] stopped")
+
+
+@dataclass(frozen=True)
+class StartingService:
+    """A local service that was just spawned (or found starting), as `wait_until_answering` polls it."""
+
+    label: str
+    """Prefix of progress lines: `[label] ...`."""
+    name: str
+    """What it is, in a sentence: "the Kafka broker"."""
+    log_path: Path
+    spawned: int | None
+    """The pid this process just started (its child: alive until it exits, whatever its pid file and
+    command line say); None: one found already running, whose pid file `recorded_pid` reads."""
+    recorded_pid: Callable[[], int | None]
+
+
+def wait_until_answering(
+    service: StartingService,
+    answers: Callable[[], bool],
+    timeout_s: float,
+    progress: Callable[[str], None],
+    poll_s: float = 0.5,
+) -> float | None:
+    """Poll `answers` until True and return the seconds it took, or None after `timeout_s`.
+
+    Reports every 5 s while waiting; raises PrerequisiteError with the log's last lines as soon as the
+    process has exited (a start-up failure should not wait out the timeout)."""
+    started = time.monotonic()
+    last_report = started
+    while time.monotonic() - started < timeout_s:
+        alive = (
+            is_alive(service.spawned) if service.spawned is not None else service.recorded_pid() is not None
+        )
+        if not alive:
+            raise PrerequisiteError(
+                f"{service.name[0].upper()}{service.name[1:]} exited during start-up. Last lines of "
+                f"{service.log_path}:\n{tail(service.log_path, 25)}"
+            )
+        if answers():
+            return time.monotonic() - started
+        if time.monotonic() - last_report >= 5:
+            elapsed = time.monotonic() - started
+            progress(f"[{service.label}] waiting for {service.name} to answer ({elapsed:.0f}s) ...")
+            last_report = time.monotonic()
+        time.sleep(poll_s)
+    return None
 
 
 def tail(path: Path, lines: int) -> str:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from revenue_platform.child_env import child_environment
+from revenue_platform.lake_storage import SparkObjectStoreAccess
 from revenue_platform.paths import PROJECT_PYTHONPATH, REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
 from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
@@ -30,10 +31,17 @@ DRIVER_LOG4J2_CONFIG = REPO_ROOT / "include" / "config" / "spark-driver-log4j2.p
 DRIVER_MEMORY = "2g"
 
 
-def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]") -> list[str]:
+def spark_submit_command(
+    app: str,
+    app_args: list[str],
+    master: str = "local[2]",
+    object_store: SparkObjectStoreAccess | None = None,
+) -> list[str]:
     """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments.
 
-    A local master's driver listens on loopback only (`loopback_driver_conf`).
+    A local master's driver listens on loopback only (`loopback_driver_conf`). `object_store`
+    (`lake_storage.spark_object_store_access`, for a lake on s3a://) adds S3A's jars and settings;
+    its credentials go into the process environment (`spark_submit_env`), never into this command.
     """
     from spark_apps.engine.session import loopback_driver_conf
 
@@ -41,6 +49,8 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
     loopback = [
         part for key, value in loopback_driver_conf(master).items() for part in ("--conf", f"{key}={value}")
     ]
+    access = object_store or SparkObjectStoreAccess()
+    store_conf = [part for key, value in access.conf.items() for part in ("--conf", f"{key}={value}")]
     return [
         str(spark_submit),
         "--master",
@@ -52,10 +62,11 @@ def spark_submit_command(app: str, app_args: list[str], master: str = "local[2]"
         "--driver-java-options",
         f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}",
         "--jars",
-        ",".join(spark_jars()),
+        ",".join([*spark_jars(), *access.jars]),
         "--conf",
         "spark.ui.enabled=false",
         *loopback,
+        *store_conf,
         str(SPARK_APPS_DIR / app),
         *app_args,
     ]
@@ -71,11 +82,14 @@ def spark_python_env() -> dict[str, str]:
     }
 
 
-def spark_submit_env(kafka_security: KafkaClientSecurity | None = None) -> dict[str, str]:
+def spark_submit_env(
+    kafka_security: KafkaClientSecurity | None = None, object_store: SparkObjectStoreAccess | None = None
+) -> dict[str, str]:
     """Environment for a spark-submit: the allow-listed part of this process's (`child_env`: never
     Airflow's secrets, nor any inherited Kafka login), plus `spark_python_env`, plus the Kafka
-    connection's security settings for the driver (a child's environment is readable only by its
-    owner, unlike its command line)."""
+    connection's security settings for the driver and the object store's credentials for S3A (a
+    child's environment is readable only by its owner, unlike its command line)."""
     security = kafka_security.environment() if kafka_security is not None else {}
+    store_credentials = object_store.environment if object_store is not None else {}
     inherited = {key: value for key, value in os.environ.items() if key != KAFKA_SECURITY_ENV}
-    return child_environment({**spark_python_env(), **security}, environ=inherited)
+    return child_environment({**spark_python_env(), **security, **store_credentials}, environ=inherited)

@@ -5,7 +5,8 @@ time zone (the transformations assume it), few shuffle partitions (the local sta
 has 2 cores), no UI, and — only when the Delta jar is on the given jar list — the
 Delta SQL extension and catalog. Connector jars (Kafka, Delta) come from a local
 folder filled by ``make jvm``, never from Maven at session start, so sessions start
-offline and reproducibly.
+offline and reproducibly; a lake on an object store adds Hadoop's S3A jars from the folder
+``make object-store-jars`` fills (``object_store_jar_paths``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pyspark.sql import SparkSession
 REPO_ROOT = Path(__file__).resolve().parents[2]  # spark_apps/engine/session.py
 SPARK_JARS_DIR_ENV = "SPARK_JARS_DIR"
 DEFAULT_SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark-jars"
+SPARK_S3_JARS_DIR_ENV = "SPARK_S3_JARS_DIR"
+DEFAULT_SPARK_S3_JARS_DIR = REPO_ROOT / ".jvm" / "spark-s3"
 
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
@@ -78,6 +81,19 @@ def local_jar_paths(jar_dir: Path | None = None) -> list[str]:
         raise SparkJarsMissingError(
             f"No Spark connector jars in {folder}: run `make jvm` to fetch the Kafka and Delta jars "
             f"(or point {SPARK_JARS_DIR_ENV} at a folder that has them)."
+        )
+    return jars
+
+
+def object_store_jar_paths(jar_dir: Path | None = None) -> list[str]:
+    """Absolute paths of S3A's jars (hadoop-aws and the AWS SDK parts it uses), for a lake on s3a://."""
+    folder = jar_dir or Path(os.environ.get(SPARK_S3_JARS_DIR_ENV) or DEFAULT_SPARK_S3_JARS_DIR)
+    jars = sorted(str(p.resolve()) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    if not any(Path(jar).name.startswith("hadoop-aws-") for jar in jars):
+        raise SparkJarsMissingError(
+            f"No hadoop-aws jar in {folder}: the lake is on an object store (s3a://), which Spark reaches "
+            f"through S3A; fetch its jars with `make object-store-jars` (or point {SPARK_S3_JARS_DIR_ENV} "
+            "at a folder that has them)."
         )
     return jars
 

@@ -12,6 +12,7 @@ import sys
 
 from revenue_platform import processes
 from revenue_platform.errors import PlatformError
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.local_stack import jvm, prerequisites
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, LocalAirflow
 from revenue_platform.local_stack.cluster import (
@@ -21,10 +22,15 @@ from revenue_platform.local_stack.cluster import (
     provision_cluster_topics,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+from revenue_platform.local_stack.object_store import LocalObjectStore
 
 
 def _broker() -> LocalKafkaBroker:
     return LocalKafkaBroker(KafkaBrokerSettings.from_env())
+
+
+def _object_store() -> LocalObjectStore:
+    return LocalObjectStore(ObjectStoreSettings.from_env())
 
 
 def _airflow(cluster: LocalCluster | None = None) -> LocalAirflow:
@@ -131,6 +137,9 @@ def _promtool() -> None:
 COMMANDS = {
     "check": _check,
     "jvm": jvm.install_jvm_artifacts,
+    "object-store-jars": jvm.fetch_object_store_artifacts,
+    "objectstore-up": lambda: _object_store().start(),
+    "objectstore-down": lambda: _object_store().stop(),
     "kafka-up": lambda: _broker().start(),
     "kafka-down": lambda: _broker().stop(),
     "airflow-up": lambda: _airflow().start(),

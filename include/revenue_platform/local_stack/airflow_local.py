@@ -34,6 +34,7 @@ from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connectio
 from revenue_platform.errors import ConfigError, PrerequisiteError
 from revenue_platform.local_stack.prerequisites import require_free_port
 from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
+from revenue_platform.private_files import private_json
 
 LOCAL_ADMIN_USER = "admin"
 LOOPBACK = "127.0.0.1"
@@ -161,31 +162,15 @@ def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str,
     }
 
 
-def _private_json(path: Path, generate: Callable[[], dict[str, str]]) -> dict[str, str]:
-    """The JSON object in `path`, created 0600 (never readable by others) with `generate()` if missing."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        # O_EXCL: two processes starting at once never overwrite each other's freshly generated value.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        os.chmod(path, 0o600)  # tighten a file an older version wrote 0644
-        loaded: dict[str, str] = json.loads(path.read_text())
-        return loaded
-    values = generate()
-    with os.fdopen(fd, "w") as handle:
-        json.dump(values, handle)
-    return values
-
-
 def local_admin_password(settings: AirflowLocalSettings) -> str:
     """The local admin's password: generated once (secrets.token_urlsafe) into a 0600 file."""
-    stored = _private_json(settings.passwords_file, lambda: {LOCAL_ADMIN_USER: secrets.token_urlsafe(24)})
+    stored = private_json(settings.passwords_file, lambda: {LOCAL_ADMIN_USER: secrets.token_urlsafe(24)})
     return stored[LOCAL_ADMIN_USER]
 
 
 def signing_secrets(settings: AirflowLocalSettings) -> dict[str, str]:
     """JWT signing key (API tokens) and the API server's secret key (log-server tokens, sessions)."""
-    return _private_json(
+    return private_json(
         settings.secrets_path / SIGNING_SECRETS_FILE,
         lambda: {
             "jwt_secret": secrets.token_urlsafe(SIGNING_SECRET_BYTES),

@@ -24,9 +24,11 @@ from revenue_platform.paths import (
     JVM_POMS_DIR,
     KAFKA_BROKER_JARS_DIR,
     KAFKA_TOOLS_JARS_DIR,
+    OBJECT_STORE_JARS_DIR,
     ORDER_VALIDATOR_JAR,
     ORDER_VALIDATOR_SOURCE_DIR,
     SPARK_JARS_DIR,
+    SPARK_S3_JARS_DIR,
 )
 
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+(?:\.\d+)+[^/]*)\.jar$")
@@ -104,6 +106,33 @@ def fetch_jvm_artifacts(force: bool = False) -> None:
     kept = sorted(jar.name for jar in SPARK_JARS_DIR.glob("*.jar"))
     print(f"[jvm] spark jars kept: {', '.join(kept)}", flush=True)
     print(f"[jvm] pruned {len(removed)} jars that pyspark already ships", flush=True)
+
+
+def object_store_artifacts_present() -> bool:
+    """True when the local S3 server and Spark's S3A jars have been fetched."""
+    return any(OBJECT_STORE_JARS_DIR.glob("s3proxy-*.jar")) and any(
+        SPARK_S3_JARS_DIR.glob("hadoop-aws-*.jar")
+    )
+
+
+def fetch_object_store_artifacts(force: bool = False) -> None:
+    """What `make object-store-jars` does: fetch S3Proxy and hadoop-aws (with the AWS SDK parts it
+    uses) unless present. Not part of `make jvm`: only a lake on an object store needs them."""
+    if object_store_artifacts_present() and not force:
+        print(f"[jvm] object store jars already in {OBJECT_STORE_JARS_DIR.parent}", flush=True)
+        return
+    require_maven()
+    for stale in (OBJECT_STORE_JARS_DIR, SPARK_S3_JARS_DIR):
+        for jar in stale.glob("*.jar"):
+            jar.unlink()
+    _copy_dependencies(JVM_POMS_DIR / "object-store", OBJECT_STORE_JARS_DIR)
+    _copy_dependencies(JVM_POMS_DIR / "spark-s3", SPARK_S3_JARS_DIR)
+    # Pruned against pyspark's jars and the connectors' (both are on the same classpath).
+    removed = prune_jars_shipped_by_pyspark(SPARK_S3_JARS_DIR, pyspark_jars_dir())
+    removed += prune_jars_shipped_by_pyspark(SPARK_S3_JARS_DIR, SPARK_JARS_DIR)
+    kept = sorted(jar.name for jar in SPARK_S3_JARS_DIR.glob("*.jar"))
+    print(f"[jvm] spark S3A jars kept: {', '.join(kept)}", flush=True)
+    print(f"[jvm] pruned {len(removed)} S3A dependency jars that Spark already has", flush=True)
 
 
 # The Java release the project's JVM code targets (Spark 4 and Kafka 4 need Java 17).

@@ -16,9 +16,7 @@ client without them is refused.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,25 +333,13 @@ class LocalKafkaBroker:
     ) -> None:
         """Wait until the broker answers metadata requests. `spawned`: the pid this process just
         started (its child: alive until it exits, whatever its pid file and command line say)."""
-        started = time.monotonic()
-        last_report = started
-        while time.monotonic() - started < timeout_s:
-            alive = processes.is_alive(spawned) if spawned is not None else self.pid() is not None
-            if not alive:
-                raise PrerequisiteError(
-                    f"The Kafka broker exited during start-up. Last lines of {self.log_path}:\n"
-                    f"{processes.tail(self.log_path, 25)}"
-                )
-            if self.answers_metadata(timeout_s=2.0):
-                progress(
-                    f"[kafka] ready on {self.settings.bootstrap_servers} "
-                    f"after {time.monotonic() - started:.0f}s"
-                )
-                return
-            if time.monotonic() - last_report >= 5:
-                progress(f"[kafka] waiting for the broker to answer ({time.monotonic() - started:.0f}s) ...")
-                last_report = time.monotonic()
-            time.sleep(0.5)
+        service = processes.StartingService("kafka", "the Kafka broker", self.log_path, spawned, self.pid)
+        waited = processes.wait_until_answering(
+            service, lambda: self.answers_metadata(timeout_s=2.0), timeout_s, progress
+        )
+        if waited is not None:
+            progress(f"[kafka] ready on {self.settings.bootstrap_servers} after {waited:.0f}s")
+            return
         raise BrokerUnreachableError(
             f"The broker on {self.settings.bootstrap_servers} did not answer within {timeout_s:.0f}s. "
             f"See {self.log_path}."
@@ -361,15 +347,7 @@ class LocalKafkaBroker:
 
     def stop(self, grace_s: float = 30.0, progress: Callable[[str], None] = print) -> None:
         """Stop the broker cleanly (SIGTERM, controlled shutdown), SIGKILL after `grace_s`."""
-        pid = self.pid()
-        if pid is None:
-            progress("[kafka] not running")
-            self.pid_path.unlink(missing_ok=True)
-            return
-        progress(f"[kafka] stopping pid {pid} ...")
-        processes.terminate(pid, grace_s, signal.SIGTERM)
-        self.pid_path.unlink(missing_ok=True)
-        progress("[kafka] stopped")
+        processes.stop_recorded("kafka", self.pid(), self.pid_path, grace_s, progress)
 
 
 def broker_answers_metadata(

@@ -1,0 +1,114 @@
+"""Whether the lake is on an object store, and what each engine needs to reach it: the one place to ask.
+
+A lake root of `s3a://bucket/...` (PLATFORM_LAKE_ROOT) puts Delta tables on an S3-compatible store;
+any other root is a local path and every function here then returns nothing to add, so callers need
+no branch of their own. The store's endpoint and login come from the Airflow connection
+`lake_object_store` (extra: `endpoint_url`, `region_name`, `path_style`; login and password: the
+access key pair) when it is defined, else from the local stack's object store (`make objectstore-up`,
+its generated credentials file). Spark gets S3A's jars and settings plus the credentials as
+environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
+from revenue_platform.errors import ConfigError
+from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_object_store
+from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
+from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
+
+
+def object_store_from_connection_fields(
+    login: str | None, password: str | None, extra: dict[str, Any], conn_id: str = LAKE_OBJECT_STORE_CONN_ID
+) -> LakeObjectStore:
+    """The store an Airflow connection describes; ConfigError naming the connection when incomplete."""
+    fields = {
+        "endpoint_url": extra.get("endpoint_url"),
+        "region": extra.get("region_name", "us-east-1"),
+        "path_style": extra.get("path_style", True),
+        "access_key_id": login,
+        "secret_access_key": password,
+    }
+    try:
+        return LakeObjectStore.model_validate(fields)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise ConfigError(
+            f"Airflow connection {conn_id!r} does not describe an object store ({problems}). It needs the "
+            "access key id as login, the secret as password and an extra like "
+            '{"endpoint_url": "https://s3.eu-west-1.amazonaws.com", "region_name": "eu-west-1"}.'
+        ) from None
+
+
+def _object_store_from_airflow(conn_id: str) -> LakeObjectStore | None:
+    """The connection's store, or None when no such connection is defined."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+    return object_store_from_connection_fields(
+        connection.login, connection.password, connection.extra_dejson or {}, conn_id
+    )
+
+
+def _object_store_of_local_stack() -> LakeObjectStore | None:
+    settings = ObjectStoreSettings.from_env()
+    return local_lake_object_store(settings) if settings.secrets_path.is_file() else None
+
+
+def lake_object_store(root: str | None = None) -> LakeObjectStore | None:
+    """The object store `root` (default: the platform's lake root) is on, or None for a local root."""
+    root = lake_root() if root is None else root
+    if not is_object_store_root(root):
+        return None
+    store = None
+    if connection_env_var(LAKE_OBJECT_STORE_CONN_ID) in os.environ or "AIRFLOW_HOME" in os.environ:
+        store = _object_store_from_airflow(LAKE_OBJECT_STORE_CONN_ID)
+    store = store or _object_store_of_local_stack()
+    if store is None:
+        raise ConfigError(
+            f"The lake root {root!r} is on an object store, but no Airflow connection "
+            f"{LAKE_OBJECT_STORE_CONN_ID!r} describes it and the local object store has never been started "
+            "(`make objectstore-up`). Define the connection or start the local store."
+        )
+    return store
+
+
+def delta_storage_options(root: str | None = None) -> dict[str, str]:
+    """delta-rs `storage_options` for tables under `root`: empty for a local root (secrets in clear:
+    never log them)."""
+    store = lake_object_store(root)
+    return store.delta_rs_storage_options() if store is not None else {}
+
+
+@dataclass(frozen=True)
+class SparkObjectStoreAccess:
+    """What a Spark job adds to reach the lake's object store: jars, settings (both loggable) and the
+    credentials for its process environment (never for a command line)."""
+
+    jars: tuple[str, ...] = ()
+    conf: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+def spark_object_store_access(root: str | None = None) -> SparkObjectStoreAccess:
+    """S3A's jars, settings and credentials environment when `root` is on an object store; else nothing."""
+    store = lake_object_store(root)
+    if store is None:
+        return SparkObjectStoreAccess()
+    from spark_apps.engine.session import object_store_jar_paths
+
+    return SparkObjectStoreAccess(
+        jars=tuple(object_store_jar_paths(SPARK_S3_JARS_DIR)),
+        conf=store.spark_hadoop_conf(),
+        environment=store.credentials_environment(),
+    )

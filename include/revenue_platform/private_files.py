@@ -1,0 +1,28 @@
+"""Files only their owner may read: generated secrets (passwords, keys) kept beside the state they guard.
+
+Created 0600 with O_EXCL, so two processes starting at once never overwrite each other's freshly
+generated value, and a file an older version wrote with wider permissions is tightened on read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+
+def private_json(path: Path, generate: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """The JSON object in `path`, created 0600 (never readable by others) with `generate()` if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        # O_EXCL: two processes starting at once never overwrite each other's freshly generated value.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)  # tighten a file an older version wrote 0644
+        loaded: dict[str, str] = json.loads(path.read_text())
+        return loaded
+    values = generate()
+    with os.fdopen(fd, "w") as handle:
+        json.dump(values, handle)
+    return values

@@ -1,0 +1,121 @@
+"""The lake on a real S3-compatible store: Spark (S3A) and delta-rs write and read the same Delta table.
+
+The store is the local stack's S3Proxy; the platform reaches it the way a deployment would, through
+the Airflow connection `lake_object_store` (here from its environment variable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
+from revenue_platform.lake_storage import delta_storage_options, spark_object_store_access
+from revenue_platform.local_object_store import ObjectStoreSettings, local_credentials
+from revenue_platform.local_stack.object_store import LocalObjectStore
+from revenue_platform.paths import REPO_ROOT
+from revenue_platform.spark_submit import spark_submit_env
+
+pytestmark = pytest.mark.integration
+
+SPARK_JOB = Path(__file__).with_name("object_store_spark_job.py")
+
+
+@pytest.fixture
+def lake_connection(object_store: ObjectStoreSettings, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The Airflow connection to the session's store; returns the lake root in its bucket."""
+    credentials = local_credentials(object_store)
+    connection = {
+        "conn_type": "aws",
+        "login": credentials["access_key_id"],
+        "password": credentials["secret_access_key"],
+        "extra": {"endpoint_url": object_store.endpoint_url, "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), json.dumps(connection))
+    return object_store.lake_root
+
+
+def _spark(action: str, table_uri: str, cwd: Path) -> list[dict[str, object]]:
+    """Run the Spark job as its own process, credentials in its environment only."""
+    access = spark_object_store_access(table_uri)
+    settings = json.dumps({"jars": list(access.jars), "conf": access.conf})
+    completed = subprocess.run(
+        [sys.executable, str(SPARK_JOB), action, table_uri, settings],
+        cwd=cwd,
+        env=spark_submit_env(object_store=access),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    rows: list[dict[str, object]] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return rows
+
+
+def _local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> list[Path]:
+    """Files and folders whose path contains `marker`, under `roots`, outside the store's own folder."""
+    found = []
+    for root in roots:
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = [name for name in subfolders if name not in {".venv", ".jvm", ".git"}]
+            for name in [*subfolders, *files]:
+                path = Path(folder) / name
+                if marker in str(path) and not path.is_relative_to(store_data):
+                    found.append(path)
+    return found
+
+
+def test_spark_and_delta_rs_share_a_delta_table_on_the_object_store(
+    lake_connection: str, object_store: ObjectStoreSettings, tmp_path: Path
+) -> None:
+    marker = f"orders-{uuid.uuid4().hex[:12]}"
+    table_uri = f"{lake_connection}/{marker}"
+
+    written_by_spark = _spark("write", table_uri, cwd=tmp_path)
+    options = delta_storage_options(table_uri)
+    table = DeltaTable(table_uri, storage_options=options)
+    read_by_delta_rs = table.to_pandas().sort_values("id").to_dict("records")
+    write_deltalake(
+        table, pd.DataFrame({"id": [3], "writer": ["delta-rs"]}).astype({"id": "int32"}), mode="append"
+    )
+    read_by_spark = _spark("read", table_uri, cwd=tmp_path)
+
+    assert written_by_spark == [{"id": 1, "writer": "spark"}, {"id": 2, "writer": "spark"}]
+    assert read_by_delta_rs == written_by_spark
+    assert read_by_spark == [*written_by_spark, {"id": 3, "writer": "delta-rs"}]
+    assert DeltaTable(table_uri, storage_options=options).version() == 1
+    # The table lives in the store: its log and data are objects in the bucket's folder, and nothing of
+    # it was written to a local disk elsewhere (the repo, the state dir, the job's working directory).
+    table_folder = object_store.blobs_dir / object_store.bucket / "lake" / marker
+    assert sorted(path.name for path in (table_folder / "_delta_log").glob("*.json")) == [
+        "00000000000000000000.json",
+        "00000000000000000001.json",
+    ]
+    assert _local_paths_naming(marker, [REPO_ROOT, tmp_path], object_store.data_dir) == []
+
+
+def test_the_object_store_refuses_unsigned_requests_and_a_second_start_on_its_port(
+    object_store: ObjectStoreSettings, tmp_path: Path
+) -> None:
+    import urllib.error
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{object_store.endpoint_url}/{object_store.bucket}/", timeout=5)
+    assert refused.value.code == 403
+
+    from revenue_platform.errors import PrerequisiteError
+
+    other = LocalObjectStore(ObjectStoreSettings(port=object_store.port, data_dir=tmp_path / "other"))
+    with pytest.raises(PrerequisiteError, match=r"Port \d+ is already in use.*OBJECT_STORE_PORT"):
+        other.start(progress=lambda _: None)
+    assert other.pid() is None
