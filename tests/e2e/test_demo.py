@@ -425,6 +425,7 @@ def test_metrics_show_the_live_app_and_its_lag_back_at_zero_after_its_orders(
     assert after["revenue_stream_consumer_lag_records"] == 0, lags
     # Caught up: gold holds everything Kafka held a batch ago (a batch's time plus a scrape interval).
     assert after["revenue_stream_consumer_lag_seconds"] < 120, after
+    assert "revenue_stream_batch_step_seconds" in after, "the last batch's steps, as the app timed them"
     # The burst holds malformed orders (dead letters) and repeats (dropped as duplicates).
     assert after["revenue_stream_dead_letters_total"] > before["revenue_stream_dead_letters_total"]
 

@@ -354,8 +354,26 @@ def metric_families(
             if value is not None:
                 gauge.add_metric(s.labels, value)
         yield gauge
+    yield _batch_steps_family(samples)
     yield from _counter_families(samples)
     yield from _quality_families(samples, quality)
+
+
+def _batch_steps_family(samples: Iterable[DeploymentSample]) -> Metric:
+    """The last batch's steps, as the app timed them (`batch_steps_ms` in its progress)."""
+    family = GaugeMetricFamily(
+        "revenue_stream_batch_step_seconds",
+        "Wall time of each step of the last batch, label step: resume (only after a restart), "
+        "validate_and_count, state, and the writes side_outputs, bronze and gold (which run side by side).",
+        labels=[*LABELS, "step"],
+    )
+    for s in samples:
+        steps = s.progress.get("batch_steps_ms")
+        for step, milliseconds in steps.items() if isinstance(steps, Mapping) else ():
+            seconds = _milliseconds(milliseconds)
+            if seconds is not None:
+                family.add_metric([*s.labels, str(step)], seconds)
+    return family
 
 
 def source_family(readable: Mapping[str, bool]) -> Metric:

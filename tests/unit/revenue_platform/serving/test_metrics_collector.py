@@ -31,6 +31,7 @@ BLUE_PROGRESS = {
     "caught_up_at": None,
     "kafka_read_all_at": "2026-11-26T09:59:30Z",
     "state_open_windows": 96,
+    "batch_steps_ms": {"validate_and_count": 250, "state": 4, "gold": 900},
     "counters": {
         "records_archived": 5000,
         "dead_letters": 7,
@@ -157,6 +158,12 @@ def test_values_come_from_the_progress_file_and_heartbeat(lake: str) -> None:
         for (name, labels), value in samples.items()
         if name == "revenue_stream_dead_letters_by_reason_total" and dict(labels)["deployment"] == "blue"
     }
+    steps = {
+        dict(labels)["step"]: value
+        for (name, labels), value in samples.items()
+        if name == "revenue_stream_batch_step_seconds" and dict(labels)["deployment"] == "blue"
+    }
+    assert steps == {"validate_and_count": 0.25, "state": 0.004, "gold": 0.9}
     # Every kind, 0 included, so that rate() sees the first dead letter of a kind.
     assert by_reason == {
         kind: {"invalid_json": 5, "missing_field": 2}.get(kind, 0) for kind in DLQ_REASON_KINDS
