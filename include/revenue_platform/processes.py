@@ -13,7 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,6 +163,20 @@ def stop_recorded(
     terminate(pid, grace_s, first_signal)
     pid_path.unlink(missing_ok=True)
     progress(f"[{label}] stopped")
+
+
+@contextlib.contextmanager
+def stopped_if_never_ready(spawned: int | None, pid_path: Path) -> Generator[None]:
+    """Around the wait for a service this call may have just started (`spawned`; None: one found
+    running): if the wait fails, the process it spawned is stopped and its pid file removed, so a
+    service that never answered is not left holding its ports. One found running is left alone."""
+    try:
+        yield
+    except BaseException:
+        if spawned is not None:
+            terminate(spawned, 10.0)
+            pid_path.unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True)

@@ -319,14 +319,8 @@ class LocalKafkaBroker:
             progress(f"[kafka] starting on {self.settings.bootstrap_servers}, log: {self.log_path}")
         if not wait:
             return
-        try:
+        with processes.stopped_if_never_ready(spawned, self.pid_path):
             self.wait_until_ready(timeout_s, progress, spawned)
-        except BaseException:
-            if spawned is not None:
-                # A broker this call started that never became ready is stopped, not left holding its ports.
-                processes.terminate(spawned, 10.0)
-                self.pid_path.unlink(missing_ok=True)
-            raise
 
     def wait_until_ready(
         self, timeout_s: float, progress: Callable[[str], None], spawned: int | None = None

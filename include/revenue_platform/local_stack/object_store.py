@@ -102,14 +102,8 @@ class LocalObjectStore:
             self._prepare_files()
             spawned = processes.spawn_detached(command, self.pid_path, self.log_path)
             progress(f"[object-store] starting on {self.settings.endpoint_url}, log: {self.log_path}")
-        try:
+        with processes.stopped_if_never_ready(spawned, self.pid_path):
             self._wait_until_ready(timeout_s, progress, spawned)
-        except BaseException:
-            if spawned is not None:
-                # A server this call started that never answered is stopped, not left holding its port.
-                processes.terminate(spawned, 10.0)
-                self.pid_path.unlink(missing_ok=True)
-            raise
 
     def _wait_until_ready(
         self, timeout_s: float, progress: Callable[[str], None], spawned: int | None
