@@ -80,12 +80,13 @@ class QualitySample:
 def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
     """Every deployment that should run (desired state running), by id."""
     running = [r for r in registry.deployments() if r.desired_state == DesiredState.RUNNING.value]
+    running_ids = [r.deployment_id for r in running]
     # Only the running deployments' events (their roles, their replays): a scrape never reads the whole
     # audit log, which grows with every deploy, restart and switch.
-    events = registry.events(involving=[r.deployment_id for r in running])
+    events = registry.events(involving=running_ids)
     awaiting = {
         replay.green: replay.last_at
-        for replay in replays_in_flight(events, [r.deployment_id for r in running])
+        for replay in replays_in_flight(events, running_ids)
         if replay.awaiting_approval
     }
     samples = []
