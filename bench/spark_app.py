@@ -19,6 +19,10 @@ from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.naming import query_role
 
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
+# Every driver the bench runs to the end (replay, history, restart, window-heavy) gets a 256 MiB
+# result limit: the engine collects O(windows) per batch, never O(records), and the bench proves it
+# by running 20M-order replays under a limit a whole-batch collect would break (issue 30).
+BOUNDED_DRIVER_CONF = {"spark.driver.maxResultSize": "256m"}
 
 
 def app_overrides(run: BenchRun, deployment_id: str, orders_topic: str, mode: str) -> dict[str, str]:

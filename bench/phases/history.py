@@ -25,6 +25,7 @@ from bench.phases.replay import generate_and_produce
 from bench.run import BenchRun
 from bench.services import create_run_topics
 from bench.spark_app import (
+    BOUNDED_DRIVER_CONF,
     app_overrides,
     duration_profile,
     epoch_ms,
@@ -45,12 +46,11 @@ from spark_apps.contract.naming import (
 )
 
 SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze is the history
-HISTORY_DRIVER_CONF = {"spark.driver.maxResultSize": "256m"}
 RESTART_NEW_ORDERS = 1_000
 
 
 def _run_to_end(
-    run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] | None = None
+    run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] = BOUNDED_DRIVER_CONF
 ) -> Any:
     submitted = time.time()
     process, folder = start_driver(run, name, overrides, conf)
@@ -75,7 +75,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
             **app_overrides(run, deployment, run.orders_topic, "available_now"),
             "history": json.dumps(history),
         }
-        submitted, finished, code, folder = _run_to_end(run, "history", overrides, HISTORY_DRIVER_CONF)
+        submitted, finished, code, folder = _run_to_end(run, "history", overrides)
         record["exit_code"] = code
         if code != 0:
             record["error"] = processes.tail(folder / "driver.log", 30)
@@ -90,7 +90,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
                 "records": records,
                 "history_batches": len(history_events),
                 "largest_batch_records": max(int(e["numInputRows"]) for e in history_events),
-                "driver_conf": HISTORY_DRIVER_CONF,
+                "driver_conf": BOUNDED_DRIVER_CONF,
                 **throughput(records, history_events, submitted, finished),
                 "profile_ms": duration_profile(events),
                 "gold": gold,

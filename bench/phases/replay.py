@@ -15,6 +15,7 @@ from bench.consumers import read_ceiling, read_work_ceiling
 from bench.gold import gold_stats
 from bench.run import BenchRun
 from bench.spark_app import (
+    BOUNDED_DRIVER_CONF,
     app_overrides,
     duration_profile,
     event_log_conf,
@@ -92,11 +93,12 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
     with run.phase("replay") as record:
         submitted = time.time()
         overrides = app_overrides(run, deployment, run.orders_topic, "available_now")
-        process, folder = start_driver(run, "replay", overrides)
+        process, folder = start_driver(run, "replay", overrides, BOUNDED_DRIVER_CONF)
         code = process.wait()
         finished = time.time()
         run.sampler.watch("spark", None)
         record["exit_code"] = code
+        record["driver_conf"] = BOUNDED_DRIVER_CONF
         if code != 0:
             record["error"] = processes.tail(folder / "driver.log", 30)
             return
