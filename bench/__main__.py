@@ -78,6 +78,12 @@ def argument_parser() -> argparse.ArgumentParser:
         "--dedupe-horizon",
         help="the apps' dedupe.horizon, e.g. '2 seconds' (default: the shipped config's); see BenchSettings",
     )
+    parser.add_argument(
+        "--kafka-time",
+        choices=("append", "event"),
+        help="the replay topic's Kafka timestamps: the broker's append time (default) or each order's "
+        "place on the event-time line (history spread over the hour); see BenchSettings",
+    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
 
@@ -110,6 +116,8 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
         settings = replace(settings, window_heavy_orders=args.window_heavy_orders)
     if args.dedupe_horizon:
         settings = replace(settings, dedupe_horizon=args.dedupe_horizon)
+    if args.kafka_time:
+        settings = replace(settings, kafka_time=args.kafka_time)
     return settings
 
 

@@ -26,7 +26,9 @@ from typing import Any
 from bench.stats import records_due
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, order_json, record_count
 
-_HEADER = struct.Struct(">HI")  # key length, value length
+# Key length, value length, and the record's Kafka timestamp (ms) when the topic takes the producer's:
+# its place on the chunk's event-time line, as a broker would have stamped an hour of real traffic.
+_HEADER = struct.Struct(">HIq")
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,22 @@ def plan_chunks(settings: GeneratorSettings, chunk_orders: int, out_dir: Path) -
     return chunks
 
 
+def event_line_ms(settings: GeneratorSettings, position: int, records: int) -> int:
+    """The Kafka timestamp of the `position`-th of a chunk's `records` records: its share of the chunk's
+    span after its start, so timestamps rise with event time and never run ahead of the orders'
+    event times by more than a record's share of the span."""
+    start_ms = int(settings.start.replace(tzinfo=settings.start.tzinfo or UTC).timestamp() * 1000)
+    return start_ms + settings.span_seconds * 1000 * position // max(records, 1)
+
+
 def _write_chunk(chunk: Chunk) -> int:
     written = 0
+    records = record_count(chunk.settings)
     with chunk.path.open("wb") as out:
         for record in generate_orders(chunk.settings):
             key, value = record.key or b"", record.value or b""
-            out.write(_HEADER.pack(len(key), len(value)))
+            stamp = event_line_ms(chunk.settings, written, records)
+            out.write(_HEADER.pack(len(key), len(value), stamp))
             out.write(key)
             out.write(value)
             written += 1
@@ -87,17 +99,17 @@ def generate_files(chunks: list[Chunk], workers: int) -> int:
     return written
 
 
-def read_records(paths: list[Path]) -> Iterator[tuple[bytes, bytes]]:
-    """(key, value) of every record in the chunk files, in file order."""
+def read_records(paths: list[Path]) -> Iterator[tuple[bytes, bytes, int]]:
+    """(key, value, event-line timestamp in ms) of every record in the chunk files, in file order."""
     for path in paths:
         data = path.read_bytes()
         position = 0
         while position < len(data):
-            key_length, value_length = _HEADER.unpack_from(data, position)
+            key_length, value_length, stamp = _HEADER.unpack_from(data, position)
             position += _HEADER.size
             key = data[position : position + key_length]
             position += key_length
-            yield key, data[position : position + value_length]
+            yield key, data[position : position + value_length], stamp
             position += value_length
 
 
@@ -112,8 +124,12 @@ def producer_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
-def produce_files(bootstrap: str, topic: str, paths: list[Path], total: int) -> dict[str, float]:
-    """Produce the chunk files to `topic` with a progress bar; return count, seconds and rate."""
+def produce_files(
+    bootstrap: str, topic: str, paths: list[Path], total: int, stamped: bool = False
+) -> dict[str, float]:
+    """Produce the chunk files to `topic` with a progress bar; return count, seconds and rate.
+    `stamped`: each record carries its event-line timestamp (the topic must be CreateTime to keep it);
+    else the producer's clock, which a LogAppendTime topic replaces with the broker's."""
     from confluent_kafka import KafkaException, Producer
     from tqdm import tqdm
 
@@ -127,10 +143,13 @@ def produce_files(bootstrap: str, topic: str, paths: list[Path], total: int) -> 
     started = time.monotonic()
     sent = 0
     with tqdm(total=total, desc=f"produce {topic}", unit="rec", unit_scale=True, mininterval=0.5) as bar:
-        for key, value in read_records(paths):
+        for key, value, stamp in read_records(paths):
+            timestamp = stamp if stamped else 0  # 0: the producer's clock
             while True:
                 try:
-                    producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                    producer.produce(
+                        topic, key=key, value=value, on_delivery=on_delivery, timestamp=timestamp
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)

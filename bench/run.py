@@ -48,6 +48,14 @@ class BenchSettings:
     """The apps' `dedupe.horizon` (None: the shipped config's). The generator's 20M records reach the broker
     within a minute, so with an hour's horizon every id of the history is in one horizon: a horizon of a
     second or two scales a month of real history (many horizons) down to the bench's."""
+    kafka_time: str = "append"
+    """The replay topic's Kafka timestamps: "append" (the spec's LogAppendTime: the broker stamps the
+    whole history within the minute it is produced) or "event" (the topic takes the producer's
+    timestamps, and each record carries its place on the event-time line, as the broker would have
+    stamped an hour of real traffic). With "event" and a short `dedupe_horizon`, ids expire through
+    the history as they do through a month of real traffic; with "append" they cannot, since the
+    dedupe's Kafka-time watermark trails by the window's watermark delay (30 s) and the whole
+    history is stamped within about a minute."""
     kafka_port: int = 23092
     controller_port: int = 23093
     airflow_port: int = 23080

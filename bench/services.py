@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.run import BenchRun
-from bench.topics import app_topics, create_topics, declared, like, spec_topics
+from bench.topics import app_topics, create_topics, declared, like, spec_topics, stamped_by_producer
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 
 # The bench's broker is one node: the spec's environment for one broker.
@@ -47,6 +47,8 @@ def create_run_topics(run: BenchRun, orders_topics: Sequence[str] = ()) -> None:
             "measures live latency from each record's append time"
         )
     app = [declared(specs, topic) for topic in app_topics(run.app_config).values()]
+    if run.settings.kafka_time == "event":
+        app = [stamped_by_producer(spec) if spec.name == run.orders_topic else spec for spec in app]
     create_topics(run.bootstrap, [*app, *(like(orders, topic) for topic in orders_topics)])
 
 

@@ -46,6 +46,11 @@ def like(spec: TopicSpec, name: str) -> TopicSpec:
     return replace(spec, name=name)
 
 
+def stamped_by_producer(spec: TopicSpec) -> TopicSpec:
+    """`spec` keeping the producer's timestamps (CreateTime), for a history stamped on its event-time line."""
+    return replace(spec, configs={**spec.configs, "message.timestamp.type": "CreateTime"})
+
+
 def create_topics(bootstrap: str, topics: Iterable[TopicSpec], timeout_s: float = 60) -> None:
     """Create each of `topics` the broker does not have yet; one it has is left as it is."""
     from confluent_kafka.admin import AdminClient

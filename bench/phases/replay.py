@@ -34,16 +34,17 @@ from spark_apps.contract.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, qu
 
 
 def generate_and_produce(
-    run: BenchRun, settings: GeneratorSettings, topic: str, folder: str
+    run: BenchRun, settings: GeneratorSettings, topic: str, folder: str, stamped: bool = False
 ) -> dict[str, Any]:
     """Generate `settings`' orders into files under the run's `folder`, produce their stores to the app's
-    stores topic and the orders to `topic`, and delete the files: the generation and production figures."""
+    stores topic and the orders to `topic` (`stamped`: with their event-line timestamps), and delete
+    the files: the generation and production figures."""
     chunks = datagen.plan_chunks(settings, run.settings.chunk_orders, run.work_dir / folder)
     began = time.monotonic()
     total = datagen.generate_files(chunks, run.settings.workers)
     generate_s = time.monotonic() - began
     produce(run.bootstrap, run.app_config.kafka.stores_topic, generate_stores(settings.stores))
-    produced = datagen.produce_files(run.bootstrap, topic, [c.path for c in chunks], total)
+    produced = datagen.produce_files(run.bootstrap, topic, [c.path for c in chunks], total, stamped)
     for chunk in chunks:
         chunk.path.unlink()
     return {"generate_s": generate_s, "generate_records_per_s": total / generate_s, "produce": produced}
@@ -60,7 +61,9 @@ def phase_generate(run: BenchRun, start: datetime) -> GeneratorSettings:
         bad_every=run.settings.bad_every,
     )
     with run.phase("produce") as record:
-        record.update(generate_and_produce(run, settings, run.orders_topic, "orders"))
+        stamped = run.settings.kafka_time == "event"
+        record.update(generate_and_produce(run, settings, run.orders_topic, "orders", stamped))
+        record["kafka_time"] = run.settings.kafka_time
         record["generator"] = datagen.describe_settings(settings)
     return settings
 

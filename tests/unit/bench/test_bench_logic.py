@@ -154,9 +154,9 @@ def test_chunks_are_deterministic_contiguous_and_cover_every_order(tmp_path: Pat
     for chunk in chunks:
         datagen._write_chunk(chunk)
     records = list(datagen.read_records([c.path for c in chunks]))
-    ids = [json.loads(value)["orderId"] for _, value in records]
+    ids = [json.loads(value)["orderId"] for _, value, _ in records]
     assert ids == list(range(1, 11))
-    times = [json.loads(value)["orderedDateTime"] for _, value in records]
+    times = [json.loads(value)["orderedDateTime"] for _, value, _ in records]
     assert times == sorted(times), "event time must rise through the chunks"
 
 
@@ -428,3 +428,35 @@ def test_a_dedupe_horizon_reaches_every_app_the_bench_starts() -> None:
     args = argument_parser().parse_args(["--quick", "--dedupe-horizon", "2 seconds"])
     scaled = BenchRun(with_arguments(QUICK, args), "stamp")
     assert app_overrides(scaled, "d", "orders", "available_now")["dedupe.horizon"] == "2 seconds"
+
+
+def test_chunk_records_carry_their_place_on_the_event_time_line(tmp_path: Path) -> None:
+    settings = GeneratorSettings(
+        orders=40,
+        stores=3,
+        start=datetime(2026, 1, 1),
+        span_seconds=400,
+        seed=7,
+        duplicate_every=5,
+        bad_every=7,
+    )
+    chunks = datagen.plan_chunks(settings, 10, tmp_path)
+    for chunk in chunks:
+        datagen._write_chunk(chunk)
+    records = list(datagen.read_records([c.path for c in chunks]))
+    stamps = [stamp for _, _, stamp in records]
+    start_ms = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1000)
+    assert stamps == sorted(stamps)
+    assert stamps[0] == start_ms
+    assert stamps[-1] < start_ms + 400_000
+    generated = [record for chunk in chunks for record in generate_orders(chunk.settings)]
+    assert len(generated) == len(records)
+    valid = [(r.order, stamp) for r, (_, _, stamp) in zip(generated, records, strict=True) if r.order]
+    assert len(valid) >= 40
+    for order, stamp in valid:
+        event_ms = int(
+            datetime.fromisoformat(order["orderedDateTime"]).replace(tzinfo=UTC).timestamp() * 1000
+        )
+        # Within an order's share of the span (10 s) of its event time: far inside the app's
+        # future-skew rule (the watermark delay, 30 s), so no valid order becomes a dead letter.
+        assert abs(stamp - event_ms) <= 10_000

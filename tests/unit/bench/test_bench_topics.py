@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.topics import UndeclaredTopicError, app_topics, declared, like, spec_topics
+from bench.topics import UndeclaredTopicError, app_topics, declared, like, spec_topics, stamped_by_producer
 from revenue_platform.paths import APP_CONFIG_PATH
 from spark_apps.contract.config import StreamingAppConfig, load_config
 
@@ -54,3 +54,14 @@ def test_the_cluster_environment_replicates_and_the_local_one_does_not() -> None
 def test_a_topic_the_spec_does_not_declare_is_named_in_the_error() -> None:
     with pytest.raises(UndeclaredTopicError, match="'orders_typo'"):
         declared(spec_topics("local"), "orders_typo")
+
+
+def test_a_history_stamped_on_its_event_time_line_keeps_the_producer_s_timestamps() -> None:
+    orders = declared(spec_topics("local"), "orders")
+    assert orders.configs["message.timestamp.type"] == "LogAppendTime"
+    stamped = stamped_by_producer(orders)
+    assert stamped.configs["message.timestamp.type"] == "CreateTime"
+    assert {k: v for k, v in stamped.configs.items() if k != "message.timestamp.type"} == {
+        k: v for k, v in orders.configs.items() if k != "message.timestamp.type"
+    }
+    assert (stamped.name, stamped.partitions) == (orders.name, orders.partitions)
