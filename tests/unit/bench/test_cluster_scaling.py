@@ -47,7 +47,8 @@ def test_each_replay_gets_its_own_deployment_its_cores_and_as_many_kafka_tasks(
 
 def test_the_replays_differ_only_in_deployment_cores_and_kafka_tasks(tmp_path: Path) -> None:
     run = _bench_run(tmp_path)
-    (one, one_conf), (two, two_conf) = (cluster_scaling.scaled_replay(run, c) for c in (1, 2))
+    one, one_conf = cluster_scaling.scaled_replay(run, 1)
+    two, two_conf = cluster_scaling.scaled_replay(run, 2)
     differing = {key for key in one.keys() | two.keys() if one.get(key) != two.get(key)}
     assert differing == {"deployment_id", "kafka.min_partitions"}
     assert {key for key in one_conf if one_conf[key] != two_conf[key]} == {"spark.cores.max"}
