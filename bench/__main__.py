@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import sys
 from dataclasses import replace
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.memory import peaks_by_phase, samples_as_json
+from bench.outputs import machine, write_documents
 from bench.plots import write_plots
 from bench.report import derive, markdown
 from bench.run import OPTIONAL_PHASES, BenchSettings
@@ -33,17 +33,6 @@ QUICK = BenchSettings(
     label="quick",
     with_airflow=False,
 )
-
-
-def machine() -> dict[str, object]:
-    import psutil
-
-    return {
-        "cpus": os.cpu_count(),
-        "memory_gib": psutil.virtual_memory().total / 2**30,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -150,14 +139,12 @@ def write_results(results: dict[str, Any], out: Path) -> None:
     results["memory_samples"] = samples_as_json(samples)
     derived = derive(results)
     results["derived"] = derived
-    out.mkdir(parents=True, exist_ok=True)
     stamp = results["stamp"]
-    (out / f"{stamp}.json").write_text(json.dumps(results, indent=2, default=str))
     summary = markdown(results, derived)
-    (out / f"{stamp}.md").write_text(summary)
+    path = write_documents(results, summary, out, stamp)
     plots = write_plots(results, derived, out, stamp)
     print(summary)
-    print(f"[bench] wrote {out / (stamp + '.json')}, {out / (stamp + '.md')} and {len(plots)} plots")
+    print(f"[bench] wrote {path}, {path.with_suffix('.md')} and {len(plots)} plots")
 
 
 def main(argv: list[str] | None = None) -> int:

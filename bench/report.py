@@ -148,14 +148,15 @@ def _gold_cross_check_lines(check: dict[str, Any] | None) -> list[str]:
     parts = []
     for name, compared in check.items():
         if compared["match"]:
-            parts.append(f"{name} equal ({_fmt(compared['gold'])})")
+            parts.append(f"{name} equal ({fmt(compared['gold'])})")
         else:
-            work, gold = _fmt(compared["work_ceiling"]), _fmt(compared["gold"])
+            work, gold = fmt(compared["work_ceiling"]), fmt(compared["gold"])
             parts.append(f"{name} **differ**: work ceiling {work}, gold {gold}")
     return [f"Work-equivalent ceiling vs the replay's gold: {'; '.join(parts)}.", ""]
 
 
-def _fmt(value: Any, digits: int = 0) -> str:
+def fmt(value: Any, digits: int = 0) -> str:
+    """A number for a table cell: thousands separated, floats to `digits` places, "—" when missing."""
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -176,24 +177,24 @@ def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
         "",
         "| measurement | value |",
         "| --- | ---: |",
-        f"| replay from bronze: records (batches, largest) | {_fmt(history.get('records'))} "
-        f"({_fmt(history.get('history_batches'))}, {_fmt(history.get('largest_batch_records'))}) |",
-        f"| replay from bronze: records/s excl. start | {_fmt(history.get('records_per_s_excl_start'))} |",
-        f"| replay from bronze: records/s incl. start | {_fmt(history.get('records_per_s_incl_start'))} |",
+        f"| replay from bronze: records (batches, largest) | {fmt(history.get('records'))} "
+        f"({fmt(history.get('history_batches'))}, {fmt(history.get('largest_batch_records'))}) |",
+        f"| replay from bronze: records/s excl. start | {fmt(history.get('records_per_s_excl_start'))} |",
+        f"| replay from bronze: records/s incl. start | {fmt(history.get('records_per_s_incl_start'))} |",
         f"| replay from bronze: driver conf | {history.get('driver_conf', '')} |",
         f"| replay from bronze: gold equals the replayed deployment's | "
         f"{history.get('gold_equals_the_replayed_deployment', '')} |",
-        f"| restart with 1-day windows over {_fmt(restart.get('history_orders'))} orders: submit to first "
-        f"batch committed (s) | {_fmt(restart.get('submit_to_first_batch_committed_s'), 1)} |",
+        f"| restart with 1-day windows over {fmt(restart.get('history_orders'))} orders: submit to first "
+        f"batch committed (s) | {fmt(restart.get('submit_to_first_batch_committed_s'), 1)} |",
         f"| restart: first batch (ms) / its resume step (ms) | "
-        f"{_fmt(restart.get('first_batch_ms'))} / {_fmt(restart.get('first_batch_resume_step_ms'))} |",
-        f"| window-heavy replay: records (batches, largest) | {_fmt(heavy.get('records'))} "
-        f"({_fmt(heavy.get('batches'))}, {_fmt(heavy.get('largest_batch_records'))}) |",
+        f"{fmt(restart.get('first_batch_ms'))} / {fmt(restart.get('first_batch_resume_step_ms'))} |",
+        f"| window-heavy replay: records (batches, largest) | {fmt(heavy.get('records'))} "
+        f"({fmt(heavy.get('batches'))}, {fmt(heavy.get('largest_batch_records'))}) |",
         f"| window-heavy replay: stores / windows in gold / orders per window | "
-        f"{_fmt(heavy.get('stores'))} / {_fmt((heavy.get('gold') or {}).get('rows'))} / "
-        f"{_fmt(heavy.get('orders_per_window'), 1)} |",
+        f"{fmt(heavy.get('stores'))} / {fmt((heavy.get('gold') or {}).get('rows'))} / "
+        f"{fmt(heavy.get('orders_per_window'), 1)} |",
         f"| window-heavy replay: records/s excl. start (the main replay's) | "
-        f"{_fmt(heavy.get('records_per_s_excl_start'))} ({_fmt(replay.get('records_per_s_excl_start'))}) |",
+        f"{fmt(heavy.get('records_per_s_excl_start'))} ({fmt(replay.get('records_per_s_excl_start'))}) |",
         f"| window-heavy replay: gold equals the tally (windows, orders, cents) | "
         f"{heavy.get('gold_equals_the_tally', '')} |",
         "",
@@ -208,7 +209,7 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     phases = results.get("phases") or {}
     peaks = results.get("memory_peaks_mib") or {}
     lines = [f"# Benchmark {results.get('stamp')} ({results.get('label')})", ""]
-    lines += _machine_lines(results.get("machine") or {})
+    lines += machine_lines(results.get("machine") or {})
     lines += _throughput_lines(phases, derived)
     lines += _work_ceiling_lines((phases.get("work_ceiling") or {}).get("best") or {})
     lines += _gold_cross_check_lines(derived.get("work_ceiling_vs_gold"))
@@ -216,15 +217,16 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     lines += _live_lines(live_phases(results))
     lines += _batch_quality_dag_lines(phases)
     lines += _memory_lines(peaks)
-    lines += _load_lines(phases)
+    lines += load_lines(phases)
     lines += _target_lines(derived)
     lines += _error_lines(results)
     return "\n".join(lines) + "\n"
 
 
-def _machine_lines(machine: dict[str, Any]) -> list[str]:
+def machine_lines(machine: dict[str, Any]) -> list[str]:
+    """The machine a run measured (`bench.outputs.machine`), as the summary's first line."""
     return [
-        f"Machine: {machine.get('cpus')} CPUs, {_fmt(machine.get('memory_gib'), 1)} GiB RAM, "
+        f"Machine: {machine.get('cpus')} CPUs, {fmt(machine.get('memory_gib'), 1)} GiB RAM, "
         f"{machine.get('platform')}, Python {machine.get('python')}.",
         "",
     ]
@@ -241,30 +243,30 @@ def _throughput_lines(phases: dict[str, Any], derived: dict[str, Any]) -> list[s
     replay = phases.get("replay") or {}
 
     def ratios(to_raw: str, to_work: str) -> str:
-        return f"{_fmt(derived.get(to_raw), 3)} | {_fmt(derived.get(to_work), 3)}"
+        return f"{fmt(derived.get(to_raw), 3)} | {fmt(derived.get(to_work), 3)}"
 
     return [
         "## Throughput",
         "",
         "| measurement | records | seconds | records/s | ÷ raw read ceiling | ÷ work-equivalent ceiling |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
-        f"| producer (generated files → Kafka) | {_fmt(produce.get('records'))} | "
-        f"{_fmt(produce.get('seconds'), 1)} | {_fmt(produce.get('records_per_s'))} | | |",
-        f"| raw read ceiling (plain consumer; {_fmt(ceiling.get('mb_per_s'), 1)} MB/s) | "
-        f"{_fmt(ceiling.get('records'))} | {_fmt(ceiling.get('seconds'), 1)} | "
-        f"{_fmt(ceiling.get('records_per_s'))} | 1.00 | "
-        f"{_fmt(ratio(ceiling.get('records_per_s'), work_best.get('records_per_s')), 3)} |",
+        f"| producer (generated files → Kafka) | {fmt(produce.get('records'))} | "
+        f"{fmt(produce.get('seconds'), 1)} | {fmt(produce.get('records_per_s'))} | | |",
+        f"| raw read ceiling (plain consumer; {fmt(ceiling.get('mb_per_s'), 1)} MB/s) | "
+        f"{fmt(ceiling.get('records'))} | {fmt(ceiling.get('seconds'), 1)} | "
+        f"{fmt(ceiling.get('records_per_s'))} | 1.00 | "
+        f"{fmt(ratio(ceiling.get('records_per_s'), work_best.get('records_per_s')), 3)} |",
         f"| work-equivalent ceiling (plain consumer: exact-decimal parse, checks, dedupe, cents per "
-        f"{window_text} window) | {_fmt(work_best.get('records'))} | "
-        f"{_fmt(work_best.get('seconds'), 1)} | {_fmt(work_best.get('records_per_s'))} | "
-        f"{_fmt(derived.get('work_ceiling_ratio_to_raw_ceiling'), 3)} | 1.00 |",
-        f"| replay, excluding JVM/app start | {_fmt(replay.get('records'))} | "
-        f"{_fmt(replay.get('processing_s'), 1)} | {_fmt(replay.get('records_per_s_excl_start'))} | "
+        f"{window_text} window) | {fmt(work_best.get('records'))} | "
+        f"{fmt(work_best.get('seconds'), 1)} | {fmt(work_best.get('records_per_s'))} | "
+        f"{fmt(derived.get('work_ceiling_ratio_to_raw_ceiling'), 3)} | 1.00 |",
+        f"| replay, excluding JVM/app start | {fmt(replay.get('records'))} | "
+        f"{fmt(replay.get('processing_s'), 1)} | {fmt(replay.get('records_per_s_excl_start'))} | "
         f"{ratios('replay_ratio_excl_start', 'replay_ratio_to_work_ceiling_excl_start')} |",
-        f"| replay, including JVM/app start | {_fmt(replay.get('records'))} | "
-        f"{_fmt(replay.get('wall_incl_start_s'), 1)} | {_fmt(replay.get('records_per_s_incl_start'))} | "
+        f"| replay, including JVM/app start | {fmt(replay.get('records'))} | "
+        f"{fmt(replay.get('wall_incl_start_s'), 1)} | {fmt(replay.get('records_per_s_incl_start'))} | "
         f"{ratios('replay_ratio_incl_start', 'replay_ratio_to_work_ceiling_incl_start')} |",
-        f"| highest sustained live rate | | | {_fmt(derived.get('highest_sustained_live_rate'))} | "
+        f"| highest sustained live rate | | | {fmt(derived.get('highest_sustained_live_rate'))} | "
         f"{ratios('sustained_live_ratio', 'sustained_live_ratio_to_work_ceiling')} |",
         "",
     ]
@@ -275,10 +277,10 @@ def _work_ceiling_lines(work_best: dict[str, Any]) -> list[str]:
     if not work_best:
         return []
     return [
-        f"Work-equivalent ceiling: {_fmt(work_best.get('valid'))} valid records "
-        f"({_fmt(work_best.get('duplicates'))} later copies of an orderId), "
-        f"{_fmt(work_best.get('invalid'))} invalid, {_fmt(work_best.get('windows'))} windows, "
-        f"{_fmt(work_best.get('total_cents'))} cents.",
+        f"Work-equivalent ceiling: {fmt(work_best.get('valid'))} valid records "
+        f"({fmt(work_best.get('duplicates'))} later copies of an orderId), "
+        f"{fmt(work_best.get('invalid'))} invalid, {fmt(work_best.get('windows'))} windows, "
+        f"{fmt(work_best.get('total_cents'))} cents.",
         "",
     ]
 
@@ -302,11 +304,11 @@ def _live_lines(live: dict[int, dict[str, Any]]) -> list[str]:
         latency = phase["latency"]
         cold = phase.get("latency_from_cold_start") or {}
         lines.append(
-            f"| {rate:,} | {_fmt(phase['producer']['achieved_per_s'])} | {_fmt(latency.get('count'))} | "
-            f"{_fmt(latency.get('p50_s'), 2)} | {_fmt(latency.get('p95_s'), 2)} | "
-            f"{_fmt(latency.get('p99_s'), 2)} | {_fmt(latency.get('max_s'), 2)} | "
+            f"| {rate:,} | {fmt(phase['producer']['achieved_per_s'])} | {fmt(latency.get('count'))} | "
+            f"{fmt(latency.get('p50_s'), 2)} | {fmt(latency.get('p95_s'), 2)} | "
+            f"{fmt(latency.get('p99_s'), 2)} | {fmt(latency.get('max_s'), 2)} | "
             f"{'yes' if phase.get('sustained') else 'no'} | {phase.get('verdict')} | "
-            f"{_fmt(phase.get('warmup_s', 0), 0)} | {_fmt(cold.get('p99_s'), 2)} |"
+            f"{fmt(phase.get('warmup_s', 0), 0)} | {fmt(cold.get('p99_s'), 2)} |"
         )
     lines.append("")
     return lines
@@ -320,13 +322,13 @@ def _batch_quality_dag_lines(phases: dict[str, Any]) -> list[str]:
     lines = [
         "## Batch, quality, DAG parsing",
         "",
-        f"- Reprocessing one hour ({_fmt((reprocess.get('report') or {}).get('records_read'))} records from "
-        f"Kafka): {_fmt(reprocess.get('wall_incl_start_s'), 1)} s including JVM start "
+        f"- Reprocessing one hour ({fmt((reprocess.get('report') or {}).get('records_read'))} records from "
+        f"Kafka): {fmt(reprocess.get('wall_incl_start_s'), 1)} s including JVM start "
         f"(exit {reprocess.get('exit_code')}).",
-        f"- Quality suite on the replay's gold (one hour): {_fmt(quality.get('run_s'), 1)} s, "
+        f"- Quality suite on the replay's gold (one hour): {fmt(quality.get('run_s'), 1)} s, "
         f"success={quality.get('success')}, failed checks={quality.get('failed_checks')}.",
         "- DAG parse, each file in a DagBag of its own in a fresh interpreter "
-        f"(`import airflow` first took {_fmt(dag_parse.get('airflow_import_s'), 2)} s):",
+        f"(`import airflow` first took {fmt(dag_parse.get('airflow_import_s'), 2)} s):",
         "",
         "| DAG file | parse s | DAGs | import errors |",
         "| --- | ---: | ---: | ---: |",
@@ -346,15 +348,16 @@ def _memory_lines(peaks: dict[str, Any]) -> list[str]:
     ]
     for phase_name, peak in peaks.items():
         lines.append(
-            f"| {phase_name} | {_fmt(peak.get('broker'))} | {_fmt(peak.get('spark'))} | "
-            f"{_fmt(peak.get('airflow'))} | {_fmt(peak.get('dag_parse', peak.get('quality')))} | "
-            f"{_fmt(peak.get('bench'))} | "
-            f"{_fmt(peak.get('total'))} |"
+            f"| {phase_name} | {fmt(peak.get('broker'))} | {fmt(peak.get('spark'))} | "
+            f"{fmt(peak.get('airflow'))} | {fmt(peak.get('dag_parse', peak.get('quality')))} | "
+            f"{fmt(peak.get('bench'))} | "
+            f"{fmt(peak.get('total'))} |"
         )
     return lines
 
 
-def _load_lines(phases: dict[str, Any]) -> list[str]:
+def load_lines(phases: dict[str, Any]) -> list[str]:
+    """Each phase's 1-minute load average before and after it: how busy the machine was."""
     lines = ["", "## Load average (1 min) before → after each phase", ""]
     for name, phase in phases.items():
         if "load_before" in phase:
@@ -372,13 +375,13 @@ def _target_lines(derived: dict[str, Any]) -> list[str]:
     for target in derived["targets"]:
         met = {True: "yes", False: "**no**", None: "—"}[target["met"]]
         digits = _UNIT_DIGITS.get(target.get("unit", ""), 1)
-        value, limit = _fmt(target["value"], digits), _fmt(target["limit"], digits)
+        value, limit = fmt(target["value"], digits), fmt(target["limit"], digits)
         lines.append(f"| {target['target']} | {value} | {limit} | {met} | {target['by']} |")
     lines += [
         "",
         "For information, not a target: the replay (excluding start) runs at "
-        f"{_fmt(derived.get('replay_ratio_excl_start'), 4)} x the raw read ceiling and "
-        f"{_fmt(derived.get('replay_ratio_to_work_ceiling_excl_start'), 4)} x the work-equivalent ceiling.",
+        f"{fmt(derived.get('replay_ratio_excl_start'), 4)} x the raw read ceiling and "
+        f"{fmt(derived.get('replay_ratio_to_work_ceiling_excl_start'), 4)} x the work-equivalent ceiling.",
     ]
     return lines
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,11 @@ class BenchSettings:
     history is stamped within about a minute."""
     kafka_port: int = 23092
     controller_port: int = 23093
+    bootstrap_servers: str = ""
+    """The brokers of a cluster the run did not start as its one broker (`bench.cluster_scaling`'s
+    three); empty: the bench's own broker on `kafka_port`."""
+    spark_master: str = "local[2]"
+    """The master `start_driver` submits the app to: the shipped `local[2]`, or a standalone cluster's."""
     airflow_port: int = 23080
     with_airflow: bool = True
     """Run `airflow standalone` (port 23080, DAG schedules off) through all phases, so its memory counts."""
@@ -83,6 +89,20 @@ def selected(settings: BenchSettings, step: str) -> bool:
     """Whether the run includes `step` (a live phase is selected by `live`)."""
     name = "live" if step.startswith("live_") else step
     return not settings.phases or name in settings.phases
+
+
+def settings_json(settings: BenchSettings) -> dict[str, Any]:
+    """`settings` as the results document records them (paths as text)."""
+    document = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
+    described: dict[str, Any] = json.loads(json.dumps(document, default=str))
+    return described
+
+
+def replay_hour_start(now_s: float, window_s: int = 15) -> datetime:
+    """Event time of the first generated order: the hour that ends at `now_s` (epoch s), aligned to the
+    app's windows, as a zone-less UTC time (the generator's)."""
+    now = int(now_s)
+    return datetime.fromtimestamp(now - now % window_s - 3600, UTC).replace(tzinfo=None)
 
 
 @dataclass
@@ -112,7 +132,7 @@ class BenchRun:
 
     @property
     def bootstrap(self) -> str:
-        return f"localhost:{self.settings.kafka_port}"
+        return self.settings.bootstrap_servers or f"localhost:{self.settings.kafka_port}"
 
     @property
     def lake_root(self) -> str:

@@ -4,7 +4,6 @@ and any Spark driver even when a phase fails; one failed phase is reported and t
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -21,9 +20,9 @@ from bench.phases.replay import (
     phase_reprocess,
     phase_work_ceiling,
 )
-from bench.run import BenchRun, BenchSettings, selected
+from bench.run import BenchRun, BenchSettings, replay_hour_start, selected, settings_json
 from bench.services import bench_airflow_settings, create_run_topics, start_airflow, start_broker
-from revenue_platform import processes
+from bench.spark_app import stop_every_driver
 from revenue_platform.local_stack.kafka_broker import LocalKafkaBroker
 
 
@@ -32,13 +31,11 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run = BenchRun(settings, stamp, log=log)
     run.work_dir.mkdir(parents=True, exist_ok=True)
-    run.results.update({"stamp": stamp, "label": settings.label, "settings": _settings_json(settings)})
+    run.results.update({"stamp": stamp, "label": settings.label, "settings": settings_json(settings)})
     run.sampler.start()
     broker: LocalKafkaBroker | None = None
     airflow: Any = None
-    # Event time of the replay data: the hour that ends now, aligned to the 15 s windows.
-    now = int(time.time())
-    start = datetime.fromtimestamp(now - now % 15 - 3600, UTC).replace(tzinfo=None)
+    start = replay_hour_start(time.time())
     try:
         with run.phase("broker_start"):
             broker = start_broker(run)
@@ -76,10 +73,7 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
         log(f"[bench] FAILED: {run.results['error']}")
     finally:
         run.sampler.phase = "teardown"
-        for process in run.spark_processes:
-            if process.poll() is None:
-                log(f"[bench] stopping spark-submit pid {process.pid}")
-                processes.terminate(process.pid, 30)
+        stop_every_driver(run)
         if airflow is not None:
             airflow.stop(progress=log)
         if broker is not None:
@@ -87,9 +81,3 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
         run.sampler.stop()
     run.results["memory_samples"] = run.sampler.samples
     return run.results
-
-
-def _settings_json(settings: BenchSettings) -> dict[str, Any]:
-    document = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
-    described: dict[str, Any] = json.loads(json.dumps(document, default=str))
-    return described

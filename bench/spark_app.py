@@ -60,8 +60,8 @@ def event_log_conf(folder: Path) -> list[str]:
 def start_driver(
     run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], Path]:
-    """spark-submit bench/spark_driver.py (with Spark `conf` on top of the app's); returns the process
-    and its run folder (events, timings, log)."""
+    """spark-submit bench/spark_driver.py to the run's master (with Spark `conf` on top of the app's);
+    returns the process and its run folder (events, timings, log)."""
     folder = run.work_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     command = spark_submit_command(
@@ -75,6 +75,7 @@ def start_driver(
             "--timings",
             str(folder / "timings.json"),
         ],
+        master=run.settings.spark_master,
     )
     app_index = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
     command[app_index] = str(DRIVER)
@@ -94,6 +95,26 @@ def start_driver(
     run.spark_processes.append(process)
     run.sampler.watch("spark", process.pid)
     return process, folder
+
+
+def run_to_end(
+    run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] = BOUNDED_DRIVER_CONF
+) -> tuple[float, float, int, Path]:
+    """`start_driver` and wait until the app exits (available_now: caught up); returns the submit and
+    finish times (epoch s), its exit code and its run folder."""
+    submitted = time.time()
+    process, folder = start_driver(run, name, overrides, conf)
+    code = process.wait()
+    run.sampler.watch("spark", None)
+    return submitted, time.time(), code, folder
+
+
+def stop_every_driver(run: BenchRun) -> None:
+    """Stop each spark-submit of the run that still runs: what a failed or interrupted run leaves."""
+    for process in run.spark_processes:
+        if process.poll() is None:
+            run.log(f"[bench] stopping spark-submit pid {process.pid}")
+            processes.terminate(process.pid, 30)
 
 
 def stop_driver(

@@ -5,7 +5,8 @@ foreachBatch body), and inside a streaming query every stage's call site is the 
 ("start at ..."). The event log (spark.eventLog.enabled) also lists each stage's RDDs, whose
 names say what the stage did: Delta's snapshot reconstruction ("Delta Table State"), the MERGE's
 materialised source, the state store, the Kafka source. Summing stage wall time per kind names
-the expensive step.
+the expensive step. The same log says which executors ran the tasks (`executor_usage`): how
+many workers of a cluster a run really used.
 """
 
 from __future__ import annotations
@@ -70,20 +71,54 @@ def stage_profile(event_lines: Iterable[str], top: int = 12) -> list[dict[str, A
 
 
 def event_log_files(folder: Path) -> list[Path]:
-    """Spark's event log files in `folder`: rolling (`eventlog_v2_<app>/events_<n>_<app>`) or single."""
+    """Spark's event log files in `folder`: rolling (`eventlog_v2_<app>/events_<n>_<app>`) or single
+    (named after the application id: `local-...` under a local master, `app-...` under a standalone one)."""
     rolling = sorted(
         folder.glob("eventlog_v2_*/events_*"), key=lambda p: (p.parent.name, int(p.name.split("_")[1]))
     )
-    single = [p for p in folder.glob("local-*") if p.is_file() and not p.name.endswith(".inprogress")]
+    single = [
+        p
+        for p in sorted(folder.glob("*"))
+        if p.name.startswith(("local-", "app-")) and p.is_file() and not p.name.endswith(".inprogress")
+    ]
     return rolling or single
 
 
+def event_log_lines(folder: Path) -> Iterable[str]:
+    """Every line of the (uncompressed) event log files Spark wrote into `folder`, in order."""
+    for path in event_log_files(folder):
+        with path.open() as log:
+            yield from log
+
+
 def event_log_profile(folder: Path, top: int = 12) -> list[dict[str, Any]]:
-    """`stage_profile` of the (uncompressed) event log files Spark wrote into `folder`."""
+    """`stage_profile` of the event log Spark wrote into `folder`."""
+    return stage_profile(event_log_lines(folder), top)
 
-    def lines() -> Iterable[str]:
-        for path in event_log_files(folder):
-            with path.open() as log:
-                yield from log
 
-    return stage_profile(lines(), top)
+def executor_usage(event_lines: Iterable[str]) -> dict[str, Any]:
+    """Which executors the app got and which did work: the executors added (with their cores), and
+    per executor that ran tasks, its task count and summed task run time. The driver's own listener
+    writes these events, so they count what Spark really scheduled, not what was asked for."""
+    cores: dict[str, int] = {}
+    tasks: dict[str, dict[str, float]] = {}
+    for line in event_lines:
+        if '"SparkListenerExecutorAdded"' in line:
+            event = json.loads(line)
+            cores[str(event["Executor ID"])] = int(event["Executor Info"]["Total Cores"])
+        elif '"SparkListenerTaskEnd"' in line:
+            event = json.loads(line)
+            executor = str(event["Task Info"]["Executor ID"])
+            run_ms = (event.get("Task Metrics") or {}).get("Executor Run Time", 0)
+            done = tasks.setdefault(executor, {"tasks": 0, "task_run_s": 0.0})
+            done["tasks"] += 1
+            done["task_run_s"] += float(run_ms) / 1000
+    return {
+        "executors_added": len(cores),
+        "executor_cores": sum(cores.values()),
+        "executors_with_tasks": len(tasks),
+        "per_executor": {
+            executor: {"tasks": int(done["tasks"]), "task_run_s": round(done["task_run_s"], 3)}
+            for executor, done in sorted(tasks.items())
+        },
+    }

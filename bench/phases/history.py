@@ -15,9 +15,7 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta
-from typing import Any
 
 from bench.consumers import ceiling_consumer, end_offsets, read_work_ceiling
 from bench.gold import gold_stats
@@ -30,7 +28,7 @@ from bench.spark_app import (
     duration_profile,
     epoch_ms,
     read_events,
-    start_driver,
+    run_to_end,
     throughput,
 )
 from bench.work_ceiling import WindowGeometry
@@ -49,16 +47,6 @@ SOURCE_DEPLOYMENT = "bench-replay"  # the replay phase's deployment: its bronze 
 RESTART_NEW_ORDERS = 1_000
 
 
-def _run_to_end(
-    run: BenchRun, name: str, overrides: dict[str, str], conf: dict[str, str] = BOUNDED_DRIVER_CONF
-) -> Any:
-    submitted = time.time()
-    process, folder = start_driver(run, name, overrides, conf)
-    code = process.wait()
-    run.sampler.watch("spark", None)
-    return submitted, time.time(), code, folder
-
-
 def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
     deployment = "bench-history"
     consumer = ceiling_consumer(run.bootstrap, "bench-history-ends")
@@ -75,7 +63,7 @@ def phase_history(run: BenchRun, generated: GeneratorSettings) -> None:
             **app_overrides(run, deployment, run.orders_topic, "available_now"),
             "history": json.dumps(history),
         }
-        submitted, finished, code, folder = _run_to_end(run, "history", overrides)
+        submitted, finished, code, folder = run_to_end(run, "history", overrides)
         record["exit_code"] = code
         if code != 0:
             record["error"] = processes.tail(folder / "driver.log", 30)
@@ -110,7 +98,7 @@ def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
         "window.size": "1 day",
     }
     with run.phase("restart_first_run") as record:
-        submitted, finished, code, folder = _run_to_end(run, "restart-first", overrides)
+        submitted, finished, code, folder = run_to_end(run, "restart-first", overrides)
         record.update({"exit_code": code, "wall_incl_start_s": finished - submitted})
         if code != 0:
             record["error"] = processes.tail(folder / "driver.log", 30)
@@ -131,7 +119,7 @@ def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
     )
     produce(run.bootstrap, run.orders_topic, newer)
     with run.phase("restart") as record:
-        submitted, finished, code, folder = _run_to_end(run, "restart", overrides)
+        submitted, finished, code, folder = run_to_end(run, "restart", overrides)
         record["exit_code"] = code
         if code != 0:
             record["error"] = processes.tail(folder / "driver.log", 30)
@@ -197,7 +185,7 @@ def phase_window_heavy(run: BenchRun, start: datetime) -> None:
     )
     with run.phase("window_heavy") as record:
         overrides = app_overrides(run, deployment, WINDOW_HEAVY_TOPIC, "available_now")
-        submitted, finished, code, folder = _run_to_end(run, "window-heavy", overrides)
+        submitted, finished, code, folder = run_to_end(run, "window-heavy", overrides)
         record.update({"exit_code": code, "stores": stores, "orders": orders, "tally": tally})
         if code != 0:
             record["error"] = processes.tail(folder / "driver.log", 30)

@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +80,37 @@ class ClusterSettings:
     """Each broker's JVM heap; env CLUSTER_KAFKA_HEAP."""
 
     @classmethod
+    def from_base_port(cls, home: Path, base: int) -> ClusterSettings:
+        """Every port laid out from one number: master `base`, its UI +1, workers +2.., their UIs
+        +4.., brokers +10.., controllers +13..; a second cluster next to the first (the fault tests',
+        the cluster benchmark's)."""
+        return cls(
+            home=home,
+            spark_master_port=base,
+            spark_master_webui_port=base + 1,
+            spark_worker_base_port=base + 2,
+            spark_worker_webui_base_port=base + 4,
+            kafka_base_port=base + 10,
+        )
+
+    @classmethod
     def from_env(cls) -> ClusterSettings:
         """Ports from the environment. CLUSTER_BASE_PORT=<p> lays every port out from one number
-        (master p, its UI p+1, workers p+2.., their UIs p+4.., brokers p+10.., controllers p+13..),
-        e.g. for a second cluster next to the first; the single variables still win."""
+        (`from_base_port`), e.g. for a second cluster next to the first; the single variables still win."""
         base = _port("CLUSTER_BASE_PORT", 0)
-        return cls(
-            home=state_dir() / "cluster",
-            spark_master_port=_port("SPARK_MASTER_PORT", base or 7077),
-            spark_master_webui_port=_port("SPARK_MASTER_WEBUI_PORT", base + 1 if base else 8180),
-            spark_worker_base_port=_port("SPARK_WORKER_BASE_PORT", base + 2 if base else 7078),
-            spark_worker_webui_base_port=_port("SPARK_WORKER_WEBUI_BASE_PORT", base + 4 if base else 8181),
-            worker_memory=os.environ.get("SPARK_WORKER_MEMORY", "1g"),
-            kafka_base_port=_port("CLUSTER_KAFKA_BASE_PORT", base + 10 if base else 9192),
-            kafka_heap=os.environ.get("CLUSTER_KAFKA_HEAP", "512m"),
+        home = state_dir() / "cluster"
+        laid_out = cls.from_base_port(home, base) if base else cls(home=home)
+        return replace(
+            laid_out,
+            spark_master_port=_port("SPARK_MASTER_PORT", laid_out.spark_master_port),
+            spark_master_webui_port=_port("SPARK_MASTER_WEBUI_PORT", laid_out.spark_master_webui_port),
+            spark_worker_base_port=_port("SPARK_WORKER_BASE_PORT", laid_out.spark_worker_base_port),
+            spark_worker_webui_base_port=_port(
+                "SPARK_WORKER_WEBUI_BASE_PORT", laid_out.spark_worker_webui_base_port
+            ),
+            worker_memory=os.environ.get("SPARK_WORKER_MEMORY", laid_out.worker_memory),
+            kafka_base_port=_port("CLUSTER_KAFKA_BASE_PORT", laid_out.kafka_base_port),
+            kafka_heap=os.environ.get("CLUSTER_KAFKA_HEAP", laid_out.kafka_heap),
         )
 
     @property

@@ -345,6 +345,44 @@ def test_stage_profile_sums_wall_and_task_time_per_call_site() -> None:
     assert profile[1]["task_run_s"] == pytest.approx(0.1)
 
 
+def test_executor_usage_counts_executors_added_and_the_tasks_each_ran() -> None:
+    def added(executor: str, cores: int) -> str:
+        info = {"Host": "127.0.0.1", "Total Cores": cores}
+        return json.dumps(
+            {"Event": "SparkListenerExecutorAdded", "Executor ID": executor, "Executor Info": info}
+        )
+
+    def task(executor: str, run_ms: int) -> str:
+        return json.dumps(
+            {
+                "Event": "SparkListenerTaskEnd",
+                "Task Info": {"Executor ID": executor, "Host": "127.0.0.1"},
+                "Task Metrics": {"Executor Run Time": run_ms},
+            }
+        )
+
+    two_workers = [added("0", 1), added("1", 1), task("1", 400), task("0", 250), task("1", 100)]
+    assert profile_module.executor_usage(two_workers) == {
+        "executors_added": 2,
+        "executor_cores": 2,
+        "executors_with_tasks": 2,
+        "per_executor": {"0": {"tasks": 1, "task_run_s": 0.25}, "1": {"tasks": 2, "task_run_s": 0.5}},
+    }
+    # An executor that registered but got no task did not work for the run.
+    idle_one = profile_module.executor_usage([added("0", 1), added("1", 1), task("0", 10)])
+    assert (idle_one["executors_added"], idle_one["executors_with_tasks"]) == (2, 1)
+
+
+def test_a_standalone_master_s_event_log_is_found_like_a_local_one(tmp_path: Path) -> None:
+    # Spark names a single event log file after the application id: local-<n> or, on a standalone
+    # master, app-<time>-<n>; the file still being written is not read.
+    (tmp_path / "app-20261126172000-0001").write_text('{"Event": "SparkListenerLogStart"}\n')
+    (tmp_path / "app-20261126172500-0002.inprogress").write_text("")
+    (tmp_path / "driver.log").write_text("")
+    assert profile_module.event_log_files(tmp_path) == [tmp_path / "app-20261126172000-0001"]
+    assert list(profile_module.event_log_lines(tmp_path)) == ['{"Event": "SparkListenerLogStart"}\n']
+
+
 def test_progress_lines_being_written_are_skipped(tmp_path: Path) -> None:
     from bench.spark_app import read_events
 

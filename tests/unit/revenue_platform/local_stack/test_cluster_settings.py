@@ -37,6 +37,21 @@ def test_one_base_port_lays_out_every_port_and_single_variables_win(monkeypatch:
     assert len(set(ports)) == len(ports)
 
 
+def test_a_base_port_alone_lays_out_a_cluster_of_its_own_whatever_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A developer's `make cluster-up` ports in the environment must not move a cluster laid out by number.
+    monkeypatch.setenv("SPARK_MASTER_PORT", "7077")
+    monkeypatch.setenv("CLUSTER_KAFKA_BASE_PORT", "9192")
+    settings = ClusterSettings.from_base_port(tmp_path / "cluster", 23100)
+    assert settings.home == tmp_path / "cluster"
+    assert settings.spark_master_url == "spark://127.0.0.1:23100"
+    assert settings.master_status_url == "http://127.0.0.1:23101/json/"
+    assert (settings.spark_worker_base_port, settings.spark_worker_webui_base_port) == (23102, 23104)
+    assert settings.bootstrap_servers == "localhost:23110,localhost:23111,localhost:23112"
+    assert [settings.controller_port(i) for i in range(3)] == [23113, 23114, 23115]
+
+
 def test_the_defaults_stay_clear_of_the_one_broker_stack_and_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (
         "CLUSTER_BASE_PORT",
