@@ -6,7 +6,8 @@ no branch of their own. The store's endpoint and login come from the Airflow con
 `lake_object_store` (extra: `endpoint_url`, `region_name`, `path_style`; login and password: the
 access key pair) when it is defined, else from the local stack's object store (`make objectstore-up`,
 its generated credentials file). Spark gets S3A's jars and settings plus the credentials as
-environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`.
+environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`, and the control
+plane's readers open lake tables with them through `open_lake_table`.
 """
 
 from __future__ import annotations
