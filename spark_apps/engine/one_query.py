@@ -250,8 +250,7 @@ class OneQueryBatch:
     ) -> None:
         table = self.config.names.gold_revenue_table
         if self._gold_from_driver is None:
-            self._gold_storage_options = delta_rs_storage_options(table, spark)
-            self._gold_from_driver = gold_writable_from_driver(table, self._gold_storage_options)
+            self._gold_from_driver = self._driver_can_merge_gold(spark, table)
             LOG.info("gold MERGE by %s", "the driver (delta-rs)" if self._gold_from_driver else "Spark")
         stores = self.stores.current(spark)  # refreshes the addresses when the stores topic moved
         rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
@@ -284,6 +283,17 @@ class OneQueryBatch:
             self.revenue_topic.write(rows)
         except ProducerFencedError as error:
             raise self.fence.refused(error) from None
+
+    def _driver_can_merge_gold(self, spark: SparkSession, table: str) -> bool:
+        """Whether this driver MERGEs gold itself (delta-rs); keeps the storage options it needs."""
+        try:
+            self._gold_storage_options = delta_rs_storage_options(table, spark)
+        except ValueError as error:
+            # A store reached otherwise than through the launcher's S3A settings and environment (an
+            # instance role, core-site.xml): Spark knows how, delta-rs does not.
+            LOG.warning("gold on %s stays with Spark's MERGE: delta-rs cannot reach it (%s)", table, error)
+            return False
+        return gold_writable_from_driver(table, self._gold_storage_options)
 
     def _gold_rows(
         self,

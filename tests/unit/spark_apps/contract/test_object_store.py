@@ -95,5 +95,6 @@ def test_a_driver_finds_its_store_again_from_its_spark_settings_and_environment(
     environ = {**store.credentials_environment(), "HOME": "/home/me"}
 
     assert LakeObjectStore.from_spark_hadoop_conf(store.spark_hadoop_conf(), environ) == store
-    with pytest.raises(ValidationError, match="secret_access_key"):
+    with pytest.raises(ValueError, match=r"\(secret_access_key missing or invalid") as missing:
         LakeObjectStore.from_spark_hadoop_conf(store.spark_hadoop_conf(), {"AWS_ACCESS_KEY_ID": ACCESS_KEY})
+    assert ACCESS_KEY not in str(missing.value)
