@@ -43,6 +43,7 @@ from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topi
 from spark_apps.engine.observability import query_failure
 from spark_apps.engine.queries import PreparedQueries, prepare_queries
 from spark_apps.engine.session import DELTA_CONF, build_spark_session
+from spark_apps.storage.tables import delta_rs_storage_options
 
 LOG = logging.getLogger("orders_streaming_app")
 
@@ -127,11 +128,12 @@ class _DriverLoop:
     the queries between micro-batches when asked to (SIGTERM) or superseded."""
 
     def __init__(
-        self, config: StreamingAppConfig, prepared: PreparedQueries, registry_root: str, started_at: datetime
+        self, config: StreamingAppConfig, prepared: PreparedQueries, fence: LeaseFence, started_at: datetime
     ) -> None:
         self.config = config
         self.prepared = prepared
-        self.registry_root = registry_root
+        self.registry_root = fence.registry_root
+        self.registry_storage_options = fence.storage_options
         self.started_at = started_at
         self.queries: list[StreamingQuery] = []
         self.ready: set[str] = set()
@@ -181,7 +183,9 @@ class _DriverLoop:
 
     def _check_lease(self, lease_token: str) -> None:
         try:
-            verify_lease(self.registry_root, self.config.deployment_id, lease_token)
+            verify_lease(
+                self.registry_root, self.config.deployment_id, lease_token, self.registry_storage_options
+            )
         except LeaseRejectedError as error:
             LOG.error("%s", error)
             self.superseded = error
@@ -247,13 +251,18 @@ def run(
     merge_conf_before = _set_merge_conf(session)
     registry_root = config.registry_root or config.lake_root
     started_at = datetime.now(UTC)
-    fence = fence or LeaseFence(registry_root, config.deployment_id, config.lease_token)
+    fence = fence or LeaseFence(
+        registry_root,
+        config.deployment_id,
+        config.lease_token,
+        delta_rs_storage_options(registry_root, session),
+    )
     try:
         prepared = prepare_queries(session, config, fence)
     except BaseException:
         _restore_conf(session, merge_conf_before)  # a caller's session must not keep them
         raise
-    loop = _DriverLoop(config, prepared, registry_root, started_at)
+    loop = _DriverLoop(config, prepared, fence, started_at)
     loop.start_next()
     if spark is None:  # only the spark-submit entry point owns the process's signals
         signal.signal(signal.SIGTERM, loop.request_stop)
@@ -312,10 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     except fault_points.FaultPointError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
+    registry_root = config.registry_root or config.lake_root
+    registry_options = delta_rs_storage_options(registry_root)
     if config.lease_token is not None:
         # Before any Spark work: a fenced-off driver must not even start its queries.
         try:
-            verify_lease(config.registry_root or config.lake_root, config.deployment_id, config.lease_token)
+            verify_lease(registry_root, config.deployment_id, config.lease_token, registry_options)
         except LeaseRejectedError as error:
             print(f"ERROR: {error}", file=sys.stderr)
             return 3
@@ -323,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Whoever launched it (a DAG, `--set`, a hand-edited file): its outputs never land in a topic
         # some deployment reads or another one writes.
-        verify_topic_ownership(config.registry_root or config.lake_root, config)
+        verify_topic_ownership(registry_root, config, registry_options)
     except TopicOwnershipError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2

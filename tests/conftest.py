@@ -11,6 +11,7 @@ at import time, before any test module imports airflow.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -21,7 +22,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
-from revenue_platform.local_object_store import ObjectStoreSettings
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
+from revenue_platform.local_object_store import ObjectStoreSettings, local_credentials
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
@@ -100,6 +102,21 @@ def object_store() -> Iterator[ObjectStoreSettings]:
     session; started only by the tests that ask for it."""
     with _fresh_for_the_session(LocalObjectStore(TEST_OBJECT_STORE), TEST_OBJECT_STORE.data_dir):
         yield TEST_OBJECT_STORE
+
+
+@pytest.fixture
+def lake_connection(object_store: ObjectStoreSettings, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The Airflow connection to the session's store, as a deployment defines it (here in its
+    environment variable); returns the lake root in its bucket."""
+    credentials = local_credentials(object_store)
+    connection = {
+        "conn_type": "aws",
+        "login": credentials["access_key_id"],
+        "password": credentials["secret_access_key"],
+        "extra": {"endpoint_url": object_store.endpoint_url, "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), json.dumps(connection))
+    return object_store.lake_root
 
 
 @pytest.fixture(scope="session")

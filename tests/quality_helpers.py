@@ -19,6 +19,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from revenue_platform.gold_table import gold_arrow_schema
+from revenue_platform.quality.report import CheckOutcome
 from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.records import GOLD_COLUMNS
 
@@ -195,3 +196,18 @@ def closed_row(rows: list[dict[str, Any]], index: int = 3) -> dict[str, Any]:
 def open_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """A gold row of a window not yet closed at the interval end (checked, not reconciled)."""
     return next(r for r in rows if r["window_end"] > INTERVAL_END - timedelta(seconds=30))
+
+
+def check_outcome(check: str, success: bool, unexpected: int | None = None) -> CheckOutcome:
+    """A quality check's outcome as a stored report holds it (a failure names one failing window)."""
+    return CheckOutcome(
+        dataset="gold_windows",
+        suite="revenue_gold",
+        check=check,
+        expectation_type="expect_something",
+        description=check,
+        success=success,
+        element_count=10,
+        unexpected_count=unexpected,
+        failing_keys=("store_1|GENERAL|2026-11-22T10:00:15",) if not success else (),
+    )

@@ -3,16 +3,19 @@
 The control plane (serving, the operations view, quality, blue-green diffs, the demo, the
 benchmark) reads gold with deltalake, never with Spark. It reads it here: `open_gold` for the
 table itself (version, history), `read_gold` for its rows, and `gold_arrow_schema` for the Arrow
-types of the contract in `spark_apps.contract.records`. A table the app has not written yet is not an
-error here; each caller decides what "no gold yet" means for it.
+types of the contract in `spark_apps.contract.records`, on a local lake or on its object store alike
+(`lake_storage`). A table the app has not written yet is not an error here; each caller decides what
+"no gold yet" means for it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from revenue_platform.lake_storage import open_lake_table
+from spark_apps.contract.delta_reads import Condition, read_delta
 from spark_apps.contract.records import (
     GOLD_COLUMNS,
     GOLD_DELTA_TYPES,
@@ -27,8 +30,8 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-# A Delta filter in deltalake's DNF form: (column, operator, value).
-Filter = tuple[str, str, Any]
+Filter = Condition
+"""A filter on gold: (column, operator, value), pushed into the read (`delta_reads.Condition`)."""
 
 
 def arrow_type(delta_type: str) -> pa.DataType:
@@ -56,14 +59,9 @@ def gold_arrow_schema(columns: Sequence[str] = SERVED_GOLD_COLUMNS) -> pa.Schema
 
 
 def open_gold(table_path: str, storage_options: dict[str, str] | None = None) -> DeltaTable | None:
-    """The gold Delta table at `table_path`; None if the app has not written it yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(table_path, storage_options=storage_options)
-    except TableNotFoundError:
-        return None
+    """The gold Delta table at `table_path` (local or on the lake's object store); None if the app has
+    not written it yet."""
+    return open_lake_table(table_path, storage_options)
 
 
 def read_gold(
@@ -72,31 +70,12 @@ def read_gold(
     filters: list[Filter] | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> pa.Table:
-    """The gold rows matching `filters`, as stored: `columns` only (None: every column the table has).
+    """The gold rows matching every one of `filters`, as stored: `columns` only (None: every column the
+    table has), strings as plain strings.
 
     No rows (in the contract's Arrow schema) if the app has not written the table yet.
     """
-    import pyarrow.parquet as pq
-
     table = open_gold(table_path, storage_options)
     if table is None:
         return gold_arrow_schema(GOLD_COLUMNS if columns is None else columns).empty_table()
-    # Files a delta-rs MERGE rewrote (the streaming app's driver writes gold so) store strings as
-    # Arrow string views, which pyarrow's dataset filters cannot compare with a string literal
-    # ("no kernel matching (string, string_view)"). So: read, make the strings plain, then filter.
-    needed = None if columns is None else list(dict.fromkeys([*columns, *(f[0] for f in filters or [])]))
-    data = plain_strings(table.to_pyarrow_table(columns=needed))
-    if filters:
-        data = data.filter(pq.filters_to_expression(filters))
-    return data if columns is None else data.select(list(columns))
-
-
-def plain_strings(data: pa.Table) -> pa.Table:
-    """`data` with every string-view column cast to a plain string column (same values)."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field(field.name, pa.string(), field.nullable) if field.type == pa.string_view() else field
-        for field in data.schema
-    ]
-    return data.cast(pa.schema(fields)) if fields != list(data.schema) else data
+    return read_delta(table, columns, filters or ())

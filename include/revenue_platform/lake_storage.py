@@ -6,14 +6,16 @@ no branch of their own. The store's endpoint and login come from the Airflow con
 `lake_object_store` (extra: `endpoint_url`, `region_name`, `path_style`; login and password: the
 access key pair) when it is defined, else from the local stack's object store (`make objectstore-up`,
 its generated credentials file). Spark gets S3A's jars and settings plus the credentials as
-environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`.
+environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`, and the control
+plane's readers open lake tables with them through `open_lake_table`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,7 +23,11 @@ from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_e
 from revenue_platform.errors import ConfigError
 from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_object_store
 from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
+from spark_apps.contract.delta_reads import open_delta
 from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 def object_store_from_connection_fields(
@@ -88,6 +94,13 @@ def delta_storage_options(root: str | None = None) -> dict[str, str]:
     never log them)."""
     store = lake_object_store(root)
     return store.delta_rs_storage_options() if store is not None else {}
+
+
+def open_lake_table(path: str, storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
+    """The Delta table at `path` in the lake, local or on the object store (its `storage_options`
+    from `delta_storage_options` unless given); None if nothing was written there yet. Read its rows
+    with `spark_apps.contract.delta_reads.read_delta`."""
+    return open_delta(path, delta_storage_options(path) if storage_options is None else storage_options)
 
 
 @dataclass(frozen=True)

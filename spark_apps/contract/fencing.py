@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from spark_apps.contract.delta_reads import open_delta, read_delta
 from spark_apps.contract.json_files import write_json_atomically
 from spark_apps.contract.naming import DeploymentNames, RegistryNames, local_path
 
@@ -71,22 +73,23 @@ class CommitStamp:
         )
 
 
-def current_lease_token(registry_root: str, deployment_id: str) -> str | None:
-    """The registry's current lease token of `deployment_id` (None if unregistered or never leased)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(RegistryNames(registry_root).deployments_table)
-    except TableNotFoundError:
+def current_lease_token(
+    registry_root: str, deployment_id: str, storage_options: Mapping[str, str] | None = None
+) -> str | None:
+    """The registry's current lease token of `deployment_id` (None if unregistered or never leased);
+    `storage_options`: delta-rs's, for a registry on an object store."""
+    table = open_delta(RegistryNames(registry_root).deployments_table, storage_options)
+    if table is None:
         return None
-    rows = table.to_pyarrow_table(columns=["deployment_id", "lease_token"]).to_pylist()
-    return next((row["lease_token"] for row in rows if row["deployment_id"] == deployment_id), None)
+    rows = read_delta(table, ["lease_token"], [("deployment_id", "=", deployment_id)]).to_pylist()
+    return next((row["lease_token"] for row in rows), None)
 
 
-def verify_lease(registry_root: str, deployment_id: str, token: str) -> None:
+def verify_lease(
+    registry_root: str, deployment_id: str, token: str, storage_options: Mapping[str, str] | None = None
+) -> None:
     """Raise LeaseRejectedError unless `token` is the registry's current token for the deployment."""
-    current = current_lease_token(registry_root, deployment_id)
+    current = current_lease_token(registry_root, deployment_id, storage_options)
     if current != token:
         raise LeaseRejectedError(
             f"lease token {token!r} of deployment {deployment_id!r} is not the registry's current token "
@@ -105,8 +108,15 @@ class LeaseFence:
     as crashed. A fence without a token (a bounded run outside the control plane) never refuses.
     """
 
-    def __init__(self, registry_root: str, deployment_id: str, token: str | None) -> None:
+    def __init__(
+        self,
+        registry_root: str,
+        deployment_id: str,
+        token: str | None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
         self.registry_root = registry_root
+        self.storage_options = dict(storage_options or {})
         self.deployment_id = deployment_id
         self.token = token
         self.rejected: LeaseRejectedError | None = None
@@ -120,16 +130,19 @@ class LeaseFence:
         Reading the rows costs tens of milliseconds, several times per batch; catching up with the
         Delta log costs well under one. Any change of a lease is a new registry version, so an
         unchanged version means an unchanged token."""
-        from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
         try:
             if self._table is None:
-                self._table = DeltaTable(RegistryNames(self.registry_root).deployments_table)
+                self._table = open_delta(
+                    RegistryNames(self.registry_root).deployments_table, self.storage_options
+                )
             else:
                 self._table.update_incremental()
         except TableNotFoundError:
             return True  # verify_lease reports the missing registry
+        if self._table is None:
+            return True
         return bool(self._table.version() != self._verified_version)
 
     def stamp(self, batch_id: int) -> CommitStamp | None:
@@ -152,7 +165,7 @@ class LeaseFence:
             return
         try:
             version = self._table.version() if self._table is not None else None
-            verify_lease(self.registry_root, self.deployment_id, self.token)
+            verify_lease(self.registry_root, self.deployment_id, self.token, self.storage_options)
             self._verified_version = version
         except LeaseRejectedError as error:
             rejected = LeaseRejectedError(f"{error} (checked before {before})")

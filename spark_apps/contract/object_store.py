@@ -11,9 +11,10 @@ which stay inside the process that opens the table, carry them; `repr` masks the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 OBJECT_STORE_SCHEMES: Final = ("s3a://", "s3://")
 """Lake roots with these prefixes are on an object store; any other root is a local path."""
@@ -31,6 +32,12 @@ def is_object_store_root(root: str) -> bool:
     return root.startswith(OBJECT_STORE_SCHEMES)
 
 
+def delta_rs_uri(path: str) -> str:
+    """`path` as delta-rs names it: the lake's `s3a://` (Hadoop's scheme, which Spark needs) as
+    `s3://`, the scheme delta-rs documents for S3; any other path unchanged."""
+    return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
+
+
 class LakeObjectStore(BaseModel):
     """An S3-compatible endpoint and the login the platform uses on it."""
 
@@ -44,6 +51,28 @@ class LakeObjectStore(BaseModel):
     virtual-hosted style (`bucket.host/key`), AWS's preferred form."""
     access_key_id: SecretStr
     secret_access_key: SecretStr
+
+    @classmethod
+    def from_spark_hadoop_conf(cls, conf: Mapping[str, str], environ: Mapping[str, str]) -> LakeObjectStore:
+        """The store a Spark driver was started for: `spark_hadoop_conf`'s settings and the credentials
+        `credentials_environment` put in its environment (ValueError naming what is missing, never a
+        value)."""
+        prefix = "spark.hadoop.fs.s3a."
+        fields = {
+            "endpoint_url": conf.get(f"{prefix}endpoint"),
+            "region": conf.get(f"{prefix}endpoint.region", "us-east-1"),
+            "path_style": conf.get(f"{prefix}path.style.access", "true") == "true",
+            "access_key_id": environ.get(ACCESS_KEY_ENV),
+            "secret_access_key": environ.get(SECRET_KEY_ENV),
+        }
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as error:
+            wrong = ", ".join(sorted({str(problem["loc"][0]) for problem in error.errors()}))
+            raise ValueError(
+                f"this driver's S3A settings and environment do not describe an object store ({wrong} "
+                f"missing or invalid: {prefix}endpoint, {ACCESS_KEY_ENV} and {SECRET_KEY_ENV} are needed)"
+            ) from None
 
     @property
     def uses_http(self) -> bool:

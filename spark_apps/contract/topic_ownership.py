@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from spark_apps.contract.config import AppConfigError, StreamingAppConfig
+from spark_apps.contract.delta_reads import Condition, open_delta, read_delta
 from spark_apps.contract.kafka_config import INPUT_TOPIC_FIELDS, OUTPUT_TOPIC_FIELDS, KafkaConfig
 from spark_apps.contract.naming import RegistryNames
 
@@ -94,27 +95,24 @@ def describe_conflicts(conflicts: Mapping[str, str]) -> str:
     )
 
 
-def registered_configs(registry_root: str, running_only: bool = False) -> list[tuple[str, dict[str, Any]]]:
+def registered_configs(
+    registry_root: str, running_only: bool = False, storage_options: Mapping[str, str] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """(deployment id, registered config) of every deployment in the registry under `registry_root`
-    (`running_only`: of those desired running)."""
+    (`running_only`: of those desired running; `storage_options`: delta-rs's, for an object store)."""
     import json
 
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(RegistryNames(registry_root).deployments_table)
-    except TableNotFoundError:
+    table = open_delta(RegistryNames(registry_root).deployments_table, storage_options)
+    if table is None:
         return []
-    rows = table.to_pyarrow_table(columns=["deployment_id", "config_json", "desired_state"]).to_pylist()
-    return [
-        (row["deployment_id"], json.loads(row["config_json"] or "{}"))
-        for row in rows
-        if not running_only or row["desired_state"] == "running"
-    ]
+    where: list[Condition] = [("desired_state", "=", "running")] if running_only else []
+    rows = read_delta(table, ["deployment_id", "config_json"], where).to_pylist()
+    return [(row["deployment_id"], json.loads(row["config_json"] or "{}")) for row in rows]
 
 
-def verify_topic_ownership(registry_root: str, config: StreamingAppConfig) -> None:
+def verify_topic_ownership(
+    registry_root: str, config: StreamingAppConfig, storage_options: Mapping[str, str] | None = None
+) -> None:
     """Raise TopicOwnershipError unless every output topic of `config` is free to write.
 
     The driver calls it at start, before any query runs (after its lease check), against the
@@ -122,7 +120,7 @@ def verify_topic_ownership(registry_root: str, config: StreamingAppConfig) -> No
     from restarting (the deploy refused it a topic another writes in the first place).
     """
     try:
-        others = registered_configs(registry_root, running_only=True)
+        others = registered_configs(registry_root, running_only=True, storage_options=storage_options)
     except OSError as error:  # an object store the driver cannot read without its settings
         raise TopicOwnershipError(
             f"cannot read the deployment registry under {registry_root} to check which topics deployment "

@@ -11,7 +11,8 @@ revenue state (the watermark and the open windows' totals, O(windows)) lives in 
 cache keeps the rows for the writes), then three writes run side by side: bronze,
 the Kafka side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred
 window rows is made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's
-filesystem, and by Spark's Delta otherwise (~10 small jobs; docs/performance.md, stop 19).
+filesystem or on the lake's object store (with put-if-absent commits), and by Spark's Delta otherwise
+(~10 small jobs; docs/performance.md, stop 19).
 
 Exactly once, per batch N. Its writes, in any order or overlap:
   - bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
@@ -61,7 +62,7 @@ from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge
 from spark_apps.storage.kafka import write_to_kafka
 from spark_apps.storage.revenue_topic import ProducerFencedError, RevenueTopicWriter
 from spark_apps.storage.stores import StoresTable
-from spark_apps.storage.tables import local_table
+from spark_apps.storage.tables import delta_rs_storage_options, local_table
 from spark_apps.validation.routing import side_output_records
 
 LOG = logging.getLogger("orders_streaming_app.one_query")
@@ -121,6 +122,7 @@ class OneQueryBatch:
         self._facts: dict[int, dict[str, Any]] = {}
         self._facts_lock = threading.Lock()
         self._gold_from_driver: bool | None = None
+        self._gold_storage_options: dict[str, str] = {}
         # Created with the driver, before its first batch: its producer fences every older driver's.
         self.revenue_topic = revenue_topic or RevenueTopicWriter(config)
 
@@ -248,7 +250,7 @@ class OneQueryBatch:
     ) -> None:
         table = self.config.names.gold_revenue_table
         if self._gold_from_driver is None:
-            self._gold_from_driver = gold_writable_from_driver(table)
+            self._gold_from_driver = self._driver_can_merge_gold(spark, table)
             LOG.info("gold MERGE by %s", "the driver (delta-rs)" if self._gold_from_driver else "Spark")
         stores = self.stores.current(spark)  # refreshes the addresses when the stores topic moved
         rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
@@ -260,7 +262,9 @@ class OneQueryBatch:
         stamp = self.fence.stamp(batch_id)
         try:
             if self._gold_from_driver:
-                merge_gold_from_driver(rows, table, fence, stamp=stamp)
+                merge_gold_from_driver(
+                    rows, table, fence, stamp=stamp, storage_options=self._gold_storage_options
+                )
             else:
                 merge_gold(
                     self._gold_rows(spark, windows, batch_id, stores),
@@ -279,6 +283,17 @@ class OneQueryBatch:
             self.revenue_topic.write(rows)
         except ProducerFencedError as error:
             raise self.fence.refused(error) from None
+
+    def _driver_can_merge_gold(self, spark: SparkSession, table: str) -> bool:
+        """Whether this driver MERGEs gold itself (delta-rs); keeps the storage options it needs."""
+        try:
+            self._gold_storage_options = delta_rs_storage_options(table, spark)
+        except ValueError as error:
+            # A store reached otherwise than through the launcher's S3A settings and environment (an
+            # instance role, core-site.xml): Spark knows how, delta-rs does not.
+            LOG.warning("gold on %s stays with Spark's MERGE: delta-rs cannot reach it (%s)", table, error)
+            return False
+        return gold_writable_from_driver(table, self._gold_storage_options)
 
     def _gold_rows(
         self,

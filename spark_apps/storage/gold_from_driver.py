@@ -1,15 +1,21 @@
 """Gold's second MERGE path: the driver upserts the few hundred window totals it holds with delta-rs,
 in process, without Spark (`merge_gold_from_driver`), when the table allows it
 (`gold_writable_from_driver`). Same key, same result, same conflict retry as `gold.merge_gold`.
+
+The table may be on this machine's filesystem or on the lake's object store. On the store, delta-rs
+commits only with put-if-absent commits (S3 conditional writes, `AWS_CONDITIONAL_PUT=etag` in its
+storage options): two commits racing for one version cannot both win, so a conflict is retried and
+a stale lease's commit is refused there exactly as on a local disk.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
+from spark_apps.contract.object_store import delta_rs_uri, is_object_store_root
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
 from spark_apps.storage.gold import retry_concurrent_gold_write
 from spark_apps.storage.tables import local_table_path
@@ -21,15 +27,26 @@ from spark_apps.validation.schemas import GOLD_SCHEMA
 DRIVER_WRITABLE_PROTOCOL = (1, 2)
 
 
-def gold_writable_from_driver(table_path: str) -> bool:
+def driver_table_uri(table_path: str, storage_options: Mapping[str, str] | None = None) -> str | None:
+    """Where delta-rs commits to `table_path` safely, or None: a table on this machine's filesystem, or
+    one on the object store when `storage_options` make its commits put-if-absent."""
+    local = local_table_path(table_path)
+    if local is not None:
+        return local
+    conditional = (storage_options or {}).get("AWS_CONDITIONAL_PUT") == "etag"
+    return delta_rs_uri(table_path) if is_object_store_root(table_path) and conditional else None
+
+
+def gold_writable_from_driver(table_path: str, storage_options: Mapping[str, str] | None = None) -> bool:
     """Whether the streaming app's driver may MERGE into this gold table itself
-    (`merge_gold_from_driver`): a table on this machine's filesystem, in the plain protocol."""
+    (`merge_gold_from_driver`): a table it commits to safely (`driver_table_uri`; `storage_options`:
+    delta-rs's for the object store), in the plain protocol."""
     from deltalake import DeltaTable
 
-    local = local_table_path(table_path)
-    if local is None:
+    uri = driver_table_uri(table_path, storage_options)
+    if uri is None:
         return False
-    protocol = DeltaTable(local).protocol()
+    protocol = DeltaTable(uri, storage_options=dict(storage_options or {}) or None).protocol()
     return (protocol.min_reader_version, protocol.min_writer_version) <= DRIVER_WRITABLE_PROTOCOL and not (
         protocol.writer_features or protocol.reader_features
     )
@@ -41,6 +58,7 @@ def merge_gold_from_driver(
     before_commit: Callable[[], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     stamp: CommitStamp | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """`merge_gold` for a few hundred rows the driver holds, without Spark: delta-rs, in process.
 
@@ -51,16 +69,21 @@ def merge_gold_from_driver(
     GOLD_SCHEMA's column order, timestamps as aware UTC datetimes, money as Decimal.
 
     With a `stamp`, the commit records the driver's lease epoch, and a table whose snapshot already
-    records a newer one refuses it with LeaseRejectedError (`fencing.CommitStamp`).
+    records a newer one refuses it with LeaseRejectedError (`fencing.CommitStamp`). A table on the
+    object store needs delta-rs's `storage_options` for it (`driver_table_uri`).
     """
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction
     from deltalake.exceptions import CommitFailedError
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    local = local_table_path(table_path)
-    if local is None:
-        raise ValueError(f"{table_path} is not on this machine's filesystem: use merge_gold")
+    uri = driver_table_uri(table_path, storage_options)
+    if uri is None:
+        raise ValueError(
+            f"{table_path} is neither on this machine's filesystem nor on an object store with "
+            "put-if-absent commits (AWS_CONDITIONAL_PUT=etag): use merge_gold"
+        )
+    options = dict(storage_options or {}) or None
     schema = to_arrow_schema(GOLD_SCHEMA, timezone="UTC")
     updates = pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema)
     # Column names are fixed identifiers; no value of a row ever becomes predicate text.
@@ -69,7 +92,7 @@ def merge_gold_from_driver(
     def attempt() -> None:
         if before_commit is not None:
             before_commit()
-        table = DeltaTable(local)
+        table = DeltaTable(uri, storage_options=options)
         commit = None
         if stamp is not None:
             # Read from the snapshot the MERGE commits against: a newer lease's commit after it makes

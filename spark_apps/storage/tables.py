@@ -1,13 +1,17 @@
 """Helpers shared by the table modules: create an empty Delta table, tell a table on this machine's
-filesystem from one in an object store, and hold a few driver-side rows as a local relation.
+filesystem from one in an object store (and how the driver's delta-rs reaches the latter), and hold a
+few driver-side rows as a local relation.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
+
+from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
 
 
 def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType, *partition_by: str) -> None:
@@ -34,6 +38,19 @@ def local_table_path(table_path: str) -> str | None:
     if parsed.scheme == "file":
         return parsed.path
     return None
+
+
+def delta_rs_storage_options(table_path: str, spark: SparkSession | None = None) -> dict[str, str]:
+    """delta-rs's `storage_options` for a table this driver's Spark reaches: none for a local table; for
+    one on the object store, the store the driver was started for, read back from its S3A settings
+    (`spark`'s, or before the session exists, those spark-submit gave the driver) and the credentials
+    in its environment (secrets in clear: never log them)."""
+    if not is_object_store_root(table_path):
+        return {}
+    from pyspark import SparkConf
+
+    conf = spark.sparkContext.getConf() if spark is not None else SparkConf()
+    return LakeObjectStore.from_spark_hadoop_conf(dict(conf.getAll()), os.environ).delta_rs_storage_options()
 
 
 def local_table(spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType) -> DataFrame:

@@ -18,9 +18,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
 from revenue_platform.lake_storage import delta_storage_options, spark_object_store_access
-from revenue_platform.local_object_store import ObjectStoreSettings, local_credentials
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_env
@@ -28,20 +27,6 @@ from revenue_platform.spark_submit import spark_submit_env
 pytestmark = pytest.mark.integration
 
 SPARK_JOB = Path(__file__).with_name("object_store_spark_job.py")
-
-
-@pytest.fixture
-def lake_connection(object_store: ObjectStoreSettings, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The Airflow connection to the session's store; returns the lake root in its bucket."""
-    credentials = local_credentials(object_store)
-    connection = {
-        "conn_type": "aws",
-        "login": credentials["access_key_id"],
-        "password": credentials["secret_access_key"],
-        "extra": {"endpoint_url": object_store.endpoint_url, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), json.dumps(connection))
-    return object_store.lake_root
 
 
 def _spark(action: str, table_uri: str, cwd: Path) -> list[dict[str, object]]:

@@ -27,7 +27,7 @@ from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.operations_view import create_operations_app
 from spark_apps.contract.json_files import write_json_atomically
 from spark_apps.contract.naming import DeploymentNames
-from tests.quality_helpers import GOLD_ARROW_SCHEMA
+from tests.quality_helpers import GOLD_ARROW_SCHEMA, check_outcome
 
 pytestmark = pytest.mark.integration
 
@@ -79,20 +79,6 @@ def _register(registry: DeploymentRegistry, deployment_id: str, **fields: Any) -
             deployment_id, lake_root=registry.lake_root, progress_dir=names.progress_dir, **fields
         ),
         "tester",
-    )
-
-
-def _outcome(check: str, success: bool, unexpected: int | None = None) -> CheckOutcome:
-    return CheckOutcome(
-        dataset="gold_windows",
-        suite="revenue_gold",
-        check=check,
-        expectation_type="expect_something",
-        description=check,
-        success=success,
-        element_count=10,
-        unexpected_count=unexpected,
-        failing_keys=("store_1|GENERAL|2026-11-22T10:00:15",) if not success else (),
     )
 
 
@@ -164,16 +150,22 @@ def lake(tmp_path: Path) -> str:
     def report(run_id: str, deployment_id: str, outcomes: tuple[CheckOutcome, ...]) -> QualityReport:
         return QualityReport(run_id, deployment_id, W0, W0 + timedelta(hours=1), outcomes, "unused")
 
-    store_report(report("run-old", "green", (_outcome("keys_unique", True),)), root, W0 + timedelta(hours=1))
+    store_report(
+        report("run-old", "green", (check_outcome("keys_unique", True),)), root, W0 + timedelta(hours=1)
+    )
     store_report(
         report(
-            "run-new", "green", (_outcome("keys_unique", True), _outcome("window_start_aligned", False, 2))
+            "run-new",
+            "green",
+            (check_outcome("keys_unique", True), check_outcome("window_start_aligned", False, 2)),
         ),
         root,
         W0 + timedelta(hours=2),
     )
     # The newest run overall is blue's: the default (live) view must not show it.
-    store_report(report("run-blue", "blue", (_outcome("keys_unique", True),)), root, W0 + timedelta(hours=3))
+    store_report(
+        report("run-blue", "blue", (check_outcome("keys_unique", True),)), root, W0 + timedelta(hours=3)
+    )
     docs = tmp_path / "lake" / "quality" / "data_docs"
     docs.mkdir(parents=True)
     (docs / "index.html").write_text("<html><body>Data Docs index</body></html>")

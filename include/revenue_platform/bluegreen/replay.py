@@ -42,10 +42,12 @@ from revenue_platform.bluegreen.triggers import (
 from revenue_platform.bluegreen.window_diff import gold_rows
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.kafka_connection import client_security
+from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.stop import stop_deployment
+from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.kafka_config import KafkaConfig
 from spark_apps.contract.naming import DeploymentNames
 
@@ -146,19 +148,11 @@ def resolve_blue(registry: DeploymentRegistry, request: ReplayRequest) -> str:
 
 def bronze_offset_bounds(table_path: str, topic: str) -> OffsetBounds:
     """(first, last) offset per partition of `topic` in a bronze archive; {} if there is none yet."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(table_path).to_pyarrow_table(columns=["topic", "partition", "offset"])
-    except TableNotFoundError:
+    bronze = open_lake_table(table_path)
+    if bronze is None:
         return {}
-    grouped = (
-        table.filter(pc.equal(table["topic"], topic))
-        .group_by("partition")
-        .aggregate([("offset", "min"), ("offset", "max")])
-    )
+    offsets = read_delta(bronze, ["partition", "offset"], [("topic", "=", topic)])
+    grouped = offsets.group_by("partition").aggregate([("offset", "min"), ("offset", "max")])
     return {row["partition"]: (row["offset_min"], row["offset_max"]) for row in grouped.to_pylist()}
 
 

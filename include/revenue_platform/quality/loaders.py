@@ -1,5 +1,7 @@
 """Read the gold and bronze Delta tables with delta-rs into pandas, and parse bronze orders without Spark.
 
+The tables are read where the lake is, a local folder or its object store (`lake_storage`).
+
 The reconciliation is only worth something if the bronze side is computed independently of the
 Spark transformations it checks, so order values are parsed here with Python's `json` (numbers as
 `Decimal`, never float) and `datetime`, not taken from Spark's parsed columns. Only the app's
@@ -17,7 +19,9 @@ from typing import Any
 import pandas as pd
 
 from revenue_platform.gold_table import open_gold
+from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.quality.errors import QualityInputMissing
+from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.records import ARRIVAL_ORDER
 
 # Bronze columns the checks need; `key` and the raw Spark-parsed order columns are not read.
@@ -51,13 +55,10 @@ class GoldTable:
 
 
 def _open(path: str, what: str) -> Any:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(path)
-    except TableNotFoundError as error:
-        raise _missing(what, path) from error
+    table = open_lake_table(path)
+    if table is None:
+        raise _missing(what, path)
+    return table
 
 
 def _missing(what: str, path: str) -> QualityInputMissing:
@@ -78,23 +79,22 @@ def load_gold(path: str) -> GoldTable:
     if table is None:
         raise _missing("gold revenue", path)
     schema = {field.name: _delta_type_name(field.type) for field in table.schema().fields}
-    return GoldTable(rows=table.to_pandas(), schema=schema)
+    return GoldTable(rows=read_delta(table).to_pandas(), schema=schema)
 
 
 def load_bronze(path: str, since: datetime) -> pd.DataFrame:
     """Bronze records whose ingest date (Kafka timestamp's date) is on or after `since`'s date."""
     table = _open(path, "bronze orders")
-    filters = [("ingest_date", ">=", since.astimezone(UTC).date())]
-    partition_columns = table.metadata().partition_columns
     present = {field.name for field in table.schema().fields}
-    frame: pd.DataFrame = table.to_pandas(
-        columns=[c for c in BRONZE_COLUMNS if c in present],
-        filters=filters if "ingest_date" in partition_columns else None,
-    )
+    if "ingest_date" not in present:  # no ingest date: no record is known to be recent enough
+        return pd.DataFrame(columns=BRONZE_COLUMNS)
+    # A partition column (the app's layout) prunes whole folders; any other column filters rows.
+    since_date = [("ingest_date", ">=", since.astimezone(UTC).date())]
+    frame: pd.DataFrame = read_delta(
+        table, [c for c in BRONZE_COLUMNS if c in present], since_date
+    ).to_pandas()
     for missing in (c for c in BRONZE_COLUMNS if c not in present):
         frame[missing] = None  # a table written before the column existed
-    if "ingest_date" not in partition_columns:
-        frame = frame[pd.to_datetime(frame["ingest_date"]).dt.date >= since.astimezone(UTC).date()]
     return frame.reset_index(drop=True)
 
 

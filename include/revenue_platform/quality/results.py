@@ -13,8 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from revenue_platform.lake_storage import delta_storage_options
 from revenue_platform.quality.report import QualityReport
 from revenue_platform.quality.suites import SUITE_VERSION
+from spark_apps.contract.object_store import delta_rs_uri
 
 _TS = pa.timestamp("us", tz="UTC")
 RESULTS_SCHEMA = pa.schema(
@@ -63,6 +65,7 @@ def store_report(report: QualityReport, lake_root: str, checked_at: datetime | N
     """Append the report's rows to both history tables (the failing-windows one only when needed)."""
     from deltalake import write_deltalake
 
+    options = delta_storage_options(lake_root) or None  # the lake's object store, if it is on one
     # checked_at is audit metadata (when the gate ran); no check result depends on it.
     checked = checked_at or datetime.now(UTC)
     rows: list[dict[str, Any]] = [
@@ -87,7 +90,10 @@ def store_report(report: QualityReport, lake_root: str, checked_at: datetime | N
         for outcome in report.outcomes
     ]
     write_deltalake(
-        results_table_path(lake_root), pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA), mode="append"
+        delta_rs_uri(results_table_path(lake_root)),
+        pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA),
+        mode="append",
+        storage_options=options,
     )
     windows = [
         {
@@ -105,7 +111,8 @@ def store_report(report: QualityReport, lake_root: str, checked_at: datetime | N
     ]
     if windows:
         write_deltalake(
-            failing_windows_table_path(lake_root),
+            delta_rs_uri(failing_windows_table_path(lake_root)),
             pa.Table.from_pylist(windows, schema=FAILING_WINDOWS_SCHEMA),
             mode="append",
+            storage_options=options,
         )

@@ -13,9 +13,7 @@ switch flips the old and the new row in one MERGE, i.e. one atomic Delta commit.
 
 from __future__ import annotations
 
-import functools
 import logging
-import operator
 import os
 import time
 import uuid
@@ -23,6 +21,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from revenue_platform.errors import ConfigError, PlatformError
+from revenue_platform.lake_storage import delta_storage_options, open_lake_table
 from revenue_platform.paths import lake_root
 from revenue_platform.registry.models import (
     DeploymentRecord,
@@ -33,11 +32,12 @@ from revenue_platform.registry.models import (
     release_schema,
     utc_now,
 )
+from spark_apps.contract.delta_reads import AnyOf, Condition, read_delta
 from spark_apps.contract.naming import RegistryNames
+from spark_apps.contract.object_store import delta_rs_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
 LOG = logging.getLogger(__name__)
@@ -71,17 +71,14 @@ class DeploymentRegistry:
     def __init__(self, lake_root: str | None = None, storage_options: Mapping[str, str] | None = None):
         self.lake_root = lake_root or registry_lake_root()
         self.names = RegistryNames(self.lake_root)
-        self.storage_options = dict(storage_options) if storage_options else None
+        # An object-store lake's settings come from the one place that knows them (`lake_storage`).
+        self.storage_options = dict(
+            delta_storage_options(self.lake_root) if storage_options is None else storage_options
+        )
 
     # --- tables -------------------------------------------------------------------------------
     def _existing(self, path: str) -> DeltaTable | None:
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
-        try:
-            return DeltaTable(path, storage_options=self.storage_options)
-        except TableNotFoundError:
-            return None
+        return open_lake_table(path, self.storage_options)
 
     def _table(self, path: str, schema: pa.Schema) -> DeltaTable:
         """The table at `path`, created empty with `schema` on first use (writers only)."""
@@ -95,10 +92,12 @@ class DeploymentRegistry:
             os.makedirs(path, exist_ok=True)
         try:
             # "ignore": a writer that lost the creation race leaves the winner's table alone.
-            write_deltalake(path, schema.empty_table(), mode="ignore", storage_options=self.storage_options)
+            write_deltalake(
+                delta_rs_uri(path), schema.empty_table(), mode="ignore", storage_options=self.storage_options
+            )
         except DeltaError as error:
             LOG.info("registry table %s created concurrently (%s)", path, error)
-        return DeltaTable(path, storage_options=self.storage_options)
+        return DeltaTable(delta_rs_uri(path), storage_options=self.storage_options)
 
     def _deployments(self) -> DeltaTable:
         return self._table(self.names.deployments_table, deployment_schema())
@@ -111,7 +110,7 @@ class DeploymentRegistry:
 
     @staticmethod
     def _rows(table: DeltaTable) -> list[DeploymentRecord]:
-        return [DeploymentRecord.from_row(row) for row in table.to_pyarrow_table().to_pylist()]
+        return [DeploymentRecord.from_row(row) for row in read_delta(table).to_pylist()]
 
     # --- reads --------------------------------------------------------------------------------
     def deployments(self) -> list[DeploymentRecord]:
@@ -154,7 +153,7 @@ class DeploymentRegistry:
         table = self._existing(self.names.events_table)
         if table is None:
             return []
-        rows = table.to_pyarrow_table(filters=_event_filter(deployment_id, involving)).to_pylist()
+        rows = read_delta(table, None, _event_filter(deployment_id, involving)).to_pylist()
         return sorted((RegistryEvent.from_row(row) for row in rows), key=lambda e: e.at)
 
     def live_deployment(self) -> str | None:
@@ -173,7 +172,7 @@ class DeploymentRegistry:
             return
         self._table(self.names.events_table, event_schema())
         write_deltalake(
-            self.names.events_table,
+            delta_rs_uri(self.names.events_table),
             pa.Table.from_pylist(rows, schema=event_schema()),
             mode="append",
             storage_options=self.storage_options,
@@ -338,7 +337,7 @@ class DeploymentRegistry:
     def releases(self) -> list[ReleaseRecord]:
         """Every published release, oldest first (reading never creates the table)."""
         table = self._existing(self.releases_table)
-        rows = table.to_pyarrow_table().to_pylist() if table is not None else []
+        rows = read_delta(table).to_pylist() if table is not None else []
         return sorted((ReleaseRecord.from_row(row) for row in rows), key=lambda r: r.published_at)
 
     def find_release(self, version: str) -> ReleaseRecord | None:
@@ -389,14 +388,12 @@ def resolve_live_deployment(lake_root: str | None = None) -> str | None:
     return DeploymentRegistry(lake_root).live_deployment()
 
 
-def _event_filter(deployment_id: str | None, involving: Collection[str] | None) -> pc.Expression | None:
-    """The pyarrow filter of `DeploymentRegistry.events` (None: every event)."""
-    import pyarrow.compute as pc
-
-    conditions = []
+def _event_filter(deployment_id: str | None, involving: Collection[str] | None) -> list[Condition | AnyOf]:
+    """The conditions of `DeploymentRegistry.events` (none: every event)."""
+    conditions: list[Condition | AnyOf] = []
     if deployment_id is not None:
-        conditions.append(pc.field("deployment_id") == deployment_id)
+        conditions.append(("deployment_id", "=", deployment_id))
     if involving is not None:
         ids = sorted(involving)
-        conditions.append(pc.field("deployment_id").isin(ids) | pc.field("from_value").isin(ids))
-    return functools.reduce(operator.and_, conditions) if conditions else None
+        conditions.append(AnyOf((("deployment_id", "in", ids), ("from_value", "in", ids))))
+    return conditions

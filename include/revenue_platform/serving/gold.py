@@ -23,6 +23,7 @@ from revenue_platform.errors import PlatformError
 from revenue_platform.gold_table import gold_arrow_schema, open_gold
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRegistry, RegistryError, resolve_live_deployment
+from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.records import SERVED_GOLD_COLUMNS
 
@@ -70,7 +71,7 @@ def _read_snapshot(
             _CACHE.move_to_end(key)
             return cached
     # Read outside the lock: a slow read must not block answers from other cached versions.
-    raw = delta.to_pyarrow_table(columns=list(SERVED_GOLD_COLUMNS))
+    raw = read_delta(delta, SERVED_GOLD_COLUMNS)
     snapshot = GoldSnapshot(deployment_id, table_path, version, raw.cast(schema))
     with _CACHE_LOCK:
         _CACHE[key] = snapshot

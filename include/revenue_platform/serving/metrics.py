@@ -27,11 +27,13 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from revenue_platform.bluegreen.triggers import replays_in_flight
+from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRegistry, DesiredState
 from revenue_platform.serving.driver_status import driver_heartbeat
 from revenue_platform.serving.operations_state import batch_rates, deployment_role, parse_time
 from revenue_platform.serving.operations_view import revenue_progress, trigger_interval_s
+from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS
 
@@ -111,16 +113,12 @@ def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
 
 def read_latest_quality_runs(lake_root: str) -> dict[str, QualitySample]:
     """The newest quality run of every deployment that has one (by check time, then run id)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     from revenue_platform.quality.results import results_table_path
 
-    try:
-        table = DeltaTable(results_table_path(lake_root))
-    except TableNotFoundError:
+    table = open_lake_table(results_table_path(lake_root))
+    if table is None:
         return {}
-    rows = table.to_pyarrow_table(columns=["run_id", "deployment_id", "checked_at", "success"]).to_pylist()
+    rows = read_delta(table, ["run_id", "deployment_id", "checked_at", "success"]).to_pylist()
     newest: dict[str, tuple[datetime, str]] = {}
     checks: dict[str, list[bool]] = {}
     for row in rows:

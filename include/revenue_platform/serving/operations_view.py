@@ -44,6 +44,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, 
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from revenue_platform.gold_table import Filter, read_gold
+from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
@@ -74,6 +75,7 @@ from revenue_platform.serving.operations_state import (
     switch_approval,
 )
 from spark_apps.contract.config_rules import interval_seconds
+from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 from spark_apps.contract.records import GOLD_WINDOW_COLUMNS
 
@@ -233,17 +235,13 @@ def data_docs_root(lake_root: str) -> Path:
 
 def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityResponse:
     """The latest run (by check time) of `deployment_id`, or of any deployment when None."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
     from revenue_platform.quality.results import results_table_path
 
-    try:
-        table = DeltaTable(results_table_path(lake_root))
-    except TableNotFoundError:
+    table = open_lake_table(results_table_path(lake_root))
+    if table is None:
         return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
-    filters = [("deployment_id", "=", deployment_id)] if deployment_id else None
-    rows = table.to_pyarrow_table(filters=filters).to_pylist()
+    where: list[Filter] = [("deployment_id", "=", deployment_id)] if deployment_id else []
+    rows = read_delta(table, None, where).to_pylist()
     if not rows:
         return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
     newest = max(rows, key=lambda r: (r["checked_at"], r["run_id"]))

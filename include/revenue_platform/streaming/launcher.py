@@ -26,11 +26,13 @@ from typing import Any
 from revenue_platform import processes
 from revenue_platform.connections import SPARK_CONN_ID
 from revenue_platform.errors import PlatformError
+from revenue_platform.lake_storage import SparkObjectStoreAccess, spark_object_store_access
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.kafka_security import KafkaClientSecurity
 from spark_apps.contract.naming import DeploymentNames, local_driver_dir, local_path
+from spark_apps.contract.object_store import is_object_store_root
 
 LOG = logging.getLogger(__name__)
 APP = "orders_streaming_app.py"
@@ -87,6 +89,14 @@ def spark_target_from_connection(conn_id: str = SPARK_CONN_ID) -> SparkTarget:
     master = host if ("://" in host or not connection.port) else f"{host}:{connection.port}"
     extra = connection.extra_dejson or {}
     return SparkTarget(master=master, deploy_mode=str(extra.get("deploy-mode") or "client"))
+
+
+def lake_object_store_access(config: dict[str, Any], registry_root: str) -> SparkObjectStoreAccess:
+    """What the driver adds to reach the object store its lake or its registry is on (S3A's jars,
+    settings and credentials; `lake_storage.spark_object_store_access`); nothing for a local lake."""
+    roots = [str(config.get("lake_root") or ""), registry_root]
+    on_store = next((root for root in roots if is_object_store_root(root)), None)
+    return spark_object_store_access(on_store) if on_store is not None else SparkObjectStoreAccess()
 
 
 def app_arguments(config_file: str, lease_token: str, registry_root: str) -> list[str]:
@@ -164,10 +174,18 @@ def launch(
 ) -> DriverHandle:
     """Start the driver with `lease_token`; return without waiting for it to start processing.
 
-    `kafka_security` (from the Kafka connection) reaches a local driver through its environment only:
-    never the config file, the registry or the command line.
+    `kafka_security` (from the Kafka connection) and the object store's login (a lake on `s3a://`)
+    reach a local driver through its environment only: never the config file, the registry or the
+    command line.
     """
     require_supported_deploy_mode(target)
+    object_store = lake_object_store_access(config, registry_root)
+    if object_store.environment and target.driver_kind == "cluster":
+        raise LaunchError(
+            "the lake is on an object store, and handing its credentials to a cluster-mode driver is not "
+            "supported (it would put them on the spark-submit command line); run the drivers in client "
+            "mode (spark_default extra deploy-mode: client)"
+        )
     secured = kafka_security is not None and kafka_security.protocol != "PLAINTEXT"
     if secured and target.driver_kind == "cluster":
         # A cluster driver's environment is set with --conf (spark.*Env.*), i.e. on the command line.
@@ -193,11 +211,13 @@ def launch(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     log_path = run_dir / f"driver-{stamp}-{lease_token}.log"
     command = spark_submit_command(
-        APP, app_arguments(str(config_file), lease_token, registry_root), master=target.master
+        APP,
+        app_arguments(str(config_file), lease_token, registry_root),
+        master=target.master,
+        object_store=object_store,
     )
-    pid = processes.spawn_detached(
-        command, run_dir / "driver.pid", log_path, env=spark_submit_env(kafka_security), cwd=REPO_ROOT
-    )
+    environment = spark_submit_env(kafka_security, object_store=object_store)
+    pid = processes.spawn_detached(command, run_dir / "driver.pid", log_path, env=environment, cwd=REPO_ROOT)
     LOG.info("launched driver of %s: pid %s, log %s", deployment_id, pid, log_path)
     return DriverHandle(kind="local", host=socket.gethostname(), pid=pid, log_path=str(log_path))
 

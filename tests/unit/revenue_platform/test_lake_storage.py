@@ -14,22 +14,10 @@ from revenue_platform.lake_storage import (
     object_store_from_connection_fields,
     spark_object_store_access,
 )
-from revenue_platform.local_object_store import ObjectStoreSettings, local_credentials
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 
 SECRET = "connection-secret-value"
-
-
-@pytest.fixture
-def local_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ObjectStoreSettings:
-    """The local stack's store as `make objectstore-up` leaves it: credentials generated, no Airflow."""
-    monkeypatch.delenv("AIRFLOW_CONN_LAKE_OBJECT_STORE", raising=False)
-    monkeypatch.delenv("AIRFLOW_HOME", raising=False)
-    monkeypatch.setenv("OBJECT_STORE_DATA_DIR", str(tmp_path / "object-store"))
-    monkeypatch.setenv("OBJECT_STORE_PORT", "19499")
-    settings = ObjectStoreSettings.from_env()
-    local_credentials(settings)
-    return settings
 
 
 def test_a_local_lake_needs_nothing_added(local_store: ObjectStoreSettings, tmp_path: Path) -> None:

@@ -185,3 +185,21 @@ def test_the_diff_waits_for_what_arrived_before_it_only_a_bounded_time(tmp_path:
         [replace(records[0], observed_state="stopped")], started + timedelta(hours=1), 30, 0.05, said.append
     )
     assert said == ["[replay] blue is not running: its windows are final by its watermark"]
+
+
+def test_bronze_offset_bounds_are_per_partition_of_the_one_topic(tmp_path: Path) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from revenue_platform.bluegreen.replay import bronze_offset_bounds
+
+    bronze = str(tmp_path / "bronze")
+    assert bronze_offset_bounds(bronze, "orders") == {}
+    rows = [("orders", 0, 5), ("orders", 0, 9), ("orders", 1, 2), ("orders_eu", 0, 1), ("orders_eu", 2, 70)]
+    schema = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
+    write_deltalake(
+        bronze, pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema)
+    )
+
+    assert bronze_offset_bounds(bronze, "orders") == {0: (5, 9), 1: (2, 2)}
+    assert bronze_offset_bounds(bronze, "orders' OR TRUE --") == {}

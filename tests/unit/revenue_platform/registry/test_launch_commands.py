@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from revenue_platform.errors import ConfigError
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.streaming.deploy import (
     DeployRequest,
     config_document,
@@ -200,3 +201,31 @@ def test_the_reprocess_job_s_login_goes_into_the_task_environment_not_a_template
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps(plaintext))
     export_client_security({}, "kafka_secured")
     assert KAFKA_SECURITY_ENV not in os.environ
+
+
+def test_a_driver_of_a_lake_on_the_object_store_gets_s3a_and_its_login_in_its_environment_only(
+    local_store: ObjectStoreSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.streaming.launcher import LaunchError, lake_object_store_access, launch
+
+    secret = json.loads(local_store.secrets_path.read_text())["secret_access_key"]
+
+    on_store = lake_object_store_access({"lake_root": "s3a://lake/lake"}, "s3a://lake/lake")
+    registry_on_store = lake_object_store_access({"lake_root": str(tmp_path / "lake")}, "s3a://lake/lake")
+    local = lake_object_store_access({"lake_root": str(tmp_path / "lake")}, str(tmp_path / "lake"))
+
+    assert on_store == registry_on_store
+    assert on_store.conf["spark.hadoop.fs.s3a.endpoint"] == local_store.endpoint_url
+    assert on_store.environment["AWS_SECRET_ACCESS_KEY"] == secret
+    assert (local.jars, local.conf, local.environment) == ((), {}, {})
+    # A cluster driver would get the login through --conf, i.e. the command line: refused.
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
+    with pytest.raises(LaunchError, match=r"object store.*cluster-mode"):
+        launch(
+            SparkTarget("yarn", "cluster"),
+            "blue",
+            {"lake_root": "s3a://lake/lake"},
+            "token",
+            "s3a://lake/lake",
+        )
+    assert not list(tmp_path.rglob("config-*")), "refused before the config file was written"

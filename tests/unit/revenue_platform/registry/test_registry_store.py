@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -150,7 +149,7 @@ def test_events_involving_some_deployments_skip_the_files_of_others(registry: De
     (old_file,) = [f for f in table.file_uris() if "old" in pq_values(f, "deployment_id")]
     Path(old_file.removeprefix("file://")).write_bytes(b"not parquet")
     assert registry.events(involving=["blue"]) == involving_blue
-    with pytest.raises(pa.ArrowInvalid, match="not a parquet file"):
+    with pytest.raises(Exception, match=r"Parquet error.*events/part-"):  # delta-rs raises a bare Exception
         registry.events()
 
 

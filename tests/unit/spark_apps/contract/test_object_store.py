@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
+from spark_apps.contract.object_store import LakeObjectStore, delta_rs_uri, is_object_store_root
 
 ACCESS_KEY = "AKIDEXAMPLE0001"
 SECRET_KEY = "s3cr3t-value-that-must-not-leak"
@@ -75,3 +75,26 @@ def test_an_https_endpoint_with_virtual_hosted_buckets() -> None:
 def test_an_endpoint_that_is_not_a_url_is_refused(endpoint: str) -> None:
     with pytest.raises(ValidationError):
         _store(endpoint_url=endpoint)
+
+
+@pytest.mark.parametrize(
+    ("path", "for_delta_rs"),
+    [
+        ("s3a://lake/lake/gold/revenue_windows/blue", "s3://lake/lake/gold/revenue_windows/blue"),
+        ("s3://bucket/x", "s3://bucket/x"),
+        ("/home/me/.local/lake/s3a://", "/home/me/.local/lake/s3a://"),
+        ("lake", "lake"),
+    ],
+)
+def test_delta_rs_reads_the_lakes_s3a_urls_as_s3(path: str, for_delta_rs: str) -> None:
+    assert delta_rs_uri(path) == for_delta_rs
+
+
+def test_a_driver_finds_its_store_again_from_its_spark_settings_and_environment() -> None:
+    store = _store(region="eu-west-1", path_style=False)
+    environ = {**store.credentials_environment(), "HOME": "/home/me"}
+
+    assert LakeObjectStore.from_spark_hadoop_conf(store.spark_hadoop_conf(), environ) == store
+    with pytest.raises(ValueError, match=r"\(secret_access_key missing or invalid") as missing:
+        LakeObjectStore.from_spark_hadoop_conf(store.spark_hadoop_conf(), {"AWS_ACCESS_KEY_ID": ACCESS_KEY})
+    assert ACCESS_KEY not in str(missing.value)

@@ -1,0 +1,192 @@
+"""The platform's own Python readers and writers on a lake in a real S3-compatible store.
+
+The driver's gold MERGE (delta-rs) with its epoch fencing, `read_gold`, the deployment registry with
+the driver's lease check, and the serving endpoints (operations view, metrics), each given nothing
+but an `s3a://` lake root: the store's settings come from the Airflow connection, as in a deployment.
+Spark's side of a shared table on the store is `test_lake_on_object_store.py`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from fastapi.testclient import TestClient
+
+from revenue_platform.gold_table import open_gold, read_gold
+from revenue_platform.lake_storage import delta_storage_options
+from revenue_platform.local_object_store import ObjectStoreSettings
+from revenue_platform.quality.report import QualityReport
+from revenue_platform.quality.results import store_report
+from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryConflictError
+from revenue_platform.serving.auth import require_airflow_user
+from revenue_platform.serving.gold import read_live_gold
+from revenue_platform.serving.metrics import StreamingMetricsCollector, create_metrics_app
+from revenue_platform.serving.operations_view import create_operations_app
+from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp, LeaseFence, LeaseRejectedError
+from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.object_store import delta_rs_uri
+from spark_apps.contract.records import GOLD_COLUMNS, STORE_ADDRESS_COLUMNS
+from spark_apps.contract.topic_ownership import registered_configs
+from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
+from tests.quality_helpers import GOLD_ARROW_SCHEMA, check_outcome
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 11, 24, 9, 0, 0, tzinfo=UTC)
+W = timedelta(seconds=15)
+ADDRESS = ("1 Main St", "", "Springfield", "IL", "62701", "5550100")
+# The largest total gold's DECIMAL(38,2) holds: nothing may round it on the way to the store and back.
+LARGEST = Decimal("999999999999999999999999999999999999.99")
+
+
+@pytest.fixture
+def lake(lake_connection: str) -> str:
+    """A lake root of this test's own in the store's bucket."""
+    return f"{lake_connection}/{uuid.uuid4().hex[:12]}"
+
+
+def _row(location: str, start: datetime, count: int, revenue: str | Decimal, batch: int) -> tuple[Any, ...]:
+    address = (None,) * len(STORE_ADDRESS_COLUMNS) if location == "store_unknown" else ADDRESS
+    return (location, "GENERAL", start, start + W, count, Decimal(revenue), *address, batch)
+
+
+def _by_key(rows: list[dict[str, Any]]) -> dict[tuple[str, datetime], dict[str, Any]]:
+    return {(row["location_id"], row["window_start"]): row for row in rows}
+
+
+def _commits_in_the_bucket(object_store: ObjectStoreSettings, table: str) -> list[str]:
+    url = urlparse(table)
+    log = object_store.blobs_dir / url.netloc / url.path.lstrip("/") / "_delta_log"
+    return sorted(path.name for path in log.glob("*.json"))
+
+
+def _create_gold(table: str) -> None:
+    """An empty gold table in the schema and plain protocol `ensure_gold_table` gives it."""
+    write_deltalake(
+        delta_rs_uri(table), GOLD_ARROW_SCHEMA.empty_table(), storage_options=delta_storage_options(table)
+    )
+
+
+def test_the_driver_merges_gold_on_the_store_fenced_and_read_gold_reads_it_back_exactly(
+    lake: str, object_store: ObjectStoreSettings
+) -> None:
+    table = DeploymentNames(lake, "blue").gold_revenue_table
+    _create_gold(table)
+    options = delta_storage_options(table)
+    assert gold_writable_from_driver(table, options)
+    assert not gold_writable_from_driver(
+        table, {k: v for k, v in options.items() if k != "AWS_CONDITIONAL_PUT"}
+    )
+
+    first = [_row("store_a", T0, 2, "10.50", 0), _row("store_a", T0 + W, 1, "0.01", 0)]
+    merge_gold_from_driver(first, table, stamp=CommitStamp(5, 0), storage_options=options)
+    # Batch 1 updates a window (absolute totals), inserts one of a store with no address and the
+    # largest total.
+    second = [
+        _row("store_a", T0 + W, 3, "7.77", 1),
+        _row("store_unknown", T0, 1, "0.10", 1),
+        _row("store_a", T0 + 2 * W, 9, LARGEST, 1),
+    ]
+    merge_gold_from_driver(second, table, stamp=CommitStamp(5, 1), storage_options=options)
+    # A predecessor (epoch 4) that stalled past its lease check: the commit itself refuses it.
+    with pytest.raises(LeaseRejectedError, match="lease epoch 5, newer than this driver's 4"):
+        merge_gold_from_driver(
+            [_row("store_a", T0, 99, "99.00", 2)], table, stamp=CommitStamp(4, 2), storage_options=options
+        )
+
+    expected = [dict(zip(GOLD_COLUMNS, row, strict=True)) for row in [first[0], *second]]
+    assert _by_key(read_gold(table).to_pylist()) == _by_key(expected)
+    served = read_gold(
+        table, ["window_start", "order_count"], [("location_id", "=", "store_a"), ("window_start", ">", T0)]
+    )
+    assert sorted(served.to_pylist(), key=lambda r: r["window_start"]) == [
+        {"window_start": T0 + W, "order_count": 3},
+        {"window_start": T0 + 2 * W, "order_count": 9},
+    ]
+    gold = open_gold(table)
+    assert gold is not None
+    assert gold.transaction_version(GOLD_COMMIT_APP_ID) == CommitStamp(5, 1).version
+    # Created, then two MERGEs; the refused one wrote nothing. All of it is in the bucket.
+    assert _commits_in_the_bucket(object_store, table) == [f"{v:020d}.json" for v in range(3)]
+
+
+def test_the_registry_and_the_drivers_lease_check_round_trip_on_the_store(lake: str) -> None:
+    config = {"deployment_id": "blue", "kafka": {"revenue_topic": "revenue_windows"}}
+    registry = DeploymentRegistry(lake)
+    registry.register(
+        DeploymentRecord("blue", lake_root=lake, config_json=json.dumps(config), desired_state="running"),
+        "tester",
+    )
+    registry.register(DeploymentRecord("green", lake_root=lake), "tester")
+    leased = registry.acquire_lease("blue", 1, "deploy", {"observed_state": "starting"}, "first launch")
+    assert registry.switch_live("blue", "tester", "first deployment") is None
+
+    # Another process, given only the root, reads what this one wrote.
+    reader = DeploymentRegistry(lake)
+    assert reader.live_deployment() == "blue"
+    assert reader.get("blue").lease_token == leased.lease_token
+    assert [(e.deployment_id, e.kind) for e in reader.events(involving=["blue"])] == [
+        ("blue", "registered"),
+        ("blue", "lease_acquired"),
+        ("blue", "live_switched"),
+    ]
+    with pytest.raises(RegistryConflictError):
+        reader.update("blue", {"observed_state": "running"}, "stale", expected_version=1)
+
+    # The driver's side: its lease and the topics it may write, read from the store.
+    options = delta_storage_options(lake)
+    assert leased.lease_token is not None
+    fence = LeaseFence(lake, "blue", leased.lease_token, options)
+    fence.check("the bronze append")
+    assert registered_configs(lake, running_only=True, storage_options=options) == [("blue", config)]
+    registry.acquire_lease("blue", registry.get("blue").row_version, "supervisor", {}, "restart")
+    with pytest.raises(LeaseRejectedError, match="not the registry's current token"):
+        fence.check("the gold MERGE")
+
+
+def test_the_operations_view_and_the_metrics_serve_a_lake_on_the_store(lake: str) -> None:
+    registry = DeploymentRegistry(lake)
+    registry.register(DeploymentRecord("blue", lake_root=lake, desired_state="running"), "tester")
+    registry.switch_live("blue", "tester", "first deployment")
+    rows = [_row("store_1", T0, 2, "3.50", 0), _row("store_1", T0 + W, 1, "1.25", 0)]
+    table = DeploymentNames(lake, "blue").gold_revenue_table
+    gold = pa.Table.from_pylist([dict(zip(GOLD_COLUMNS, r, strict=True)) for r in rows], GOLD_ARROW_SCHEMA)
+    write_deltalake(delta_rs_uri(table), gold, storage_options=delta_storage_options(table))
+    outcomes = (check_outcome("keys_unique", True), check_outcome("window_start_aligned", False, 1))
+    store_report(QualityReport("run-1", "blue", T0, T0 + timedelta(hours=1), outcomes, "unused"), lake, T0)
+
+    app = create_operations_app(lake)
+    app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}
+    with TestClient(app) as client:
+        stores = client.get("/api/stores").json()
+        revenue = client.get("/api/revenue", params={"location_id": "store_1"}).json()
+        quality = client.get("/api/quality").json()
+    assert stores == {"deployment_id": "blue", "stores": [{"location_id": "store_1", "city": "Springfield"}]}
+    assert [(p["order_count"], p["revenue"]) for p in revenue["points"]] == [(2, "3.50"), (1, "1.25")]
+    assert (quality["latest"]["run_id"], quality["latest"]["passed"], quality["latest"]["failed"]) == (
+        "run-1",
+        1,
+        1,
+    )
+    assert read_live_gold(lake).table.num_rows == 2
+
+    with TestClient(create_metrics_app(StreamingMetricsCollector(lake))) as client:
+        metrics = client.get("/metrics").text
+    assert 'revenue_metrics_source_up{source="registry"} 1.0' in metrics
+    assert 'revenue_metrics_source_up{source="quality"} 1.0' in metrics
+    assert re.search(r'revenue_quality_checks_failed\{deployment="blue",role="\w+"\} 1\.0', metrics), metrics
+
+
+def test_tables_not_written_yet_on_the_store_read_as_empty(lake: str) -> None:
+    assert DeploymentRegistry(lake).deployments() == []
+    assert DeploymentRegistry(lake).events() == []
+    assert read_gold(DeploymentNames(lake, "blue").gold_revenue_table).num_rows == 0
