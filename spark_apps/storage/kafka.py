@@ -78,13 +78,16 @@ def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | 
 
 
 def kafka_cluster_id(config: StreamingAppConfig, timeout_s: float = 30.0) -> str:
-    """The id of the Kafka cluster the config's brokers belong to (from a metadata request)."""
+    """The id of the Kafka cluster the config's brokers belong to, from a metadata request for the orders
+    topic: it needs no right on the cluster itself (describe_cluster does) and stays small on a cluster
+    of many topics."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     servers = config.kafka.bootstrap_servers
+    admin = AdminClient(kafka_admin_config(config))
     try:
-        cluster_id = AdminClient(kafka_admin_config(config)).list_topics(timeout=timeout_s).cluster_id
+        cluster_id = admin.list_topics(config.kafka.orders_topic, timeout=timeout_s).cluster_id
     except KafkaException as error:
         raise KafkaClusterCheckError(
             f"deployment {config.deployment_id!r} cannot read the Kafka cluster id of its brokers {servers} "
