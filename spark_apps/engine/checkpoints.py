@@ -10,12 +10,20 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
+from spark_apps.contract.json_files import write_json_atomically
 from spark_apps.contract.kafka_cluster import cluster_change_refusal, cluster_record, recorded_cluster
-from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT, RETIRED_CHECKPOINTS
+from spark_apps.contract.naming import (
+    HISTORY_CHECKPOINT,
+    PIPELINE_CHECKPOINT,
+    RETIRED_CHECKPOINTS,
+    is_local_location,
+    local_path,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -105,7 +113,12 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
 
 
 def _read_text(spark: SparkSession, path: str) -> str | None:
-    """The text of the file `path` (local or object store, through Hadoop's FS API); None if absent."""
+    """The text of the file `path` (a local path, or on an object store through Hadoop's FS API); None
+    if absent. Local files are read and written with plain file I/O: Hadoop's local filesystem keeps a
+    checksum file beside them and refuses to read one a person edited."""
+    if is_local_location(path):
+        local = local_path(path)
+        return local.read_text(encoding="utf-8") if local.exists() else None
     jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
     fs = jvm_path.getFileSystem(spark._jsc.hadoopConfiguration())
     if not fs.exists(jvm_path):
@@ -117,8 +130,12 @@ def _read_text(spark: SparkSession, path: str) -> str | None:
         stream.close()
 
 
-def _write_text(spark: SparkSession, path: str, text: str) -> None:
+def _write_json(spark: SparkSession, path: str, document: dict[str, Any]) -> None:
     """Write `path` whole: a temporary file beside it, renamed over it (readers never see half of it)."""
+    if is_local_location(path):
+        write_json_atomically(local_path(path), document)
+        return
+    text = json.dumps(document, indent=2)
     hadoop_fs = spark._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]
     target = hadoop_fs.Path(path)
     temporary = hadoop_fs.Path(f"{path}.tmp")
@@ -147,8 +164,7 @@ def refuse_another_kafka_cluster(spark: SparkSession, config: StreamingAppConfig
                 config.deployment_id,
                 cluster_id,
             )
-        record = cluster_record(cluster_id, servers, datetime.now(UTC))
-        _write_text(spark, record_path, json.dumps(record, indent=2))
+        _write_json(spark, record_path, cluster_record(cluster_id, servers, datetime.now(UTC)))
         return
     refusal = cluster_change_refusal(
         config.deployment_id, recorded_cluster(text, record_path), cluster_id, servers, record_path
