@@ -38,6 +38,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from spark_apps.contract import fault_points
 from spark_apps.contract.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
 from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
+from spark_apps.contract.kafka_cluster import KafkaClusterCheckError
 from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
 from spark_apps.engine.observability import query_failure
@@ -343,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     except LeaseRejectedError as error:
         print(f"ERROR: superseded: {error}", file=sys.stderr)
         return 3
+    except KafkaClusterCheckError as error:
+        # Refused before any query read a checkpoint (another Kafka cluster, or none to ask): the
+        # message is the whole story, not a stack trace.
+        print(f"ERROR: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

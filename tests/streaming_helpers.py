@@ -100,11 +100,16 @@ def xcom(dag_run: Any, task_id: str) -> Any:
 def gold(
     registry: DeploymentRegistry, deployment_id: str
 ) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    return gold_windows(registry.get(deployment_id).gold_table)
+
+
+def gold_windows(gold_table: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    """(location, type, window start) -> (orders, revenue) of the gold table at `gold_table` ({} if none)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(registry.get(deployment_id).gold_table)
+        table = DeltaTable(gold_table)
     except TableNotFoundError:
         return {}
     return {
@@ -116,10 +121,15 @@ def gold(
     }
 
 
+def oracle_windows(records: list[GeneratedRecord]) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
+    """What gold must hold for `records`, in `gold_windows`' shape (15 s windows, each order once)."""
+    return {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
+
+
 def wait_for_gold(
     registry: DeploymentRegistry, deployment_id: str, records: list[GeneratedRecord], timeout_s: float = 150
 ) -> None:
-    expected = {key: (w.order_count, w.revenue) for key, w in expected_windows(records, 15).items()}
+    expected = oracle_windows(records)
     deadline = time.monotonic() + timeout_s
     actual = gold(registry, deployment_id)
     while actual != expected and time.monotonic() < deadline:

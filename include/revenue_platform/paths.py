@@ -2,8 +2,11 @@
 
 The repository root is found from this file, so every entry point (make, Airflow,
 spark-submit, pytest) resolves the same folders. `PLATFORM_STATE_DIR` moves all local
-state (Kafka data, Airflow home, the lake) elsewhere, e.g. to a bigger disk. A lake root
-that comes from a trigger form must stay inside the platform's lake (`require_inside_lake`).
+state (Kafka data, Airflow home, the lake) elsewhere, e.g. to a bigger disk. Each environment
+keeps its own lake: while the one-machine cluster runs (its marker file exists) the lake is
+the cluster's, so checkpoints holding one Kafka cluster's offsets never meet another's brokers.
+A lake root that comes from a trigger form must stay inside the platform's lake
+(`require_inside_lake`).
 """
 
 from __future__ import annotations
@@ -44,14 +47,39 @@ def state_dir() -> Path:
     return Path(os.environ.get("PLATFORM_STATE_DIR", REPO_ROOT / ".local"))
 
 
+def cluster_state_dir() -> Path:
+    """State of the one-machine cluster (`make cluster-up`): broker data, Spark work dirs, its lake."""
+    return state_dir() / "cluster"
+
+
+# Written by `make cluster-up` once the cluster answers, removed first by `make cluster-down`: while it
+# exists, the stack's commands, Airflow's tasks and the demo work on the cluster.
+CLUSTER_MARKER_FILE = "cluster.json"
+
+
+def cluster_marker_path() -> Path:
+    return cluster_state_dir() / CLUSTER_MARKER_FILE
+
+
 LAKE_ROOT_ENV = "PLATFORM_LAKE_ROOT"
 # Longest lake root a form may name (spark_apps.contract.config_rules.MAX_ROOT_LENGTH, the app's own bound).
 MAX_ROOT_LENGTH = 1024
 
 
 def lake_root() -> str:
-    """Delta tables, checkpoints, registry and reports: $PLATFORM_LAKE_ROOT, else `<state dir>/lake`."""
-    return os.environ.get(LAKE_ROOT_ENV) or str(state_dir() / "lake")
+    """Delta tables, checkpoints, registry and reports: $PLATFORM_LAKE_ROOT, else the running cluster's
+    `<state dir>/cluster/lake`, else `<state dir>/lake`.
+
+    The one place an environment's lake is chosen. A checkpoint holds offsets of the brokers that
+    wrote it; the cluster's brokers are other brokers (other topics, other offsets), so after
+    `make down` and `make cluster-up` the deployments of `make up` must not resume there.
+    """
+    explicit = os.environ.get(LAKE_ROOT_ENV)
+    if explicit:
+        return explicit
+    if cluster_marker_path().exists():
+        return str(cluster_state_dir() / "lake")
+    return str(state_dir() / "lake")
 
 
 def require_inside_lake(root: str, lake: str, field: str) -> str:

@@ -126,6 +126,11 @@ class DeploymentNames:
         """Folder holding the checkpoints of every query of this deployment."""
         return _join(self.lake_root, "checkpoints", self.deployment_id)
 
+    @property
+    def kafka_cluster_record(self) -> str:
+        """JSON naming the Kafka cluster the checkpoints' offsets belong to (contract.kafka_cluster)."""
+        return _join(self.checkpoint_root, "_kafka_cluster.json")
+
     def checkpoint(self, query_name: str) -> str:
         """Checkpoint folder of one streaming query of this deployment."""
         return _join(self.checkpoint_root, query_name)

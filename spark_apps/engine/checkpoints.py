@@ -1,16 +1,31 @@
-"""The checkpoints a deployment's queries keep, and the refusal to continue from checkpoints written by
-a retired design (the two-query engine, the two-Kafka-reader design, a dedupe state keyed by order
-id): such a deployment is rolled out anew with a blue-green replay.
+"""The checkpoints a deployment's queries keep, and the two refusals to continue from them: checkpoints
+written by a retired design (the two-query engine, the two-Kafka-reader design, a dedupe state keyed
+by order id), which such a deployment leaves behind with a blue-green replay; and checkpoints whose
+offsets belong to another Kafka cluster than the brokers the deployment now reads
+(`spark_apps.contract.kafka_cluster`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
-from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT, RETIRED_CHECKPOINTS
+from spark_apps.contract.json_files import write_json_atomically
+from spark_apps.contract.kafka_cluster import cluster_change_refusal, cluster_record, recorded_cluster
+from spark_apps.contract.naming import (
+    HISTORY_CHECKPOINT,
+    PIPELINE_CHECKPOINT,
+    RETIRED_CHECKPOINTS,
+    is_local_location,
+    local_path,
+)
+
+LOG = logging.getLogger(__name__)
 
 
 class CheckpointMigrationError(RuntimeError):
@@ -95,3 +110,65 @@ def refuse_retired_checkpoints(spark: SparkSession, config: StreamingAppConfig) 
             "replay from earliest offsets or from its bronze archive) and retire the old one; see "
             "docs/streaming-app.md."
         )
+
+
+def _read_text(spark: SparkSession, path: str) -> str | None:
+    """The text of the file `path` (a local path, or on an object store through Hadoop's FS API); None
+    if absent. Local files are read and written with plain file I/O: Hadoop's local filesystem keeps a
+    checksum file beside them and refuses to read one a person edited."""
+    if is_local_location(path):
+        local = local_path(path)
+        return local.read_text(encoding="utf-8") if local.exists() else None
+    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+    fs = jvm_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(jvm_path):
+        return None
+    stream = fs.open(jvm_path)
+    try:
+        return str(spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))  # type: ignore[union-attr]
+    finally:
+        stream.close()
+
+
+def _write_json(spark: SparkSession, path: str, document: dict[str, Any]) -> None:
+    """Write `path` whole: a temporary file beside it, renamed over it (readers never see half of it)."""
+    if is_local_location(path):
+        write_json_atomically(local_path(path), document)
+        return
+    text = json.dumps(document, indent=2)
+    hadoop_fs = spark._jvm.org.apache.hadoop.fs  # type: ignore[union-attr]
+    target = hadoop_fs.Path(path)
+    temporary = hadoop_fs.Path(f"{path}.tmp")
+    fs = target.getFileSystem(spark._jsc.hadoopConfiguration())
+    stream = fs.create(temporary, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+    if not fs.rename(temporary, target):
+        raise OSError(f"could not rename {temporary} to {target}")
+
+
+def refuse_another_kafka_cluster(spark: SparkSession, config: StreamingAppConfig, cluster_id: str) -> None:
+    """Record `cluster_id` (the brokers' Kafka cluster) at the deployment's first start; at every later
+    start raise KafkaClusterChangedError when it differs from the recorded one, before a query reads
+    the checkpoints. Checkpoints older than the record are adopted: there is nothing to compare with."""
+    names = config.names
+    record_path = names.kafka_cluster_record
+    servers = config.kafka.bootstrap_servers
+    text = _read_text(spark, record_path)
+    if text is None:
+        if has_committed(spark, names.checkpoint(PIPELINE_CHECKPOINT)):
+            LOG.warning(
+                "deployment %s: its checkpoints predate the Kafka cluster record; recording cluster %s",
+                config.deployment_id,
+                cluster_id,
+            )
+        _write_json(spark, record_path, cluster_record(cluster_id, servers, datetime.now(UTC)))
+        return
+    refusal = cluster_change_refusal(
+        config.deployment_id, recorded_cluster(text, record_path), cluster_id, servers, record_path
+    )
+    if refusal is not None:
+        raise refusal
+    LOG.info("deployment %s: Kafka cluster %s, as recorded", config.deployment_id, cluster_id)

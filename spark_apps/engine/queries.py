@@ -18,13 +18,17 @@ from spark_apps.contract.fencing import LeaseFence
 from spark_apps.contract.naming import HISTORY_CHECKPOINT, PIPELINE_CHECKPOINT
 from spark_apps.contract.naming import HISTORY_QUERY_ROLE as HISTORY_QUERY
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE as REVENUE_QUERY
-from spark_apps.engine.checkpoints import has_committed, refuse_retired_checkpoints
+from spark_apps.engine.checkpoints import (
+    has_committed,
+    refuse_another_kafka_cluster,
+    refuse_retired_checkpoints,
+)
 from spark_apps.engine.observability import INGEST_METRICS, BatchCounters, ProgressPublisher, ingest_totals
 from spark_apps.engine.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
 from spark_apps.revenue.dedupe import initial_repeat_state, with_repeats
 from spark_apps.storage.bronze import ensure_bronze_table, read_bronze
 from spark_apps.storage.gold import ensure_gold_table
-from spark_apps.storage.kafka import kafka_admin_config, read_orders_stream
+from spark_apps.storage.kafka import kafka_admin_config, kafka_cluster_id, read_orders_stream
 from spark_apps.storage.replay_history import read_replay_history_stream
 from spark_apps.storage.stores import StoresTable
 from spark_apps.validation.orders import parse_and_validate_orders
@@ -70,6 +74,8 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
     history in bounded batches to its end, then the query that reads Kafka from the cut-over."""
     names = config.names
     refuse_retired_checkpoints(spark, config)
+    # Before anything reads a checkpoint: its offsets must be the brokers' cluster's.
+    refuse_another_kafka_cluster(spark, config, kafka_cluster_id(config))
     counters = BatchCounters()
     stores = StoresTable(config)
     history_first = config.history is not None

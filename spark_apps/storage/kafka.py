@@ -1,5 +1,6 @@
 """Kafka through Spark's connector: the orders stream and bounded reads of it, batch writes of sink
-columns, and the librdkafka settings of the app's side channels (`kafka_admin_config`).
+columns, the librdkafka settings of the app's side channels (`kafka_admin_config`) and the id of the
+cluster its brokers belong to (`kafka_cluster_id`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
+from spark_apps.contract.kafka_cluster import KafkaClusterCheckError
 from spark_apps.storage.replay_history import history_cut_over_offsets
 from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS
 
@@ -73,6 +75,27 @@ def write_to_kafka(records: DataFrame, config: StreamingAppConfig, topic: str | 
     if topic is not None:
         writer = writer.option("topic", topic)
     writer.save()
+
+
+def kafka_cluster_id(config: StreamingAppConfig, timeout_s: float = 30.0) -> str:
+    """The id of the Kafka cluster the config's brokers belong to, from a metadata request for the orders
+    topic: it needs no right on the cluster itself (describe_cluster does) and stays small on a cluster
+    of many topics."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    servers = config.kafka.bootstrap_servers
+    admin = AdminClient(kafka_admin_config(config))
+    try:
+        cluster_id = admin.list_topics(config.kafka.orders_topic, timeout=timeout_s).cluster_id
+    except KafkaException as error:
+        raise KafkaClusterCheckError(
+            f"deployment {config.deployment_id!r} cannot read the Kafka cluster id of its brokers {servers} "
+            f"within {timeout_s:.0f}s ({error}); check they run and kafka.bootstrap_servers names them"
+        ) from error
+    if not cluster_id:
+        raise KafkaClusterCheckError(f"the brokers {servers} report no cluster id (Kafka before 0.10.1?)")
+    return str(cluster_id)
 
 
 def kafka_admin_config(config: StreamingAppConfig) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from revenue_platform.local_stack.airflow_local import (
     local_admin_password,
 )
 from revenue_platform.paths import REPO_ROOT
+from tests.stack_helpers import DEMO_SUMMARY, run_demo, run_stack, user_environment
 
 pytestmark = pytest.mark.e2e
 
@@ -47,30 +47,13 @@ UI_TIMEOUT_MS = 90_000
 
 
 def _user_environment(state_dir: Path) -> dict[str, str]:
-    """The caller's environment minus test-session Airflow settings, pointed at fresh ports and state."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK"))}
-    env.update(
+    return user_environment(
+        state_dir,
         {
-            "PLATFORM_STATE_DIR": str(state_dir),
-            "KAFKA_PORT": str(KAFKA_PORT),
-            "KAFKA_CONTROLLER_PORT": str(KAFKA_CONTROLLER_PORT),
-            "AIRFLOW_PORT": str(AIRFLOW_PORT),
-        }
-    )
-    # The lake follows the state folder, as for a user who never set it.
-    env.pop("PLATFORM_LAKE_ROOT", None)
-    return env
-
-
-def _stack(command: str, env: dict[str, str], timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "revenue_platform.local_stack", command],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
+            "KAFKA_PORT": KAFKA_PORT,
+            "KAFKA_CONTROLLER_PORT": KAFKA_CONTROLLER_PORT,
+            "AIRFLOW_PORT": AIRFLOW_PORT,
+        },
     )
 
 
@@ -109,22 +92,14 @@ def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoStack]:
     state_dir = tmp_path_factory.mktemp("e2e") / "state"
     env = _user_environment(state_dir)
     try:
-        up = _stack("up", env)
+        up = run_stack("up", env)
         if up.returncode == 0:
-            demo = subprocess.run(
-                [sys.executable, "-m", "revenue_platform.demo"],
-                env=env,
-                cwd=REPO_ROOT,
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
-            )
+            demo = run_demo(env)
         else:
             demo = subprocess.CompletedProcess(["demo"], 1, "", "not run: `up` failed")
         yield DemoStack(env, state_dir, up, demo)
     finally:
-        _stack("down", env)
+        run_stack("down", env)
 
 
 def test_demo_prints_windowed_revenue(demo_stack: DemoStack) -> None:
@@ -132,7 +107,7 @@ def test_demo_prints_windowed_revenue(demo_stack: DemoStack) -> None:
     assert f"login admin / {demo_stack.admin_password}" in demo_stack.up.stdout
     output = demo_stack.demo.stdout + demo_stack.demo.stderr
     assert demo_stack.demo.returncode == 0, output[-4000:]
-    summary = re.search(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)", output)
+    summary = DEMO_SUMMARY.search(output)
     assert summary, output[-4000:]
     windows, orders, revenue = int(summary[1]), int(summary[2]), summary[3]
     assert windows > 0
@@ -582,7 +557,7 @@ def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
 
 
 def test_down_stops_everything(demo_stack: DemoStack) -> None:
-    down = _stack("down", demo_stack.env)
+    down = run_stack("down", demo_stack.env)
     assert down.returncode == 0, down.stdout + down.stderr
     for pid_file in demo_stack.state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")

@@ -23,6 +23,7 @@ from revenue_platform.local_stack.cluster import (
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
+from revenue_platform.paths import lake_root
 
 
 def _broker() -> LocalKafkaBroker:
@@ -55,6 +56,8 @@ def _status() -> None:
         print(f"kafka   {kafka_state:8} {broker.settings.bootstrap_servers}  (pid {broker.pid()})")
     airflow_state = "up" if airflow.pid() and airflow.healthy() else ("starting" if airflow.pid() else "down")
     print(f"airflow {airflow_state:8} {airflow.settings.base_url}  (pid {airflow.pid()})")
+    # Each environment has its own lake (the cluster's while it runs): say which one is in use.
+    print(f"lake    {lake_root()}")
 
 
 def _check() -> None:
@@ -77,7 +80,7 @@ def _cluster_up() -> None:
     if _broker().pid() is not None:
         raise PlatformError(
             "The one-broker stack of `make up` is running; stop it with `make down` before `make cluster-up` "
-            "(both share Airflow and the lake)."
+            "(both share Airflow's home and port)."
         )
     airflow = _airflow(cluster)
     airflow_pid = airflow.pid()

@@ -11,7 +11,8 @@ data dirs forming one controller quorum. Everything binds loopback (SPARK_LOCAL_
 (replication factor 3, min ISR 2). The topics are converged once at start-up as well.
 
 While the cluster runs, a marker file (`<state dir>/cluster/cluster.json`) tells `make up`,
-`make demo` and `make status` to use it instead of the one-broker stack.
+`make demo` and `make status` to use it instead of the one-broker stack, and gives it a lake of
+its own, `<state dir>/cluster/lake` (`revenue_platform.paths.lake_root`).
 
 Each worker advertises 1 core and 1 GiB; the master gives an application 1 core unless it
 asks for more (`spark.deploy.defaultCores`), so two deployments (blue and green) fit at once
@@ -36,10 +37,9 @@ from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PrerequisiteError
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
-from revenue_platform.paths import REPO_ROOT, state_dir
+from revenue_platform.paths import CLUSTER_MARKER_FILE, REPO_ROOT, cluster_state_dir
 
 LOOPBACK = "127.0.0.1"
-MARKER_FILE = "cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # The master and worker daemons themselves are small; executors get the worker's memory.
@@ -98,7 +98,7 @@ class ClusterSettings:
         """Ports from the environment. CLUSTER_BASE_PORT=<p> lays every port out from one number
         (`from_base_port`), e.g. for a second cluster next to the first; the single variables still win."""
         base = _port("CLUSTER_BASE_PORT", 0)
-        home = state_dir() / "cluster"
+        home = cluster_state_dir()
         laid_out = cls.from_base_port(home, base) if base else cls(home=home)
         return replace(
             laid_out,
@@ -144,7 +144,7 @@ class ClusterSettings:
 
     @property
     def marker_path(self) -> Path:
-        return self.home / MARKER_FILE
+        return self.home / CLUSTER_MARKER_FILE
 
 
 def spark_home() -> Path:

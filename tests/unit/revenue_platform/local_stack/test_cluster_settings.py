@@ -87,3 +87,29 @@ def test_a_single_broker_keeps_its_standalone_quorum(tmp_path: Path) -> None:
     single = _properties(server_properties(KafkaBrokerSettings(data_dir=tmp_path)))
     assert single["controller.quorum.bootstrap.servers"] == "localhost:9093"
     assert single["offsets.topic.replication.factor"] == "1"
+
+
+def test_while_the_cluster_runs_its_lake_is_its_own_unless_the_user_named_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The lake holds checkpoints with the offsets of the brokers that wrote them: a deployment of
+    # `make up` must not resume on the cluster's brokers (issue 33).
+    from revenue_platform.paths import lake_root
+    from revenue_platform.quality.config import default_lake_root
+    from revenue_platform.registry import registry_lake_root
+
+    monkeypatch.delenv("PLATFORM_LAKE_ROOT", raising=False)
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
+    marker = ClusterSettings.from_env().marker_path
+    assert lake_root() == str(tmp_path / "lake")
+
+    marker.parent.mkdir(parents=True)
+    marker.write_text("{}")  # what `make cluster-up` leaves while the cluster runs
+    assert {lake_root(), registry_lake_root(), default_lake_root()} == {str(tmp_path / "cluster" / "lake")}
+
+    monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "chosen"))
+    assert lake_root() == str(tmp_path / "chosen")
+
+    monkeypatch.delenv("PLATFORM_LAKE_ROOT")
+    marker.unlink()  # `make cluster-down`
+    assert lake_root() == str(tmp_path / "lake")

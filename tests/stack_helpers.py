@@ -1,0 +1,52 @@
+"""The local stack's commands and the demo, run as a user runs them: a clean environment (none of the
+test session's Airflow or PySpark settings, no lake root of its own), fresh ports and state folder,
+each command a subprocess from the repository root. Shared by the e2e demo test and the cluster test
+of the move from the one-broker stack to the cluster."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from revenue_platform.paths import REPO_ROOT
+
+DEMO_SUMMARY = re.compile(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)")
+"""The demo's last line of windowed revenue: windows, orders, total."""
+
+
+def user_environment(state_dir: Path, ports: Mapping[str, int]) -> dict[str, str]:
+    """The caller's environment minus test-session Airflow settings, pointed at `ports` (variable ->
+    port, e.g. KAFKA_PORT) and the state folder `state_dir`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK"))}
+    env.update({"PLATFORM_STATE_DIR": str(state_dir), **{name: str(port) for name, port in ports.items()}})
+    # The lake follows the state folder, as for a user who never set it.
+    env.pop("PLATFORM_LAKE_ROOT", None)
+    return env
+
+
+def _run_module(
+    arguments: list[str], env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *arguments],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def run_stack(command: str, env: dict[str, str], timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """`make <command>` without make: `python -m revenue_platform.local_stack <command>`."""
+    return _run_module(["revenue_platform.local_stack", command], env, timeout_s)
+
+
+def run_demo(env: dict[str, str], timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+    """The demo against the running stack (`make demo` after its `up`)."""
+    return _run_module(["revenue_platform.demo"], env, timeout_s)
