@@ -60,21 +60,21 @@ def plan_chunks(settings: GeneratorSettings, chunk_orders: int, out_dir: Path) -
     return chunks
 
 
-def event_line_ms(settings: GeneratorSettings, position: int, records: int) -> int:
-    """The Kafka timestamp of the `position`-th of a chunk's `records` records: its share of the chunk's
-    span after its start, so timestamps rise with event time and never run ahead of the orders'
-    event times by more than a record's share of the span."""
-    start_ms = int(settings.start.replace(tzinfo=settings.start.tzinfo or UTC).timestamp() * 1000)
-    return start_ms + settings.span_seconds * 1000 * position // max(records, 1)
+def start_ms(settings: GeneratorSettings) -> int:
+    """The epoch milliseconds of `settings.start` (a zone-less time is UTC, as the generator's)."""
+    return int(settings.start.replace(tzinfo=settings.start.tzinfo or UTC).timestamp() * 1000)
 
 
 def _write_chunk(chunk: Chunk) -> int:
     written = 0
-    records = record_count(chunk.settings)
+    records = max(record_count(chunk.settings), 1)
+    # Each record's Kafka timestamp: its share of the chunk's span after its start, so timestamps rise
+    # with event time and never run ahead of the orders' event times by more than a record's share.
+    first_ms, span_ms = start_ms(chunk.settings), chunk.settings.span_seconds * 1000
     with chunk.path.open("wb") as out:
         for record in generate_orders(chunk.settings):
             key, value = record.key or b"", record.value or b""
-            stamp = event_line_ms(chunk.settings, written, records)
+            stamp = first_ms + span_ms * written // records
             out.write(_HEADER.pack(len(key), len(value), stamp))
             out.write(key)
             out.write(value)
