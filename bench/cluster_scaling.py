@@ -52,6 +52,7 @@ EXECUTOR_CORES = (1, 2)
 # Clear of `make cluster-up` (7077.., 9192..), the fault tests' cluster (19100..) and `make bench`
 # (23080-23093).
 DEFAULT_BASE_PORT = 23100
+BASE_PORT_VARIABLE = "BENCH_CLUSTER_BASE_PORT"
 DEFAULT_STATE_DIR = REPO_ROOT / ".local" / "bench-cluster"
 LABEL = "cluster"
 
@@ -62,7 +63,7 @@ def _say(message: str) -> None:
 
 def cluster_settings(state_dir: Path, base_port: int) -> ClusterSettings:
     """The bench's own cluster: every port from `base_port`, its state under `state_dir`/cluster."""
-    return ClusterSettings.from_base_port(state_dir / "cluster", base_port)
+    return ClusterSettings.from_base_port(state_dir / "cluster", base_port, BASE_PORT_VARIABLE)
 
 
 def bench_settings(orders: int, seed: int, state_dir: Path, cluster: ClusterSettings) -> BenchSettings:
@@ -259,7 +260,7 @@ def argument_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser().parse_args(argv)
     state_dir = Path(os.environ.get("BENCH_CLUSTER_STATE_DIR", DEFAULT_STATE_DIR))
-    base_port = int(os.environ.get("BENCH_CLUSTER_BASE_PORT", DEFAULT_BASE_PORT))
+    base_port = int(os.environ.get(BASE_PORT_VARIABLE, DEFAULT_BASE_PORT))
     cluster = LocalCluster(cluster_settings(state_dir, base_port))
     settings = bench_settings(args.orders, args.seed, state_dir, cluster.settings)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

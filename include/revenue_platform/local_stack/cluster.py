@@ -78,12 +78,15 @@ class ClusterSettings:
     brokers: int = 3
     kafka_heap: str = "512m"
     """Each broker's JVM heap; env CLUSTER_KAFKA_HEAP."""
+    base_port_variable: str | None = None
+    """The variable whose one number lays out every port (`from_base_port`), which a port taken
+    names as the way to move them; None: each port's own variable (above) moves it."""
 
     @classmethod
-    def from_base_port(cls, home: Path, base: int) -> ClusterSettings:
+    def from_base_port(cls, home: Path, base: int, base_port_variable: str) -> ClusterSettings:
         """Every port laid out from one number: master `base`, its UI +1, workers +2.., their UIs
         +4.., brokers +10.., controllers +13..; a second cluster next to the first (the fault tests',
-        the cluster benchmark's)."""
+        the cluster benchmark's). `base_port_variable` is where `base` came from."""
         return cls(
             home=home,
             spark_master_port=base,
@@ -91,6 +94,7 @@ class ClusterSettings:
             spark_worker_base_port=base + 2,
             spark_worker_webui_base_port=base + 4,
             kafka_base_port=base + 10,
+            base_port_variable=base_port_variable,
         )
 
     @classmethod
@@ -99,9 +103,11 @@ class ClusterSettings:
         (`from_base_port`), e.g. for a second cluster next to the first; the single variables still win."""
         base = _port("CLUSTER_BASE_PORT", 0)
         home = cluster_state_dir()
-        laid_out = cls.from_base_port(home, base) if base else cls(home=home)
+        laid_out = cls.from_base_port(home, base, "CLUSTER_BASE_PORT") if base else cls(home=home)
         return replace(
             laid_out,
+            # Each port's own variable wins over the base here, so it is the one to name.
+            base_port_variable=None,
             spark_master_port=_port("SPARK_MASTER_PORT", laid_out.spark_master_port),
             spark_master_webui_port=_port("SPARK_MASTER_WEBUI_PORT", laid_out.spark_master_webui_port),
             spark_worker_base_port=_port("SPARK_WORKER_BASE_PORT", laid_out.spark_worker_base_port),
@@ -303,7 +309,8 @@ class LocalCluster:
         return self.settings.marker_path.exists() and self.master.pid() is not None
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def _check_ports(self) -> None:
+    def require_free_ports(self) -> None:
+        """PrerequisiteError naming the variable that moves it when a port a stopped part needs is taken."""
         s = self.settings
         wanted = []
         if self.master.pid() is None:
@@ -322,14 +329,14 @@ class LocalCluster:
                 wanted += [(s.broker_port(index), "CLUSTER_KAFKA_BASE_PORT")]
                 wanted += [(s.controller_port(index), "CLUSTER_KAFKA_BASE_PORT")]
         for port, variable in wanted:
-            require_free_port(port, "the local cluster", variable)
+            require_free_port(port, "the local cluster", s.base_port_variable or variable)
 
     def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] = print) -> None:
         """Start whatever part is not running (idempotent) and wait until all of it answers."""
         require_java()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         require_free_disk(self.settings.home)
-        self._check_ports()
+        self.require_free_ports()
         if not self._cluster_id_path.exists():
             self._cluster_id_path.write_text(self.brokers[0].random_cluster_id())
         for broker in self.brokers:

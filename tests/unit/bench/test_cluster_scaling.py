@@ -4,6 +4,7 @@ asked for, and how the two replays become a ratio, a gold verdict and a summary 
 from __future__ import annotations
 
 import json
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 from bench import cluster_scaling
 from bench.outputs import write_documents
 from bench.run import BenchRun, replay_hour_start
+from revenue_platform.errors import PrerequisiteError
+from revenue_platform.local_stack.cluster import LocalCluster
 
 EXPECTED_ORDERS = 100_000
 
@@ -29,6 +32,24 @@ def test_the_bench_runs_on_a_cluster_of_its_own_and_the_app_on_its_master_and_br
     assert run.lake_root == str(tmp_path / "lake")
     assert (run.settings.orders, run.settings.seed, run.settings.live_rates) == (EXPECTED_ORDERS, 7, ())
     assert cluster_scaling.cluster_settings(tmp_path, 23100).home == tmp_path / "cluster"
+
+
+def test_a_taken_port_names_the_variable_that_moves_the_bench_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make cluster-up`'s variables in the environment move `make cluster-up`'s cluster, not this one.
+    monkeypatch.setenv("SPARK_MASTER_PORT", "7077")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cluster = LocalCluster(cluster_scaling.cluster_settings(tmp_path, port))
+        with pytest.raises(PrerequisiteError) as refused:
+            cluster.require_free_ports()
+    message = str(refused.value)
+    assert f"Port {port} is already in use" in message
+    assert "BENCH_CLUSTER_BASE_PORT=<port>" in message
+    assert "SPARK_MASTER_PORT" not in message
 
 
 @pytest.mark.parametrize("cores", [1, 2])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
-from revenue_platform.local_stack.cluster import ClusterSettings
+from revenue_platform.errors import PrerequisiteError
+from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
 from revenue_platform.local_stack.kafka_broker import server_properties
 
 
@@ -43,7 +45,7 @@ def test_a_base_port_alone_lays_out_a_cluster_of_its_own_whatever_the_environmen
     # A developer's `make cluster-up` ports in the environment must not move a cluster laid out by number.
     monkeypatch.setenv("SPARK_MASTER_PORT", "7077")
     monkeypatch.setenv("CLUSTER_KAFKA_BASE_PORT", "9192")
-    settings = ClusterSettings.from_base_port(tmp_path / "cluster", 23100)
+    settings = ClusterSettings.from_base_port(tmp_path / "cluster", 23100, "BENCH_CLUSTER_BASE_PORT")
     assert settings.home == tmp_path / "cluster"
     assert settings.spark_master_url == "spark://127.0.0.1:23100"
     assert settings.master_status_url == "http://127.0.0.1:23101/json/"
@@ -113,3 +115,18 @@ def test_while_the_cluster_runs_its_lake_is_its_own_unless_the_user_named_one(
     monkeypatch.delenv("PLATFORM_LAKE_ROOT")
     marker.unlink()  # `make cluster-down`
     assert lake_root() == str(tmp_path / "lake")
+
+
+def test_a_taken_port_of_the_environments_cluster_names_its_own_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # From the environment each port's own variable wins over CLUSTER_BASE_PORT: it is the one to name.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
+        monkeypatch.setenv("CLUSTER_BASE_PORT", "23300")
+        monkeypatch.setenv("SPARK_MASTER_PORT", str(port))
+        with pytest.raises(PrerequisiteError, match=f"Port {port} .* with SPARK_MASTER_PORT=<port>"):
+            LocalCluster(ClusterSettings.from_env()).require_free_ports()
