@@ -7,7 +7,9 @@ topic checks) reads here: `open_delta` for the table (None when nothing was writ
 handler, whose threads abort the process at exit in about half the runs (docs/object-store.md).
 A filter becomes SQL text made by code only: column names must be plain identifiers, and each value
 is rendered from its Python type (a string as the hex of its UTF-8 bytes, an instant as its epoch
-microseconds), so no value a user typed is ever parsed as SQL.
+microseconds), so no value a user typed is ever parsed as SQL. A data file that cannot be read
+(truncated, overwritten or deleted behind Delta's back) is reported as UnreadableDeltaFileError,
+naming the table, the file and the way back, not as delta-rs's bare `Exception`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,16 @@ _COMPARISONS: Final = frozenset({"=", "!=", "<", "<=", ">", ">="})
 _MEMBERSHIP: Final = {"in": "IN", "not in": "NOT IN"}
 # Control-plane tables are small: one partition reads them in file order, on one core.
 _SESSION: Final = {"datafusion.execution.target_partitions": "1"}
+# How delta-rs's engine words a data file it could not read (it raises a bare Exception); the file is
+# named when its footer or the file itself was missing, not when a page inside it was damaged.
+_DATA_FILE_ERROR: Final = re.compile(r"Parquet error|Parquet argument error|Object Store error")
+_NAMED_FILE: Final = re.compile(r"for file (\S+?): ")
+# Enough to act on; finding them means reading each local data file whole.
+_MAX_FILES_NAMED: Final = 3
+
+
+class UnreadableDeltaFileError(RuntimeError):
+    """A data file of a Delta table's current version cannot be read: truncated, damaged or missing."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +77,50 @@ def read_delta(
     sql = f"SELECT {selected} FROM snapshot"
     if where:
         sql += " WHERE " + " AND ".join(_condition(c) for c in where)
-    rows = QueryBuilder(_SESSION).register("snapshot", table).execute(sql).read_all()
+    try:
+        rows = QueryBuilder(_SESSION).register("snapshot", table).execute(sql).read_all()
+    except Exception as error:  # delta-rs raises a bare Exception for whatever its engine met
+        if not _DATA_FILE_ERROR.search(str(error)):
+            raise
+        raise unreadable_file_error(table, str(error)) from error
     return without_views(pa.table(rows))  # arro3 -> pyarrow through the Arrow C data interface
+
+
+def unreadable_file_error(table: DeltaTable, detail: str) -> UnreadableDeltaFileError:
+    """What to tell about `table` whose read failed with delta-rs's `detail` on a data file: which
+    table and file, and how to get back to a readable version."""
+    named = _NAMED_FILE.search(detail)
+    files = [named.group(1)] if named else _unreadable_local_files(table)
+    which = ", ".join(files) if files else "one of its data files"
+    uri = table.table_uri
+    return UnreadableDeltaFileError(
+        f"the Delta table {uri} cannot be read at version {table.version()}: {which} is truncated, "
+        f"damaged or missing ({detail}). Delta never rewrites a data file, so it was changed behind "
+        "Delta's back (a full disk, a partial copy, a hand edit or deletion). Bring the table back to "
+        "the last version that does not hold that file with Delta's RESTORE (DeltaTable(uri, "
+        "version=<n>).file_uris() lists a version's files, .history() the versions): "
+        f"DeltaTable({uri!r}).restore(<version>), or Spark SQL RESTORE TABLE delta.`{uri}` TO VERSION "
+        "AS OF <version>. A deployment's gold can instead be rebuilt from its bronze by the "
+        "reprocess_revenue DAG over the hours it covers."
+    )
+
+
+def _unreadable_local_files(table: DeltaTable) -> list[str]:
+    """Data files of `table` (a local one) that pyarrow cannot read whole; [] on an object store."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    found: list[str] = []
+    for uri in table.file_uris():
+        if "://" in uri and not uri.startswith("file://"):
+            return []
+        try:
+            pq.read_table(uri.removeprefix("file://"))
+        except (OSError, pa.ArrowException):
+            found.append(uri)
+            if len(found) == _MAX_FILES_NAMED:
+                break
+    return found
 
 
 def without_views(data: pa.Table) -> pa.Table:

@@ -9,7 +9,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from spark_apps.contract.delta_reads import AnyOf, open_delta, read_delta, sql_literal, without_views
+from spark_apps.contract.delta_reads import (
+    AnyOf,
+    UnreadableDeltaFileError,
+    open_delta,
+    read_delta,
+    sql_literal,
+    without_views,
+)
 
 T0 = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 SCHEMA = pa.schema(
@@ -118,3 +125,37 @@ def test_string_views_become_without_views_also_inside_lists() -> None:
     assert without_views(views).schema == pa.schema(
         [("s", pa.string()), ("l", pa.list_(pa.string())), ("b", pa.binary()), ("n", pa.int64())]
     )
+
+
+def _damage(path: Path, how: str) -> None:
+    if how == "truncated":
+        with path.open("r+b") as data:
+            data.truncate(path.stat().st_size // 2)
+    elif how == "deleted":
+        path.unlink()
+    else:  # a page overwritten, footer intact: delta-rs's error names no file
+        with path.open("r+b") as data:
+            data.seek(8)
+            data.write(b"\xff" * 200)
+
+
+@pytest.mark.parametrize("how", ["truncated", "deleted", "damaged inside"])
+def test_a_damaged_data_file_is_named_with_its_table_and_the_way_back(tmp_path: Path, how: str) -> None:
+    path = str(tmp_path / "gold")
+    first = pa.table({"window_start": list(range(500)), "revenue": [str(i) for i in range(500)]})
+    write_deltalake(path, first)
+    write_deltalake(path, first, mode="append")
+    table = DeltaTable(path)
+    [added] = [uri for uri in table.file_uris() if uri not in DeltaTable(path, version=0).file_uris()]
+    _damage(Path(added.removeprefix("file://")), how)
+
+    with pytest.raises(UnreadableDeltaFileError) as unreadable:
+        read_delta(DeltaTable(path))
+    message = str(unreadable.value)
+    assert f"the Delta table {table.table_uri} cannot be read at version 1" in message
+    assert Path(added).name in message
+    assert "RESTORE TABLE delta." in message
+    assert "reprocess_revenue" in message
+    # The way back it names works: the version before the damaged file was written reads again.
+    DeltaTable(path).restore(0)
+    assert read_delta(DeltaTable(path)).num_rows == 500
