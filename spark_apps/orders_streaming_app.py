@@ -37,10 +37,12 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from spark_apps.contract import fault_points
 from spark_apps.contract.config import AppConfigError, StreamingAppConfig, load_config, with_kafka_security
+from spark_apps.contract.driver_exit import DRIVER_CRASHED, DRIVER_REFUSED, DRIVER_SUPERSEDED
 from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError, verify_lease, write_driver_status
-from spark_apps.contract.kafka_cluster import KafkaClusterCheckError
+from spark_apps.contract.kafka_cluster import KafkaClusterCheckError, KafkaClusterUnreachableError
 from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
+from spark_apps.engine.checkpoints import CheckpointMigrationError
 from spark_apps.engine.observability import query_failure
 from spark_apps.engine.queries import PreparedQueries, prepare_queries
 from spark_apps.engine.session import DELTA_CONF, build_spark_session
@@ -316,12 +318,12 @@ def main(argv: list[str] | None = None) -> int:
         config = with_kafka_security(config, KafkaClientSecurity.from_environment())
     except (AppConfigError, KafkaSecurityError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
-        return 2
+        return DRIVER_REFUSED
     try:
         fault_points.armed_point()
     except fault_points.FaultPointError as error:
         print(f"ERROR: {error}", file=sys.stderr)
-        return 2
+        return DRIVER_REFUSED
     registry_root = config.registry_root or config.lake_root
     registry_options = delta_rs_storage_options(registry_root)
     if config.lease_token is not None:
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             verify_lease(registry_root, config.deployment_id, config.lease_token, registry_options)
         except LeaseRejectedError as error:
             print(f"ERROR: {error}", file=sys.stderr)
-            return 3
+            return DRIVER_SUPERSEDED
         LOG.info("lease %s of deployment %s verified", config.lease_token, config.deployment_id)
     try:
         # Whoever launched it (a DAG, `--set`, a hand-edited file): its outputs never land in a topic
@@ -338,17 +340,21 @@ def main(argv: list[str] | None = None) -> int:
         verify_topic_ownership(registry_root, config, registry_options)
     except TopicOwnershipError as error:
         print(f"ERROR: {error}", file=sys.stderr)
-        return 2
+        return DRIVER_REFUSED
     try:
         run(config)
     except LeaseRejectedError as error:
         print(f"ERROR: superseded: {error}", file=sys.stderr)
-        return 3
-    except KafkaClusterCheckError as error:
-        # Refused before any query read a checkpoint (another Kafka cluster, or none to ask): the
-        # message is the whole story, not a stack trace.
+        return DRIVER_SUPERSEDED
+    except KafkaClusterUnreachableError as error:
+        # No broker answered in time: a restart may find them back.
         print(f"ERROR: {error}", file=sys.stderr)
-        return 2
+        return DRIVER_CRASHED
+    except (KafkaClusterCheckError, CheckpointMigrationError) as error:
+        # Refused before any query read a checkpoint (another Kafka cluster's, a retired engine's):
+        # the message is the whole story, not a stack trace, and a restart would refuse again.
+        print(f"ERROR: {error}", file=sys.stderr)
+        return DRIVER_REFUSED
     return 0
 
 

@@ -19,6 +19,10 @@ from pathlib import Path
 
 from revenue_platform.errors import PrerequisiteError
 
+# Every process `spawn_detached` started, kept so its exit status can still be read (`exit_code`):
+# a dropped Popen is reaped by the next Popen anyone creates, and its status is lost.
+_SPAWNED: dict[int, subprocess.Popen[bytes]] = {}
+
 
 def spawn_detached(
     command: list[str],
@@ -40,7 +44,16 @@ def spawn_detached(
             cwd=cwd,
         )
     pid_path.write_text(str(process.pid))
+    _SPAWNED[process.pid] = process
     return process.pid
+
+
+def exit_code(pid: int) -> int | None:
+    """How `pid` ended (its exit status; minus the signal that killed it), if this process started it
+    with `spawn_detached` and it has ended; None while it runs, or when another process started it
+    (its status went to that one)."""
+    process = _SPAWNED.get(pid)
+    return None if process is None else process.poll()
 
 
 def rotate_copytruncate(path: Path, max_bytes: int, backups: int) -> bool:

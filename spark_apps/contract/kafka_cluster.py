@@ -23,6 +23,10 @@ class KafkaClusterCheckError(RuntimeError):
     """The start-time check of the deployment's Kafka cluster could not pass."""
 
 
+class KafkaClusterUnreachableError(KafkaClusterCheckError):
+    """No broker told its cluster id in time: unlike the other refusals, a later start may pass."""
+
+
 class KafkaClusterChangedError(KafkaClusterCheckError):
     """The deployment's checkpoints were written against another Kafka cluster than its brokers'."""
 

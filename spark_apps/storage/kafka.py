@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
-from spark_apps.contract.kafka_cluster import KafkaClusterCheckError
+from spark_apps.contract.kafka_cluster import KafkaClusterCheckError, KafkaClusterUnreachableError
 from spark_apps.storage.replay_history import history_cut_over_offsets
 from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS
 
@@ -89,7 +89,7 @@ def kafka_cluster_id(config: StreamingAppConfig, timeout_s: float = 30.0) -> str
     try:
         cluster_id = admin.list_topics(config.kafka.orders_topic, timeout=timeout_s).cluster_id
     except KafkaException as error:
-        raise KafkaClusterCheckError(
+        raise KafkaClusterUnreachableError(
             f"deployment {config.deployment_id!r} cannot read the Kafka cluster id of its brokers {servers} "
             f"within {timeout_s:.0f}s ({error}); check they run and kafka.bootstrap_servers names them"
         ) from error

@@ -287,3 +287,45 @@ def test_a_pass_that_dies_is_retried_once_but_giving_up_or_a_bad_form_is_not(dag
         assert task.retry_policy.evaluate(final, 1, 2).action == RetryAction.FAIL, final
     # What killed a pass on a freshly started stack: the worker's call to Airflow's API timed out.
     assert task.retry_policy.evaluate(httpx.ReadTimeout("timed out"), 1, 2).action == RetryAction.DEFAULT
+
+
+def test_a_driver_that_refuses_to_start_is_not_restarted_and_its_message_fails_the_pass(
+    dags: dict[str, Any], kafka_bootstrap: str, lake: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    registry = DeploymentRegistry(lake)
+    suffix = unique_suffix()
+    deployment_id = f"moved{suffix}"
+    run = deploy(dags, deployment_id, topic_overrides(kafka_bootstrap, suffix))
+    assert run.state == SUCCESS, task_states(run)
+    record = registry.get(deployment_id)
+    record_path = local_path(record.app_config().names.kafka_cluster_record)
+    recorded = json.loads(record_path.read_text())
+
+    # The driver dies, and its brokers now belong to another cluster than its checkpoints' (as after
+    # `make down` and a kafka_default pointed at other brokers): every restart would be refused.
+    os.killpg(os.getpgid(record.driver_pid), signal.SIGKILL)
+    wait_until_gone(record.driver_pid)
+    record_path.write_text(json.dumps({**recorded, "kafka_cluster_id": "the-one-broker-stack"}))
+    capfd.readouterr()
+    run = supervise(dags, deployment_id)
+
+    # One restart, refused: the pass fails at once with the driver's own message, which names the way
+    # out, instead of restarting until the budget is spent.
+    assert run.state == FAILED, task_states(run)
+    failure = "".join(capfd.readouterr())
+    assert f"deployment {deployment_id!r} may not start" in failure
+    assert "blue-green replay into a new deployment" in failure
+    assert "restart budget" not in failure
+    refused = registry.get(deployment_id)
+    assert refused.observed_state == "failed"
+    assert [entry["outcome"] for entry in refused.restart_history] == ["launched", "refused"]
+    [event] = [event for event in registry.events(deployment_id) if event.kind == "refused"]
+    assert "'the-one-broker-stack'" in event.details["error"]
+    assert spark_drivers(lake) == []
+
+    # Later passes leave it alone: no launch, no failure, until it is deployed anew.
+    launches = sum(1 for event in registry.events(deployment_id) if event.kind == "launched")
+    run = supervise(dags, deployment_id)
+    assert run.state == SUCCESS, task_states(run)
+    assert xcom(run, "supervise")["deployments"][0]["action"] == "refused"
+    assert sum(1 for event in registry.events(deployment_id) if event.kind == "launched") == launches == 2

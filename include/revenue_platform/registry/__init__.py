@@ -8,12 +8,14 @@ Spark driver and `make down` on different machines all see the same truth.
 from __future__ import annotations
 
 from revenue_platform.registry.models import (
+    FINAL_RESTART_OUTCOMES,
     Colour,
     DeploymentRecord,
     DesiredState,
     ObservedState,
     RegistryEvent,
     ReleaseRecord,
+    RestartOutcome,
     colour_for,
 )
 from revenue_platform.registry.store import (
@@ -27,6 +29,7 @@ from revenue_platform.registry.store import (
 )
 
 __all__ = [
+    "FINAL_RESTART_OUTCOMES",
     "Colour",
     "DeploymentNotFoundError",
     "DeploymentRecord",
@@ -38,6 +41,7 @@ __all__ = [
     "RegistryEvent",
     "ReleaseNotFoundError",
     "ReleaseRecord",
+    "RestartOutcome",
     "colour_for",
     "registry_lake_root",
     "resolve_live_deployment",

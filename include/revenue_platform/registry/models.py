@@ -35,6 +35,21 @@ class ObservedState(StrEnum):
     DEAD = "dead"
 
 
+class RestartOutcome(StrEnum):
+    """What became of one entry of a deployment's `restart_history`."""
+
+    LAUNCHED = "launched"
+    """The supervisor restarted it."""
+    GAVE_UP = "gave_up"
+    """The restart budget was spent: the supervisor stopped restarting it."""
+    REFUSED = "refused"
+    """Its driver refused to start, and would again: it is not restarted."""
+
+
+# Outcomes that end supervision until a deploy resets the history; they are no restarts.
+FINAL_RESTART_OUTCOMES = frozenset({RestartOutcome.GAVE_UP.value, RestartOutcome.REFUSED.value})
+
+
 class Colour(StrEnum):
     BLUE = "blue"
     GREEN = "green"
@@ -174,6 +189,11 @@ class DeploymentRecord:
         """Supervisor restarts since the last deploy: [{at, reason, outcome}], oldest first."""
         history: list[dict[str, Any]] = json.loads(self.restart_history_json or "[]")
         return history
+
+    @property
+    def restarts(self) -> list[dict[str, Any]]:
+        """The entries of `restart_history` that are restarts (not the supervisor's final word)."""
+        return [entry for entry in self.restart_history if entry.get("outcome") not in FINAL_RESTART_OUTCOMES]
 
     @property
     def config(self) -> dict[str, Any]:

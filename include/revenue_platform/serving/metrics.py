@@ -101,7 +101,7 @@ def read_samples(registry: DeploymentRegistry) -> list[DeploymentSample]:
                 colour=record.colour,
                 app_version=record.app_version,
                 observed_state=record.observed_state,
-                restarts=sum(1 for entry in record.restart_history if entry.get("outcome") != "gave_up"),
+                restarts=len(record.restarts),
                 heartbeat_at=parse_time(driver_heartbeat(names)),
                 progress=revenue_progress(record, registry.lake_root),
                 trigger_interval_s=trigger_interval_s(record),

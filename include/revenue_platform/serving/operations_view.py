@@ -145,7 +145,7 @@ def deployment_status(
     show_paths: bool = False,
 ) -> DeploymentStatus:
     progress = revenue_progress(record, lake_root)
-    restarts = [entry for entry in record.restart_history if entry.get("outcome") != "gave_up"]
+    restarts = record.restarts
     behind = progress.get("max_offsets_behind_latest")
     interval_s = trigger_interval_s(record)
     rates = batch_rates(progress, interval_s, now)

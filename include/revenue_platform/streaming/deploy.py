@@ -6,8 +6,10 @@ config fails and changes nothing (new configs roll out with blue_green_replay); 
 new fencing token is taken with a compare-and-swap on the registry row, the driver is
 launched with it, and the call waits, bounded, for the driver's first heartbeat. A driver
 that exits first, or stays silent, is recorded as failed with the tail of its log, and
-DeploymentFailedError carries that tail to the Airflow task log. The supervisor restarts
-through the same `launch_and_wait`.
+DeploymentFailedError carries that tail to the Airflow task log; one that refused to start
+(exit status `DRIVER_REFUSED`: it would refuse again) is recorded as refused, which the
+supervisor never restarts, and DriverRefusedError carries its own message. The supervisor
+restarts through the same `launch_and_wait`.
 """
 
 from __future__ import annotations
@@ -32,17 +34,20 @@ from revenue_platform.registry import (
     DesiredState,
     ObservedState,
     RegistryEvent,
+    RestartOutcome,
     colour_for,
 )
 from revenue_platform.streaming.launcher import (
     DriverHandle,
     LaunchError,
     SparkTarget,
+    last_error_line,
     launch,
     log_tail,
     observe_driver,
 )
 from spark_apps.contract.config import BRONZE_TABLE_INFIX, AppConfigError, StreamingAppConfig, load_config
+from spark_apps.contract.driver_exit import DRIVER_REFUSED
 from spark_apps.contract.kafka_config import MAX_TIMESTAMP_MS
 from spark_apps.contract.kafka_security import KafkaClientSecurity
 from spark_apps.contract.naming import DeploymentNames, validate_deployment_id
@@ -70,6 +75,11 @@ STARTING_FIELDS = ("kafka.starting_offsets", "kafka.starting_timestamp_ms")
 
 class DeploymentFailedError(PlatformError):
     """The driver failed at start (or never reported); the message carries its error."""
+
+
+class DriverRefusedError(DeploymentFailedError):
+    """The driver refused to start (exit status DRIVER_REFUSED): started again unchanged, it would
+    refuse again. The message is the driver's own, which says what to do."""
 
 
 @dataclass(frozen=True)
@@ -343,6 +353,45 @@ def mark_failed(
     )
 
 
+def mark_refused(
+    registry: DeploymentRegistry, record: DeploymentRecord, tail: str, actor: str
+) -> DriverRefusedError:
+    """Record that `record`'s driver refused to start (failed, with a `refused` restart outcome the
+    supervisor stops at); return the error to raise, carrying the driver's own message."""
+    # The app prints its refusal as one `ERROR: ` line; the JVM may log after it as it shuts down.
+    own = [line for line in tail.splitlines() if line.startswith("ERROR: ")]
+    said = own[-1] if own else last_error_line(tail) or "(the driver gave no reason)"
+    said = said.removeprefix("ERROR: ")
+    history = [
+        *record.restart_history,
+        {"at": datetime.now(UTC).isoformat(), "reason": said[:1000], "outcome": RestartOutcome.REFUSED.value},
+    ]
+    registry.update(
+        record.deployment_id,
+        {
+            "observed_state": ObservedState.FAILED.value,
+            "last_error": tail[-4000:],
+            "restart_history_json": json.dumps(history),
+        },
+        actor,
+        events=[
+            RegistryEvent(
+                record.deployment_id,
+                RestartOutcome.REFUSED.value,
+                actor,
+                record.observed_state,
+                ObservedState.FAILED.value,
+                "the driver refused to start",
+                {"error": said[-2000:], "exit_code": DRIVER_REFUSED, "lease_token": record.lease_token},
+            )
+        ],
+    )
+    return DriverRefusedError(
+        f"the streaming app of deployment {record.deployment_id!r} refused to start, and would refuse "
+        f"again, so it is not restarted until it is deployed anew: {said}\n(log {record.driver_log_path})"
+    )
+
+
 def wait_for_first_heartbeat(
     registry: DeploymentRegistry,
     record: DeploymentRecord,
@@ -386,6 +435,8 @@ def wait_for_first_heartbeat(
             # Let the log catch up with the exit before taking its tail.
             time.sleep(0.5)
             tail = log_tail(record)
+            if record.driver_pid is not None and processes.exit_code(record.driver_pid) == DRIVER_REFUSED:
+                raise mark_refused(registry, record, tail, actor)
             mark_failed(registry, record, tail, actor, "driver exited before its first heartbeat")
             raise DeploymentFailedError(
                 f"the streaming app of deployment {record.deployment_id!r} exited at start; "

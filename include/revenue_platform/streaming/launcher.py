@@ -289,8 +289,15 @@ def log_tail(record: DeploymentRecord, lines: int = 40) -> str:
     if record.driver_log_path is None:
         return ""
     tail = processes.tail(Path(record.driver_log_path), lines)
-    errors = [line for line in tail.splitlines() if _ERROR_LINE.search(line)]
-    return f"{errors[-1].strip()}\n---\n{tail}" if errors else tail
+    error = last_error_line(tail)
+    return f"{error}\n---\n{tail}" if error else tail
+
+
+def last_error_line(log_text: str) -> str | None:
+    """The last line of `log_text` that reports an error (the app's `ERROR: ...`, an exception's
+    message), stripped; None when there is none."""
+    errors = [line for line in log_text.splitlines() if _ERROR_LINE.search(line)]
+    return errors[-1].strip() if errors else None
 
 
 def driver_python_pid(record: DeploymentRecord) -> int | None:

@@ -5,9 +5,12 @@ process (for a local driver on this machine) and the age of the driver's own hea
 dead driver is restarted from its checkpoint through the deploy path with a new lease,
 after an exponential back-off; after `max_restarts` restarts within `window_s` the
 supervisor stops trying, marks the deployment failed and raises GaveUpError with the
-app's last error. A fresh deploy resets the budget. Each pass also copies heartbeat and
-progress (lag, rates, last batch) into the registry and returns them as a report, and rotates
-each local driver's log past `launcher.DRIVER_LOG_MAX_BYTES` (keeping `DRIVER_LOG_BACKUPS` copies).
+app's last error. A driver that refused to start (exit status `DRIVER_REFUSED`: another Kafka
+cluster's checkpoints, a config or topic refusal) would refuse again: the supervisor stops at
+once, with the driver's own message, and never restarts it. A fresh deploy resets the budget.
+Each pass also copies heartbeat and progress (lag, rates, last batch) into the registry and
+returns them as a report, and rotates each local driver's log past
+`launcher.DRIVER_LOG_MAX_BYTES` (keeping `DRIVER_LOG_BACKUPS` copies).
 """
 
 from __future__ import annotations
@@ -22,14 +25,16 @@ from typing import Any
 from revenue_platform import processes
 from revenue_platform.errors import PlatformError
 from revenue_platform.registry import (
+    FINAL_RESTART_OUTCOMES,
     DeploymentRecord,
     DeploymentRegistry,
     DesiredState,
     ObservedState,
     RegistryConflictError,
     RegistryEvent,
+    RestartOutcome,
 )
-from revenue_platform.streaming.deploy import DeploymentFailedError, launch_and_wait
+from revenue_platform.streaming.deploy import DeploymentFailedError, DriverRefusedError, launch_and_wait
 from revenue_platform.streaming.launcher import (
     DriverObservation,
     SparkTarget,
@@ -45,7 +50,7 @@ LOG = logging.getLogger(__name__)
 
 
 class GaveUpError(PlatformError):
-    """A deployment kept dying: the supervisor stopped restarting it."""
+    """A deployment kept dying, or its driver refused to start: the supervisor stopped restarting it."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,11 @@ class RestartPolicy:
 def recent_restarts(history: Iterable[dict[str, Any]], now: datetime, window_s: float) -> list[datetime]:
     """Times of restarts within the window ending `now`, oldest first."""
     since = now - timedelta(seconds=window_s)
-    times = [datetime.fromisoformat(entry["at"]) for entry in history if entry.get("outcome") != "gave_up"]
+    times = [
+        datetime.fromisoformat(entry["at"])
+        for entry in history
+        if entry.get("outcome") not in FINAL_RESTART_OUTCOMES
+    ]
     return sorted(t for t in times if t >= since)
 
 
@@ -81,7 +90,7 @@ def backoff_s(recent: int, policy: RestartPolicy) -> float:
 @dataclass(frozen=True)
 class Verdict:
     action: str
-    """healthy | starting | restart | backoff | give_up | gave_up"""
+    """healthy | starting | restart | backoff | give_up | gave_up | refused"""
     reason: str
 
 
@@ -90,8 +99,11 @@ def judge(
 ) -> Verdict:
     """What to do about one deployment whose desired state is running."""
     history = record.restart_history
-    if history and history[-1].get("outcome") == "gave_up":
+    last_outcome = history[-1].get("outcome") if history else None
+    if last_outcome == RestartOutcome.GAVE_UP:
         return Verdict("gave_up", "restart budget exhausted; redeploy to try again")
+    if last_outcome == RestartOutcome.REFUSED:
+        return Verdict("refused", "its driver refused to start; do what it said, then redeploy")
     if observation.alive(policy.heartbeat_stale_s):
         return Verdict("healthy", f"heartbeat {observation.heartbeat_age_s:.0f}s old")
     launched = record.launched_at
@@ -165,7 +177,7 @@ def _restart(
         processes.terminate(record.driver_pid, 15.0)
     history = [
         *record.restart_history,
-        {"at": now.isoformat(), "reason": verdict.reason, "outcome": "launched"},
+        {"at": now.isoformat(), "reason": verdict.reason, "outcome": RestartOutcome.LAUNCHED.value},
     ]
     dead = registry.update(
         record.deployment_id,
@@ -205,6 +217,8 @@ def _restart(
             extra_changes={"restart_history_json": json.dumps(history)},
             kafka_security=kafka_security,
         )
+    except DriverRefusedError:
+        raise  # not a start error to retry: the pass stops supervising it
     except DeploymentFailedError as error:
         return registry.get(record.deployment_id), str(error)
     return started, None
@@ -218,7 +232,7 @@ def _give_up(
     error = record.last_error or log_tail(record) or "(no error captured)"
     history = [
         *record.restart_history,
-        {"at": now.isoformat(), "reason": verdict.reason, "outcome": "gave_up"},
+        {"at": now.isoformat(), "reason": verdict.reason, "outcome": RestartOutcome.GAVE_UP.value},
     ]
     failed = registry.update(
         record.deployment_id,
@@ -319,6 +333,11 @@ def supervise(
                 gave_up.append(f"{record.deployment_id}: {verdict.reason}; last error:\n{last_error}")
             elif verdict.action == "healthy":
                 record = _record_healthy(registry, record, verdict, observation, actor)
+        except DriverRefusedError as error:
+            # Restarting it again would be refused again: stop now, with the driver's own words.
+            record = registry.get(record.deployment_id)
+            verdict = Verdict(RestartOutcome.REFUSED.value, "its driver refused to start; not restarted")
+            gave_up.append(f"{record.deployment_id}: {error}")
         except RegistryConflictError as error:
             # Someone (a deploy or stop) changed this deployment meanwhile; judge it again next pass.
             verdict = Verdict("skipped", f"changed concurrently: {error}")
@@ -353,7 +372,7 @@ def _report_entry(
         "processed_rows_per_second": summary["processed_rows_per_second"],
         "last_batch_at": summary["last_batch_at"],
         "restarts_in_window": len(recent_restarts(record.restart_history, now, policy.window_s)),
-        "restarts_total": sum(1 for e in record.restart_history if e.get("outcome") != "gave_up"),
+        "restarts_total": len(record.restarts),
         "start_error": start_error[-2000:] if start_error else None,
     }
 

@@ -135,3 +135,23 @@ def test_after_max_restarts_in_the_window_it_gives_up_and_stays_given_up() -> No
         [*given_up.restart_history, {"at": NOW.isoformat(), "outcome": "gave_up"}]
     )
     assert judge(given_up, DEAD, NOW + timedelta(hours=2), POLICY).action == "gave_up"
+
+
+def test_a_refused_start_is_never_restarted_and_is_no_restart_of_the_budget() -> None:
+    # What the deploy path records when the driver exits DRIVER_REFUSED (another Kafka cluster's
+    # checkpoints): starting it again unchanged would be refused again.
+    history = [
+        {"at": (NOW - timedelta(seconds=900)).isoformat(), "outcome": "launched"},
+        {"at": (NOW - timedelta(seconds=5)).isoformat(), "reason": "may not start", "outcome": "refused"},
+    ]
+    refused = record(observed_state="failed")
+    refused.restart_history_json = json.dumps(history)
+    verdict = judge(refused, DEAD, NOW, POLICY)
+    assert verdict.action == "refused"
+    assert "redeploy" in verdict.reason
+    assert recent_restarts(refused.restart_history, NOW, 3600) == [NOW - timedelta(seconds=900)]
+
+
+def test_a_crash_after_restarts_is_still_retried_within_the_budget() -> None:
+    crashed = record((200,), observed_state="failed")
+    assert judge(crashed, DEAD, NOW, POLICY).action == "restart"
