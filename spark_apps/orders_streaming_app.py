@@ -131,12 +131,19 @@ class _DriverLoop:
     the queries between micro-batches when asked to (SIGTERM) or superseded."""
 
     def __init__(
-        self, config: StreamingAppConfig, prepared: PreparedQueries, fence: LeaseFence, started_at: datetime
+        self,
+        config: StreamingAppConfig,
+        prepared: PreparedQueries,
+        fence: LeaseFence,
+        started_at: datetime,
+        side_file_options: dict[str, str],
     ) -> None:
         self.config = config
         self.prepared = prepared
         self.registry_root = fence.registry_root
         self.registry_storage_options = fence.storage_options
+        # Where the heartbeat goes: the lake's object store (its delta-rs options) or a local disk.
+        self.side_file_options = side_file_options
         self.started_at = started_at
         self.queries: list[StreamingQuery] = []
         self.ready: set[str] = set()
@@ -197,7 +204,9 @@ class _DriverLoop:
     def write_status(self, running: bool = True) -> None:
         states = _query_states(self.queries, self.ready)
         ready = running and len(self.ready) >= self.prepared.ready_after
-        write_driver_status(self.config.names, self.config.lease_token, self.started_at, states, ready)
+        write_driver_status(
+            self.config.names, self.config.lease_token, self.started_at, states, ready, self.side_file_options
+        )
 
     def stop_queries(self, session: SparkSession) -> None:
         """Stop what still runs, let the listener publish each query's last progress, close clients."""
@@ -265,7 +274,8 @@ def run(
     except BaseException:
         _restore_conf(session, merge_conf_before)  # a caller's session must not keep them
         raise
-    loop = _DriverLoop(config, prepared, fence, started_at)
+    side_file_options = delta_rs_storage_options(config.names.progress_dir, session)
+    loop = _DriverLoop(config, prepared, fence, started_at, side_file_options)
     loop.start_next()
     if spark is None:  # only the spark-submit entry point owns the process's signals
         signal.signal(signal.SIGTERM, loop.request_stop)

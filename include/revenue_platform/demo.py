@@ -13,7 +13,6 @@ and print the windowed revenue it wrote to gold, read back with the `deltalake` 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -134,14 +133,11 @@ def _gold_windows(lake_root: str) -> dict[tuple[str, str, datetime], tuple[int, 
 
 
 def _revenue_lag(lake_root: str) -> int | None:
-    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+    from revenue_platform.lake_storage import read_side_file
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
 
     names = DeploymentNames(lake_root, DEMO_DEPLOYMENT)
-    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
-    try:
-        lag = json.loads(path.read_text()).get("max_offsets_behind_latest")
-    except (OSError, ValueError):
-        return None
+    lag = (read_side_file(names.progress_file(REVENUE_QUERY_ROLE)) or {}).get("max_offsets_behind_latest")
     return int(lag) if lag is not None else None
 
 

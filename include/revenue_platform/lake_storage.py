@@ -7,7 +7,8 @@ no branch of their own. The store's endpoint and login come from the Airflow con
 access key pair) when it is defined, else from the local stack's object store (`make objectstore-up`,
 its generated credentials file). Spark gets S3A's jars and settings plus the credentials as
 environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`, and the control
-plane's readers open lake tables with them through `open_lake_table`.
+plane's readers open lake tables with them through `open_lake_table` and read the driver's side files
+(heartbeat, progress) with them through `read_side_file`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_e
 from revenue_platform.errors import ConfigError
 from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_object_store
 from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
+from spark_apps.contract import side_files
 from spark_apps.contract.delta_reads import open_delta
 from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
 
@@ -125,3 +127,14 @@ def spark_object_store_access(root: str | None = None) -> SparkObjectStoreAccess
         conf=store.spark_hadoop_conf(),
         environment=store.credentials_environment(),
     )
+
+
+def read_side_file(location: str) -> dict[str, Any] | None:
+    """A JSON side file the driver publishes in the lake (its heartbeat, a query's progress), on a local
+    disk or on the object store (`spark_apps.contract.side_files`); None when there is none yet."""
+    return side_files.read_json(location, delta_storage_options(location))
+
+
+def list_side_files(folder: str) -> list[str]:
+    """Locations of the JSON side files in a lake folder (`DeploymentNames.progress_dir`), by name."""
+    return side_files.list_json(folder, delta_storage_options(folder))

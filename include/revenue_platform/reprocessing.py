@@ -106,7 +106,7 @@ def plan_reprocessing(
     NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
     """
     from revenue_platform.registry import DeploymentRegistry
-    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE
 
     source = params.get("source")
     source = "auto" if source in (None, "") else source
@@ -145,7 +145,7 @@ def plan_reprocessing(
         "range_start": start.isoformat(),
         "range_end": end.isoformat(),
         "report_path": report,
-        "progress_file": str(local_path(config.names.progress_file(REVENUE_QUERY_ROLE))),
+        "progress_file": config.names.progress_file(REVENUE_QUERY_ROLE),
         "watermark": config.window.watermark,
         "spark_args": args,
     }

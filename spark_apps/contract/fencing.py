@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spark_apps.contract.delta_reads import open_delta, read_delta
-from spark_apps.contract.json_files import write_json_atomically
-from spark_apps.contract.naming import DeploymentNames, RegistryNames, local_path
+from spark_apps.contract.naming import DeploymentNames, RegistryNames
+from spark_apps.contract.side_files import write_json
 
 
 class LeaseRejectedError(RuntimeError):
@@ -180,13 +180,15 @@ def write_driver_status(
     started_at: datetime,
     queries: list[dict[str, Any]],
     ready: bool,
+    storage_options: Mapping[str, str] | None = None,
 ) -> None:
     """Rewrite the driver heartbeat file: pid/host (to signal it), lease token, readiness, query states.
 
-    `ready` turns true once every query got through its first trigger (sources initialised).
+    `ready` turns true once every query got through its first trigger (sources initialised);
+    `storage_options`: delta-rs's, for a lake on an object store (`spark_apps.contract.side_files`).
     """
-    write_json_atomically(
-        local_path(names.driver_status_file),
+    write_json(
+        names.driver_status_file,
         {
             "deployment_id": names.deployment_id,
             "pid": os.getpid(),
@@ -197,4 +199,5 @@ def write_driver_status(
             "ready": ready,
             "queries": queries,
         },
+        storage_options,
     )

@@ -12,18 +12,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from spark_apps.contract.json_files import write_json_atomically
-from spark_apps.contract.naming import local_path, query_progress_file
+from spark_apps.contract.naming import query_progress_file
 from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS
+from spark_apps.contract.side_files import read_json, write_json
 
 LOG = logging.getLogger("orders_streaming_app.progress")
 
@@ -125,14 +124,6 @@ def _moment(document: dict[str, Any], field: str) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
-
-
 def offsets_behind_latest(
     end_offsets: dict[str, dict[str, int]], latest_offsets: dict[str, dict[str, int]]
 ) -> int | None:
@@ -181,8 +172,11 @@ class ProgressPublisher(StreamingQueryListener):
         batch_facts: Callable[[int], dict[str, Any]] | None = None,
         history_query: str | None = None,
         history_facts: Callable[[int], dict[str, Any]] | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        self.progress_dir = local_path(progress_dir)
+        self.progress_dir = progress_dir
+        # delta-rs's options of the lake's object store (empty for a local lake): where the file goes.
+        self.storage_options = dict(storage_options or {})
         self.counters = counters
         self.consumer_group = consumer_group
         self.kafka_config = kafka_config
@@ -206,10 +200,13 @@ class ProgressPublisher(StreamingQueryListener):
         self._engine_watermark: str | None = None
         # The latest moment the app had read every record Kafka held (`kafka_read_all_at`); a restart
         # goes on from the last run's, so the lag in seconds keeps growing across a slow restart.
-        self._read_all_at: datetime | None = _moment((_read_json(self._progress_file()) or {}), READ_ALL_AT)
+        self._read_all_at: datetime | None = _moment((self._read_published() or {}), READ_ALL_AT)
 
-    def _progress_file(self) -> Path:
-        return local_path(query_progress_file(str(self.progress_dir), self.query))
+    def _read_published(self) -> dict[str, Any] | None:
+        return read_json(query_progress_file(self.progress_dir, self.query), self.storage_options)
+
+    def _write_published(self, summary: dict[str, Any]) -> None:
+        write_json(query_progress_file(self.progress_dir, self.query), summary, self.storage_options)
 
     def onQueryStarted(self, event: Any) -> None:
         LOG.info("query %s started (id %s, run %s)", event.name, event.id, event.runId)
@@ -280,7 +277,7 @@ class ProgressPublisher(StreamingQueryListener):
                 "history_pending": True,
             }
         )
-        write_json_atomically(self._progress_file(), summary)
+        self._write_published(summary)
 
     def _publish(self, commit: bool) -> None:
         if self._summary is None:
@@ -298,7 +295,7 @@ class ProgressPublisher(StreamingQueryListener):
             # Idle: the query found nothing new in Kafka and its batches before have committed, so
             # nothing is behind, even right after a restart, before a batch has said where Kafka ends.
             summary["max_offsets_behind_latest"] = 0
-        write_json_atomically(self._progress_file(), summary)
+        self._write_published(summary)
         # Offsets are committed on progress only, and only when they moved: a failing commit is not
         # retried every idle event, and a batch with no records asks nothing of Kafka.
         end_offsets = summary["end_offsets"]
@@ -337,7 +334,7 @@ class ProgressPublisher(StreamingQueryListener):
                     # run wrote (its watermark is the checkpoint's). That may be the history query's
                     # last batch (the Kafka query's first one committed but went unpublished): the
                     # history has ended since, so its marker goes.
-                    self._summary = _read_json(self._progress_file())
+                    self._summary = self._read_published()
                     if self._summary is not None:
                         self._summary.pop("reading", None)
                 self._publish(commit=False)

@@ -31,6 +31,7 @@ from spark_apps.storage.gold import ensure_gold_table
 from spark_apps.storage.kafka import kafka_admin_config, kafka_cluster_id, read_orders_stream
 from spark_apps.storage.replay_history import read_replay_history_stream
 from spark_apps.storage.stores import StoresTable
+from spark_apps.storage.tables import delta_rs_storage_options
 from spark_apps.validation.orders import parse_and_validate_orders
 
 
@@ -96,6 +97,7 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
         batch_facts=live.batch_facts,
         history_query=names.query_name(HISTORY_QUERY) if history else None,
         history_facts=history.batch_facts if history else None,
+        storage_options=delta_rs_storage_options(names.progress_dir, spark),
     )
     spark.streams.addListener(publisher)
     # Both tables exist before the query starts: no batch has to ask whether they exist.

@@ -1,18 +1,22 @@
 """The platform's own Python readers and writers on a lake in a real S3-compatible store.
 
 The driver's gold MERGE (delta-rs) with its epoch fencing, `read_gold`, the deployment registry with
-the driver's lease check, and the serving endpoints (operations view, metrics), each given nothing
-but an `s3a://` lake root: the store's settings come from the Airflow connection, as in a deployment.
-Spark's side of a shared table on the store is `test_lake_on_object_store.py`'s.
+the driver's lease check, the driver's heartbeat and progress files read by the supervisor, and the
+serving endpoints (operations view, metrics), each given nothing but an `s3a://` lake root: the
+store's settings come from the Airflow connection, as in a deployment. Spark's side of a shared table
+on the store is `test_lake_on_object_store.py`'s.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -22,20 +26,32 @@ from deltalake import write_deltalake
 from fastapi.testclient import TestClient
 
 from revenue_platform.gold_table import open_gold, read_gold
-from revenue_platform.lake_storage import delta_storage_options
+from revenue_platform.lake_storage import delta_storage_options, lake_object_store
 from revenue_platform.local_object_store import ObjectStoreSettings
+from revenue_platform.paths import REPO_ROOT
 from revenue_platform.quality.report import QualityReport
 from revenue_platform.quality.results import store_report
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryConflictError
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.gold import read_live_gold
+from revenue_platform.serving.metadata import read_lag
 from revenue_platform.serving.metrics import StreamingMetricsCollector, create_metrics_app
 from revenue_platform.serving.operations_view import create_operations_app
-from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp, LeaseFence, LeaseRejectedError
-from spark_apps.contract.naming import DeploymentNames
-from spark_apps.contract.object_store import delta_rs_uri
+from revenue_platform.streaming.finality import app_watermark
+from revenue_platform.streaming.launcher import SparkTarget
+from revenue_platform.streaming.supervisor import RestartPolicy, supervise
+from spark_apps.contract.fencing import (
+    GOLD_COMMIT_APP_ID,
+    CommitStamp,
+    LeaseFence,
+    LeaseRejectedError,
+    write_driver_status,
+)
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
+from spark_apps.contract.object_store import LakeObjectStore, delta_rs_uri
 from spark_apps.contract.records import GOLD_COLUMNS, STORE_ADDRESS_COLUMNS
 from spark_apps.contract.topic_ownership import registered_configs
+from spark_apps.engine.observability import BatchCounters, ProgressPublisher
 from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
 from tests.quality_helpers import GOLD_ARROW_SCHEMA, check_outcome
 
@@ -190,3 +206,99 @@ def test_tables_not_written_yet_on_the_store_read_as_empty(lake: str) -> None:
     assert DeploymentRegistry(lake).deployments() == []
     assert DeploymentRegistry(lake).events() == []
     assert read_gold(DeploymentNames(lake, "blue").gold_revenue_table).num_rows == 0
+
+
+def _revenue_batch(names: DeploymentNames, batch_id: int, at: datetime) -> SimpleNamespace:
+    """The progress event Spark gives the listener after a batch of the revenue query."""
+    name = names.query_name(REVENUE_QUERY_ROLE)
+    document = {
+        "id": str(uuid.uuid4()),
+        "runId": str(uuid.uuid4()),
+        "name": name,
+        "batchId": batch_id,
+        "timestamp": at.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "numInputRows": 5,
+        "eventTime": {"watermark": "2026-11-24T08:59:00.000Z"},
+        "sources": [],
+    }
+    return SimpleNamespace(progress=SimpleNamespace(json=json.dumps(document), name=name, batchId=batch_id))
+
+
+def _revenue_listener(names: DeploymentNames, storage_options: dict[str, str]) -> ProgressPublisher:
+    """The driver's progress listener of the revenue query (no offsets to commit: no Kafka source)."""
+    return ProgressPublisher(
+        names.progress_dir,
+        BatchCounters(),
+        names.consumer_group,
+        {},
+        query=names.query_name(REVENUE_QUERY_ROLE),
+        storage_options=storage_options,
+    )
+
+
+def test_the_drivers_heartbeat_and_progress_reach_the_supervisor_through_the_store(
+    lake: str, object_store: ObjectStoreSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver on another host shares no disk with the supervisor: its side files go to the bucket."""
+    monkeypatch.chdir(tmp_path)  # a lake location taken for a local path would land here
+    names = DeploymentNames(lake, "blue")
+    registry = DeploymentRegistry(lake)
+    registry.register(
+        DeploymentRecord("blue", lake_root=lake, desired_state="running", progress_dir=names.progress_dir),
+        "tester",
+    )
+    leased = registry.acquire_lease(
+        "blue", 1, "deploy", {"observed_state": "starting", "driver_kind": "cluster"}, "first launch"
+    )
+
+    # The driver finds the store as the launcher handed it over: S3A settings and its environment.
+    store = lake_object_store(lake)
+    assert store is not None
+    driver_options = LakeObjectStore.from_spark_hadoop_conf(
+        store.spark_hadoop_conf(), store.credentials_environment()
+    ).delta_rs_storage_options()
+    write_driver_status(names, leased.lease_token, datetime.now(UTC), [], True, driver_options)
+    listener = _revenue_listener(names, driver_options)
+    listener.onQueryProgress(_revenue_batch(names, 0, T0))
+
+    in_bucket = object_store.blobs_dir / "lake" / urlparse(names.progress_dir).path.lstrip("/")
+    assert sorted(path.name for path in in_bucket.iterdir()) == ["_driver.json", "blue__revenue.json"]
+
+    said: list[str] = []
+    report = supervise(
+        registry,
+        SparkTarget("spark://unused:7077", "cluster"),
+        RestartPolicy(),
+        "tester",
+        ["blue"],
+        said.append,
+    )
+    (entry,) = report["deployments"]
+    assert entry["action"] == "healthy", said
+    assert entry["heartbeat_age_s"] is not None
+    assert entry["heartbeat_age_s"] < 60
+    assert entry["last_batch_at"] == "2026-11-24T09:00:00.000Z"
+    assert registry.get("blue").observed_state == "running"
+    lag = read_lag(names)
+    assert lag is not None
+    assert (lag.heartbeat_at is not None, lag.last_batch_at) == (True, "2026-11-24T09:00:00.000Z")
+    assert app_watermark(names.progress_file(REVENUE_QUERY_ROLE)) == datetime(2026, 11, 24, 8, 59, tzinfo=UTC)
+
+    # A restarted driver's listener goes on from what its predecessor published in the bucket.
+    restarted = _revenue_listener(names, driver_options)
+    assert restarted._read_published() == listener._read_published()
+    # Nothing of the lake on local disk: not under the working directory, nor the repository.
+    assert list(tmp_path.iterdir()) == []
+    assert not (REPO_ROOT / "s3a:").exists()
+
+
+def test_a_heartbeat_on_the_store_costs_one_small_put(lake: str) -> None:
+    """The driver rewrites its heartbeat every 5 s with one client for its life: a write stays well
+    below that interval (measured: docs/object-store.md)."""
+    options = delta_storage_options(lake)
+    names = DeploymentNames(lake, "blue")
+    write_driver_status(names, "1-000000000000", datetime.now(UTC), [], True, options)  # the client
+    started = time.perf_counter()
+    for _ in range(20):
+        write_driver_status(names, "1-000000000000", datetime.now(UTC), [], True, options)
+    assert (time.perf_counter() - started) / 20 < 0.5

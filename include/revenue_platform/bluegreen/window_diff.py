@@ -48,12 +48,12 @@ def _progress_file_and_lateness(record: DeploymentRecord) -> tuple[str, timedelt
     """Where the deployment publishes its progress, and its watermark delay; None (the watermark rule
     only) for an app that is not running: its last idle report says what Kafka held then, and records
     appended since are in no window of its gold (a retired blue replayed from its bronze archive)."""
-    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE
 
     config = record.app_config()
-    progress_file = local_path(config.names.progress_file(REVENUE_QUERY_ROLE))
+    progress_file = config.names.progress_file(REVENUE_QUERY_ROLE)
     lateness = timedelta(seconds=config.window.delay_seconds) if _running(record) else None
-    return str(progress_file), lateness
+    return progress_file, lateness
 
 
 def final_windows_through(record: DeploymentRecord) -> datetime | None:

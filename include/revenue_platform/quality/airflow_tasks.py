@@ -141,9 +141,9 @@ def wait_for_the_app(record: DeploymentRecord, app: StreamingAppConfig, interval
     comparing then would report a difference that is only latency. Bounded: an app that is down or far
     behind gets the checks as gold is, and they say what is missing."""
     from revenue_platform.registry.models import DesiredState, ObservedState
-    from revenue_platform.streaming.finality import wait_for_final_windows
+    from revenue_platform.streaming.finality import read_progress, wait_for_final_windows
     from spark_apps.contract.config_rules import interval_seconds
-    from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
+    from spark_apps.contract.naming import REVENUE_QUERY_ROLE
 
     if record.desired_state != DesiredState.RUNNING.value:
         return
@@ -151,12 +151,12 @@ def wait_for_the_app(record: DeploymentRecord, app: StreamingAppConfig, interval
         # Dead, failed or given up on by the supervisor: no app will write anything meanwhile.
         log.info("%s is %s: checking gold as it is", record.deployment_id, record.observed_state)
         return
-    progress_file = local_path(app.names.progress_file(REVENUE_QUERY_ROLE))
-    if not progress_file.exists():
+    progress_file = app.names.progress_file(REVENUE_QUERY_ROLE)
+    if not read_progress(progress_file):
         log.info("%s has published no progress yet: checking gold as it is", record.deployment_id)
         return
     lateness = timedelta(seconds=interval_seconds(app.window.watermark))
-    if not wait_for_final_windows(str(progress_file), interval_end - lateness, lateness, APP_WAIT_S):
+    if not wait_for_final_windows(progress_file, interval_end - lateness, lateness, APP_WAIT_S):
         log.warning("%s has not finalized the checked windows: checking gold as it is", record.deployment_id)
 
 

@@ -8,22 +8,13 @@ minutes old there. `/v1/metadata/all` and the operations view read the heartbeat
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-from spark_apps.contract.naming import DeploymentNames, local_path
-
-
-def driver_status_path(names: DeploymentNames) -> Path:
-    return local_path(names.driver_status_file)
+from revenue_platform.lake_storage import read_side_file
+from spark_apps.contract.naming import DeploymentNames
 
 
 def driver_heartbeat(names: DeploymentNames) -> str | None:
-    """The driver's last heartbeat (ISO text, UTC) from its status file; None if it wrote none."""
-    try:
-        status: dict[str, Any] = json.loads(driver_status_path(names).read_text())
-    except (OSError, ValueError):
-        return None
-    heartbeat = status.get("heartbeat_at") if isinstance(status, dict) else None
+    """The driver's last heartbeat (ISO text, UTC) from its status file (on a local disk or the lake's
+    object store); None if it wrote none."""
+    status = read_side_file(names.driver_status_file)
+    heartbeat = status.get("heartbeat_at") if status is not None else None
     return str(heartbeat) if heartbeat else None

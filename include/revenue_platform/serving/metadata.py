@@ -13,27 +13,22 @@ query API shows"); every other user gets null there.
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
 
+from revenue_platform.lake_storage import read_side_file
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryError
-from revenue_platform.serving.driver_status import driver_heartbeat, driver_status_path
+from revenue_platform.serving.driver_status import driver_heartbeat
 from revenue_platform.serving.gold import NoLiveDeploymentError
 from revenue_platform.serving.models import DeploymentMetadata, Lag, Metadata
-from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
 
 LOG = logging.getLogger(__name__)
 
 
 def read_lag(names: DeploymentNames, show_paths: bool = False) -> Lag | None:
     """The revenue query's latest progress and the driver's heartbeat; None if the app wrote neither."""
-    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
-    try:
-        progress: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        progress = {}
+    progress = read_side_file(names.progress_file(REVENUE_QUERY_ROLE)) or {}
     heartbeat = driver_heartbeat(names)
     if not progress and heartbeat is None:
         return None
@@ -43,8 +38,8 @@ def read_lag(names: DeploymentNames, show_paths: bool = False) -> Lag | None:
         last_batch_at=progress.get("batch_timestamp"),
         heartbeat_at=heartbeat,
         watermark=progress.get("watermark"),
-        progress_file=str(path) if show_paths else None,
-        driver_status_file=str(driver_status_path(names)) if show_paths else None,
+        progress_file=names.progress_file(REVENUE_QUERY_ROLE) if show_paths else None,
+        driver_status_file=names.driver_status_file if show_paths else None,
     )
 
 

@@ -29,7 +29,6 @@ Money is `Decimal` end to end and a decimal string in JSON. The responses are th
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -44,7 +43,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, 
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from revenue_platform.gold_table import Filter, read_gold
-from revenue_platform.lake_storage import open_lake_table
+from revenue_platform.lake_storage import open_lake_table, read_side_file
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
@@ -76,7 +75,7 @@ from revenue_platform.serving.operations_state import (
 )
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.delta_reads import read_delta
-from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
 from spark_apps.contract.records import GOLD_WINDOW_COLUMNS
 
 LOG = logging.getLogger(__name__)
@@ -96,12 +95,7 @@ def _names(record: DeploymentRecord, lake_root: str) -> DeploymentNames:
 def revenue_progress(record: DeploymentRecord, lake_root: str) -> dict[str, Any]:
     """The revenue query's latest progress JSON (as `spark_apps.engine.observability` writes it), or {}."""
     names = _names(record, lake_root)
-    path = local_path(names.progress_file(REVENUE_QUERY_ROLE))
-    try:
-        document: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return document
+    return read_side_file(names.progress_file(REVENUE_QUERY_ROLE)) or {}
 
 
 # An absolute path or file: URI in free text (a driver's log tail), not the "/" inside "rows/s".

@@ -18,13 +18,11 @@ ending at or before `through` are final once
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from revenue_platform.times import parse_utc
@@ -33,12 +31,11 @@ log = logging.getLogger(__name__)
 
 
 def read_progress(progress_file: str) -> dict[str, Any]:
-    """The revenue query's latest progress document, or {} (no file yet, or unreadable)."""
-    try:
-        document = json.loads(Path(progress_file).read_text())
-    except (OSError, ValueError):
-        return {}
-    return document if isinstance(document, dict) else {}
+    """The revenue query's latest progress document (`progress_file`: its location in the lake, as
+    `DeploymentNames.progress_file` names it), or {} (no file yet, or unreadable)."""
+    from revenue_platform.lake_storage import read_side_file
+
+    return read_side_file(progress_file) or {}
 
 
 def _moment(progress: dict[str, Any], field: str) -> datetime | None:

@@ -26,12 +26,17 @@ from typing import Any
 from revenue_platform import processes
 from revenue_platform.connections import SPARK_CONN_ID
 from revenue_platform.errors import PlatformError
-from revenue_platform.lake_storage import SparkObjectStoreAccess, spark_object_store_access
+from revenue_platform.lake_storage import (
+    SparkObjectStoreAccess,
+    list_side_files,
+    read_side_file,
+    spark_object_store_access,
+)
 from revenue_platform.paths import REPO_ROOT, SPARK_APPS_DIR, state_dir
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.kafka_security import KafkaClientSecurity
-from spark_apps.contract.naming import DeploymentNames, local_driver_dir, local_path
+from spark_apps.contract.naming import DeploymentNames, local_driver_dir
 from spark_apps.contract.object_store import is_object_store_root
 
 LOG = logging.getLogger(__name__)
@@ -236,12 +241,8 @@ def local_process_alive(record: DeploymentRecord) -> bool | None:
 
 def read_driver_status(record: DeploymentRecord) -> dict[str, Any] | None:
     """The driver's heartbeat file, if it belongs to the record's current lease."""
-    path = local_path(DeploymentNames(record.lake_root, record.deployment_id).driver_status_file)
-    try:
-        status: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return status if status.get("lease_token") == record.lease_token else None
+    status = read_side_file(DeploymentNames(record.lake_root, record.deployment_id).driver_status_file)
+    return status if status is not None and status.get("lease_token") == record.lease_token else None
 
 
 def heartbeat_age_s(status: dict[str, Any] | None, now: datetime) -> float | None:
@@ -252,15 +253,12 @@ def heartbeat_age_s(status: dict[str, Any] | None, now: datetime) -> float | Non
 
 def read_query_progress(record: DeploymentRecord) -> dict[str, dict[str, Any]]:
     """Latest progress JSON of each query of the deployment, by query name."""
-    folder = local_path(record.progress_dir)
     progress: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        if path.name.startswith("_"):
-            continue
-        try:
-            progress[path.stem] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for location in list_side_files(record.progress_dir) if record.progress_dir else []:
+        name = location.rpartition("/")[2].removesuffix(".json")
+        document = None if name.startswith("_") else read_side_file(location)
+        if document is not None:
+            progress[name] = document
     return progress
 
 
