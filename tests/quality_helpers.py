@@ -19,8 +19,10 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from revenue_platform.gold_table import gold_arrow_schema
+from revenue_platform.lake_storage import delta_storage_options
 from revenue_platform.quality.report import CheckOutcome
 from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.object_store import delta_rs_uri
 from spark_apps.contract.records import GOLD_COLUMNS
 
 INTERVAL_START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -174,15 +176,21 @@ def write_tables(
     bronze: list[dict[str, Any]],
     gold_schema: pa.Schema = GOLD_ARROW_SCHEMA,
 ) -> DeploymentNames:
+    """Gold and bronze of `deployment_id` under `lake_root`, local or on the object store."""
     names = DeploymentNames(str(lake_root), deployment_id)
+    gold_table, bronze_table = names.gold_revenue_table, names.bronze_orders_table
     write_deltalake(
-        names.gold_revenue_table, pa.Table.from_pylist(gold, schema=gold_schema), mode="overwrite"
+        delta_rs_uri(gold_table),
+        pa.Table.from_pylist(gold, schema=gold_schema),
+        mode="overwrite",
+        storage_options=delta_storage_options(gold_table) or None,
     )
     write_deltalake(
-        names.bronze_orders_table,
+        delta_rs_uri(bronze_table),
         pa.Table.from_pylist(bronze, schema=BRONZE_ARROW_SCHEMA),
         mode="overwrite",
         partition_by=["ingest_date"],
+        storage_options=delta_storage_options(bronze_table) or None,
     )
     return names
 

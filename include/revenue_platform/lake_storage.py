@@ -14,8 +14,9 @@ plane's readers open lake tables with them through `open_lake_table` and read th
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -26,6 +27,7 @@ from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_
 from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
 from spark_apps.contract import side_files
 from spark_apps.contract.delta_reads import open_delta
+from spark_apps.contract.naming import local_path
 from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
 
 if TYPE_CHECKING:
@@ -138,3 +140,56 @@ def read_side_file(location: str) -> dict[str, Any] | None:
 def list_side_files(folder: str) -> list[str]:
     """Locations of the JSON side files in a lake folder (`DeploymentNames.progress_dir`), by name."""
     return side_files.list_json(folder, delta_storage_options(folder))
+
+
+def read_lake_file(location: str) -> bytes | None:
+    """The bytes of one file of the lake, a local file or an object on the store; None when absent."""
+    if not is_object_store_root(location):
+        try:
+            return local_path(location).read_bytes()
+        except OSError:
+            return None
+    store = side_files.object_store_filesystem(delta_storage_options(location))
+    try:
+        with store.open_input_stream(side_files.object_key(location)) as source:
+            return bytes(source.read())
+    except OSError:  # pyarrow's "not found" is a FileNotFoundError
+        return None
+
+
+def upload_to_store(local_folder: Path, files: Iterable[Path], location: str) -> int:
+    """Copy `files` (each under `local_folder`) to the same relative paths under `location`, a folder
+    on the lake's object store; returns how many. Each object is one PUT of the whole file."""
+    store = side_files.object_store_filesystem(delta_storage_options(location))
+    prefix = side_files.object_key(location)
+    copied = 0
+    for path in files:
+        relative = path.relative_to(local_folder).as_posix()
+        with store.open_output_stream(f"{prefix}/{relative}") as out:
+            out.write(path.read_bytes())
+        copied += 1
+    return copied
+
+
+def download_missing_from_store(location: str, local_folder: Path) -> int:
+    """Copy every object under `location` (a folder on the lake's object store) that `local_folder`
+    lacks, to the same relative path; returns how many. Keys that would leave the folder (`..`) are
+    skipped: a key is a name anyone with write access chose."""
+    from pyarrow.fs import FileSelector, FileType
+
+    store = side_files.object_store_filesystem(delta_storage_options(location))
+    prefix = side_files.object_key(location)
+    found = store.get_file_info(FileSelector(prefix, recursive=True, allow_not_found=True))
+    copied = 0
+    for info in found:
+        relative = PurePosixPath(info.path[len(prefix) :].lstrip("/"))
+        if info.type != FileType.File or ".." in relative.parts or not relative.parts:
+            continue
+        target = local_folder.joinpath(*relative.parts)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with store.open_input_stream(info.path) as source:
+            target.write_bytes(source.read())
+        copied += 1
+    return copied

@@ -63,7 +63,8 @@ def _s3_client(settings: tuple[tuple[str, Any], ...]) -> S3FileSystem:
     return S3FileSystem(**dict(settings))
 
 
-def _store(storage_options: Mapping[str, str] | None) -> S3FileSystem:
+def object_store_filesystem(storage_options: Mapping[str, str] | None) -> S3FileSystem:
+    """pyarrow's client of the store `storage_options` (delta-rs's) describe, made once per store."""
     return _s3_client(tuple(sorted(s3_client_settings(storage_options or {}).items())))
 
 
@@ -75,14 +76,14 @@ def write_json(
         write_json_atomically(local_path(location), document)
         return
     payload = json.dumps(document, indent=2, default=str).encode("utf-8")
-    with _store(storage_options).open_output_stream(object_key(location)) as out:
+    with object_store_filesystem(storage_options).open_output_stream(object_key(location)) as out:
         out.write(payload)
 
 
 def read_json(location: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The JSON object in the side file at `location`; None when there is none yet, it cannot be read
     or it holds no JSON object."""
-    store = _store(storage_options) if is_object_store_root(location) else None
+    store = object_store_filesystem(storage_options) if is_object_store_root(location) else None
     try:
         if store is not None:
             with store.open_input_stream(object_key(location)) as source:
@@ -103,7 +104,7 @@ def list_json(folder: str, storage_options: Mapping[str, str] | None = None) -> 
     else:
         from pyarrow.fs import FileSelector, FileType
 
-        store = _store(storage_options)
+        store = object_store_filesystem(storage_options)
         try:
             found = store.get_file_info(FileSelector(object_key(folder), allow_not_found=True))
         except OSError:

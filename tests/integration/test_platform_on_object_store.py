@@ -25,11 +25,12 @@ from deltalake import write_deltalake
 from fastapi.testclient import TestClient
 
 from revenue_platform.gold_table import open_gold, read_gold
-from revenue_platform.lake_storage import delta_storage_options, lake_object_store
+from revenue_platform.lake_storage import delta_storage_options, lake_object_store, read_lake_file
 from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.paths import REPO_ROOT
 from revenue_platform.quality.report import QualityReport
-from revenue_platform.quality.results import store_report
+from revenue_platform.quality.results import results_table_path, store_report
+from revenue_platform.quality.runner import run_revenue_checks
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryConflictError
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.gold import read_live_gold
@@ -39,6 +40,7 @@ from revenue_platform.serving.operations_view import create_operations_app
 from revenue_platform.streaming.finality import app_watermark
 from revenue_platform.streaming.launcher import SparkTarget
 from revenue_platform.streaming.supervisor import RestartPolicy, supervise
+from spark_apps.contract.delta_reads import open_delta, read_delta
 from spark_apps.contract.fencing import (
     GOLD_COMMIT_APP_ID,
     CommitStamp,
@@ -53,7 +55,16 @@ from spark_apps.contract.side_files import _s3_client, read_json
 from spark_apps.contract.topic_ownership import registered_configs
 from spark_apps.engine.observability import BatchCounters, ProgressPublisher
 from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
-from tests.quality_helpers import GOLD_ARROW_SCHEMA, check_outcome
+from tests.quality_helpers import (
+    GOLD_ARROW_SCHEMA,
+    INTERVAL_END,
+    INTERVAL_START,
+    bronze_rows,
+    check_outcome,
+    gold_rows,
+    scenario_orders,
+    write_tables,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -307,3 +318,55 @@ def test_heartbeats_on_the_store_reuse_one_client_and_stay_whole(lake: str) -> N
         assert status["lease_token"] == token
     assert _s3_client.cache_info().currsize == 1
     assert _s3_client.cache_info().hits >= 39  # 20 writes and 20 reads, one client built
+
+
+def test_quality_checks_run_on_the_store_and_their_data_docs_are_served_from_it(
+    lake: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orders = scenario_orders()
+    write_tables(lake, "blue", gold_rows(orders), bronze_rows(orders))
+    # Two hosts, each with its own state dir (where GX's local mirror lives), check the same lake.
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path / "first-host"))
+    first = run_revenue_checks("blue", lake, INTERVAL_START, INTERVAL_END, raise_on_failure=False)
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path / "second-host"))
+    second = run_revenue_checks("blue", lake, INTERVAL_START, INTERVAL_END, raise_on_failure=False)
+    assert first.success, first.failure_summary()
+    assert second.success, second.failure_summary()
+    assert second.data_docs_index == f"{lake}/quality/data_docs/index.html"
+
+    # The site is on the store; the second host's index lists the first host's run too.
+    index = read_lake_file(second.data_docs_index)
+    assert index is not None
+    assert first.run_id in index.decode()
+    assert second.run_id in index.decode()
+    results = open_delta(results_table_path(lake), delta_storage_options(lake))
+    assert results is not None
+    assert set(read_delta(results, ["run_id"], []).column("run_id").to_pylist()) == {
+        first.run_id,
+        second.run_id,
+    }
+
+    app = create_operations_app(lake)
+    app.dependency_overrides[require_airflow_user] = lambda: {"name": "tester"}
+    with TestClient(app) as client:
+        served = client.get("/data-docs/index.html")
+        page = re.search(r"'(validations/[^']+\.html)'", served.text)  # the index's table data
+        assert page is not None, served.text[:2000]
+        run_page = client.get(f"/data-docs/{page.group(1)}")
+        stylesheet = client.get("/data-docs/static/styles/data_docs_default_styles.css")
+        outside = client.get("/data-docs/..%2F..%2Fregistry%2F_delta_log%2F00000000000000000000.json")
+    assert served.status_code == 200
+    assert first.run_id in served.text
+    assert run_page.status_code == 200
+    assert run_page.headers["content-type"].startswith("text/html")
+    assert stylesheet.status_code == 200
+    assert stylesheet.headers["content-type"].startswith("text/css")
+    assert outside.status_code == 404
+    # Nothing of the lake itself on local disk: each host's mirror holds Data Docs and GX's results.
+    key = urlparse(lake).netloc + urlparse(lake).path
+    for host in ("first-host", "second-host"):
+        mirror = tmp_path / host / "quality-mirror" / key.strip("/") / "quality"
+        files = [p for p in (tmp_path / host).rglob("*") if p.is_file()]
+        assert files
+        assert all(p.is_relative_to(mirror) for p in files)
+        assert {p.relative_to(mirror).parts[0] for p in files} == {"data_docs", "gx"}

@@ -169,7 +169,7 @@ def check_revenue_quality(
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
     from revenue_platform.forms import validate_quality_form, validate_quality_interval
-    from revenue_platform.quality.runner import run_revenue_checks
+    from revenue_platform.quality.runner import data_docs_link, run_revenue_checks
     from revenue_platform.trigger_conf import refuse_unknown_conf
 
     context = get_current_context()
@@ -201,9 +201,9 @@ def check_revenue_quality(
     try:
         report = run_revenue_checks(deployment, root, start, end, config, run_name=run_name, tables=app.names)
     except QualityCheckFailed as failed:
-        log.error("Data Docs (open in a browser): file://%s", failed.report.data_docs_index)
+        log.error("Data Docs (open in a browser): %s", data_docs_link(failed.report.data_docs_index))
         raise
-    log.info("Data Docs (open in a browser): file://%s", report.data_docs_index)
+    log.info("Data Docs (open in a browser): %s", data_docs_link(report.data_docs_index))
     return report.to_dict()
 
 

@@ -5,18 +5,27 @@
 Data Docs live under `<lake_root>/quality/` (so Data Docs show every run, not just the last), appends
 the outcomes to the results history and raises `QualityCheckFailed` with a readable summary when an
 expectation failed. It is the one entry point DAGs and gates call.
+
+GX builds its site on a local filesystem. For a lake on an object store the folder GX works in is a
+local mirror of the lake's `quality/` folder (`quality_root`): a run first fetches the files other
+hosts stored that the mirror lacks (run pages and validation results, so the index lists every run;
+on a host's first run, every earlier run's, a few hundred KB each), and afterwards copies the files it
+wrote to the store (`_publish_to_store`), where the operations view serves them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from revenue_platform.errors import ConfigError
+from revenue_platform.lake_storage import download_missing_from_store, upload_to_store
+from revenue_platform.paths import state_dir
 from revenue_platform.quality import frames as F
 from revenue_platform.quality.config import QualityConfig
 from revenue_platform.quality.data_docs import localize_data_docs
@@ -26,7 +35,9 @@ from revenue_platform.quality.report import CheckOutcome, QualityReport
 from revenue_platform.quality.results import results_table_path, store_report
 from revenue_platform.quality.suites import SUITES, build_suite
 from spark_apps.contract.naming import DeploymentNames, is_local_location, local_path
+from spark_apps.contract.object_store import is_object_store_root
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
+from spark_apps.contract.side_files import object_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,17 +47,69 @@ log = logging.getLogger(__name__)
 
 
 def quality_root(lake_root: str) -> Path:
-    """Local folder of Data Docs and GX validation results (Data Docs need a local filesystem)."""
-    if not is_local_location(lake_root):
-        raise ConfigError(
-            f"lake_root {lake_root!r}: Data Docs are written to a local folder; "
-            "run the checks against a local or file: lake root"
-        )
-    return local_path(lake_root) / "quality"
+    """Local folder of Data Docs and GX validation results (GX's site builder writes a local
+    filesystem): the lake's own `quality/` folder, or for a lake on an object store its mirror under
+    the state dir (`<state dir>/quality-mirror/<bucket>/<key>/quality`)."""
+    if is_local_location(lake_root):
+        return local_path(lake_root) / "quality"
+    if not is_object_store_root(lake_root):
+        raise ConfigError(f"lake_root {lake_root!r}: neither a local path nor an s3a:// object store root")
+    key = PurePosixPath(object_key(lake_root))
+    if ".." in key.parts or not key.parts:
+        raise ConfigError(f"lake_root {lake_root!r}: its bucket and key must not contain '..'")
+    return state_dir() / "quality-mirror" / Path(*key.parts) / "quality"
 
 
-def data_docs_index(lake_root: str) -> Path:
-    return quality_root(lake_root) / "data_docs" / "index.html"
+def quality_location(lake_root: str) -> str:
+    """Where the lake keeps its quality folder: `quality_root` for a local lake, else on the store."""
+    if is_local_location(lake_root):
+        return str(quality_root(lake_root))
+    return f"{lake_root.rstrip('/')}/quality"
+
+
+def data_docs_location(lake_root: str) -> str:
+    """The lake's Data Docs site (a local folder or a folder on the object store)."""
+    return f"{quality_location(lake_root)}/data_docs"
+
+
+def data_docs_index(lake_root: str) -> str:
+    return f"{data_docs_location(lake_root)}/index.html"
+
+
+def data_docs_link(index: str) -> str:
+    """What a log line offers to open: a file: URL for a local site; a site on the object store is
+    served by the operations view (`/data-docs/`), named with its location."""
+    if is_local_location(index):
+        return f"file://{local_path(index)}"
+    return f"{index} (served by the operations view at data-docs/index.html)"
+
+
+# What GX writes under the quality folder: its site, and the validation results it renders.
+_GX_FOLDERS = ("data_docs", "gx")
+
+
+def _fetch_from_store(lake_root: str, root: Path) -> None:
+    """Give the mirror what other hosts stored and it lacks: GX's index lists the run pages its site
+    holds, next to the validation results they render."""
+    # Only GX's folders: the results history next to them is a Delta table, read where it is.
+    fetched = sum(
+        download_missing_from_store(f"{quality_location(lake_root)}/{folder}", root / folder)
+        for folder in _GX_FOLDERS
+    )
+    if fetched:
+        log.info("Fetched %d Data Docs and validation result files from the lake into %s", fetched, root)
+
+
+def _publish_to_store(lake_root: str, root: Path, since: float) -> None:
+    """Copy what this run wrote in the mirror (results, pages, the index, assets) to the store."""
+    written = [
+        path
+        for folder in _GX_FOLDERS
+        for path in (root / folder).rglob("*")
+        if path.is_file() and path.stat().st_mtime >= since
+    ]
+    copied = upload_to_store(root, written, quality_location(lake_root))
+    log.info("Copied %d Data Docs and validation result files to %s", copied, quality_location(lake_root))
 
 
 def _as_utc(moment: datetime, name: str) -> datetime:
@@ -222,11 +285,12 @@ def run_revenue_checks(
 ) -> QualityReport:
     """Check deployment `deployment_id`'s gold table for `[interval_start, interval_end)`.
 
-    Returns the report when every expectation passed (or `raise_on_failure` is False); otherwise
-    raises `QualityCheckFailed` (its `report` attribute has the details). `tables` (default: the
-    deployment's tables under `lake_root`) are its registered ones when known. Results are appended to
-    `<lake_root>/quality/results` and Data Docs rebuilt under `<lake_root>/quality/data_docs/`.
-    Raises `QualityInputMissing` when gold or bronze does not exist, `ConfigError` on bad arguments.
+        Returns the report when every expectation passed (or `raise_on_failure` is False); otherwise
+        raises `QualityCheckFailed` (its `report` attribute has the details). `tables` (default: the
+        deployment's tables under `lake_root`) are its registered ones when known. Results are appended to
+        `<lake_root>/quality/results` and Data Docs rebuilt under `<lake_root>/quality/data_docs/` (built in
+    `quality_root`'s mirror and copied there when the lake is on an object store).
+        Raises `QualityInputMissing` when gold or bronze does not exist, `ConfigError` on bad arguments.
     """
     config = config or QualityConfig()
     try:
@@ -259,14 +323,21 @@ def run_revenue_checks(
         len(datasets["reconciliation"]),
         len(bronze),
     )
+    on_store = is_object_store_root(lake_root)
+    if on_store:
+        _fetch_from_store(lake_root, root)
+    # A second's slack: a file system's timestamps may be coarser than the clock's.
+    started = time.time() - 1.0
     outcomes = validate_frames(deployment_id, datasets, config, root, run_id)
+    if on_store:
+        _publish_to_store(lake_root, root, started)
     report = QualityReport(
         run_id=run_id,
         deployment_id=deployment_id,
         interval_start=start,
         interval_end=end,
         outcomes=tuple(outcomes),
-        data_docs_index=str(data_docs_index(lake_root)),
+        data_docs_index=data_docs_index(lake_root),
         results_table=results_table_path(lake_root) if store_results else None,
         stats={
             "gold_windows_in_interval": len(datasets["gold_windows"]),

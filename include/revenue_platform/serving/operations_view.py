@@ -30,7 +30,9 @@ Money is `Decimal` end to end and a decimal string in JSON. The responses are th
 from __future__ import annotations
 
 import logging
+import mimetypes
 import os
+import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -43,7 +45,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, 
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from revenue_platform.gold_table import Filter, read_gold
-from revenue_platform.lake_storage import open_lake_table, read_side_file
+from revenue_platform.lake_storage import open_lake_table, read_lake_file, read_side_file
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
@@ -76,6 +78,7 @@ from revenue_platform.serving.operations_state import (
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
+from spark_apps.contract.object_store import is_object_store_root
 from spark_apps.contract.records import GOLD_WINDOW_COLUMNS
 
 LOG = logging.getLogger(__name__)
@@ -225,6 +228,24 @@ def data_docs_root(lake_root: str) -> Path:
     from revenue_platform.quality.runner import quality_root
 
     return quality_root(lake_root) / "data_docs"
+
+
+def _data_docs_from_store(lake_root: str, file_path: str) -> Response:
+    """A Data Docs file of a lake on an object store, read from the store (the site the checks copied
+    there, whichever host ran them)."""
+    from revenue_platform.quality.data_docs import NO_QUALITY_RUN_YET_PAGE
+    from revenue_platform.quality.runner import data_docs_location
+
+    relative = posixpath.normpath(file_path or "index.html")
+    # Never read anything outside the Data Docs folder (`..`, an absolute path).
+    if relative in (".", "") or relative.startswith(("/", "..")):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no Data Docs file {file_path!r}")
+    body = read_lake_file(f"{data_docs_location(lake_root)}/{relative}")
+    if body is None:
+        if relative == "index.html":
+            return HTMLResponse(NO_QUALITY_RUN_YET_PAGE)
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no Data Docs file {file_path!r}")
+    return Response(body, media_type=mimetypes.guess_type(relative)[0] or "application/octet-stream")
 
 
 def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityResponse:
@@ -423,7 +444,10 @@ def _data_docs_router(lake_root: str | None) -> APIRouter:
     def data_docs(file_path: str) -> Response:
         from revenue_platform.quality.data_docs import NO_QUALITY_RUN_YET_PAGE
 
-        root = data_docs_root(lake_root or default_lake_root()).resolve()
+        lake = lake_root or default_lake_root()
+        if is_object_store_root(lake):
+            return _data_docs_from_store(lake, file_path)
+        root = data_docs_root(lake).resolve()
         target = (root / (file_path or "index.html")).resolve()
         if target == root / "index.html" and not target.is_file():
             return HTMLResponse(NO_QUALITY_RUN_YET_PAGE)

@@ -186,3 +186,22 @@ def test_every_spelling_of_a_local_lake_is_the_same_folder(location: str) -> Non
     assert local_path(location) == Path("/lake")
     # Quality reports used to land in a relative folder named "file:" for a `file:/lake` root.
     assert quality_root(location) == Path("/lake/quality")
+
+
+def test_an_object_store_lakes_quality_folder_is_a_mirror_under_the_state_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from revenue_platform.errors import ConfigError
+    from revenue_platform.quality.runner import data_docs_index, data_docs_link, quality_root
+
+    monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
+    assert quality_root("s3a://lake/teams/revenue") == tmp_path / "quality-mirror/lake/teams/revenue/quality"
+    assert (
+        data_docs_index("s3a://lake/teams/revenue/")
+        == "s3a://lake/teams/revenue/quality/data_docs/index.html"
+    )
+    assert data_docs_link(data_docs_index("/lake")) == "file:///lake/quality/data_docs/index.html"
+    assert "operations view" in data_docs_link(data_docs_index("s3a://lake/x"))
+    # A key's `..` must not move the mirror out of the state dir.
+    with pytest.raises(ConfigError, match=r"must not contain '\.\.'"):
+        quality_root("s3a://lake/../../etc")
