@@ -16,11 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.lakes import compare_lakes, lakes_markdown
 from bench.memory import peaks_by_phase, samples_as_json
 from bench.outputs import machine, write_documents
 from bench.plots import write_plots
 from bench.report import derive, markdown
-from bench.run import OPTIONAL_PHASES, BenchSettings
+from bench.run import LAKES, OPTIONAL_PHASES, BenchSettings
 from bench.runner import execute
 
 QUICK = BenchSettings(
@@ -72,6 +73,13 @@ def argument_parser() -> argparse.ArgumentParser:
         choices=("append", "event"),
         help="the replay topic's Kafka timestamps: the broker's append time (default) or each order's "
         "place on the event-time line (history spread over the hour); see BenchSettings",
+    )
+    parser.add_argument(
+        "--lake",
+        choices=(*LAKES, "both"),
+        default="local",
+        help="where the apps' lake is: local disk (default), an S3 server the run starts (object-store), "
+        "or both, one whole run each, then a comparison with ratios (<stamp>-lakes.{json,md})",
     )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
@@ -160,9 +168,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(error))
     # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so the broker, Airflow and Spark get stopped.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
-    results = execute(settings)
-    write_results(results, settings.results_dir)
-    failed = bool(results.get("error") or results.get("phase_errors"))
+    lakes = LAKES if args.lake == "both" else (args.lake,)
+    runs = {}
+    for lake in lakes:
+        results = execute(replace(settings, lake=lake))
+        write_results(results, settings.results_dir)
+        runs[lake] = results
+    if len(runs) == 2:
+        comparison = compare_lakes(runs["local"], runs["object-store"])
+        path = write_documents(
+            comparison, lakes_markdown(comparison), settings.results_dir, f"{runs['local']['stamp']}-lakes"
+        )
+        print(lakes_markdown(comparison))
+        print(f"[bench] wrote {path} and {path.with_suffix('.md')}")
+    failed = any(results.get("error") or results.get("phase_errors") for results in runs.values())
     return 1 if failed else 0
 
 

@@ -24,8 +24,12 @@ def _gold_table(lake_root: str, deployment_id: str) -> DeltaTable:
 
 def gold_stats(lake_root: str, deployment_id: str) -> dict[str, Any]:
     """Gold's windows, Σ order_count and Σ revenue in cents (exact: DECIMAL read as Decimal)."""
+    from spark_apps.contract.delta_reads import read_delta
+
     table = _gold_table(lake_root, deployment_id)
-    columns = table.to_pyarrow_table(columns=["order_count", "revenue"])
+    # delta-rs's own reader: a pyarrow dataset over a table on the object store may abort the
+    # process at exit (docs/object-store.md, "Reading with delta-rs").
+    columns = read_delta(table, ["order_count", "revenue"], [])
     counts = columns.column("order_count").to_pylist()
     revenue = sum(
         (amount for amount in columns.column("revenue").to_pylist() if amount is not None), Decimal(0)

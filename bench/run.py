@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.memory import RssSampler
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from spark_apps.contract.config import StreamingAppConfig, load_config
 
@@ -67,10 +68,18 @@ class BenchSettings:
     airflow_port: int = 23080
     with_airflow: bool = True
     """Run `airflow standalone` (port 23080, DAG schedules off) through all phases, so its memory counts."""
+    lake: str = "local"
+    """Where the apps' lake is: "local" (a folder under `state_dir`) or "object-store" (the bucket of
+    an S3 server the run starts on `object_store_port`, reached through S3A and delta-rs as a
+    deployment on a team's store is; see docs/object-store.md)."""
+    object_store_port: int = 23400
     state_dir: Path = REPO_ROOT / ".local" / "bench"
     results_dir: Path = REPO_ROOT / "bench" / "results"
     label: str = "full"
 
+
+LAKES = ("local", "object-store")
+OBJECT_STORE_LAKE = "object-store"
 
 OPTIONAL_PHASES = (
     "work_ceiling",
@@ -136,7 +145,16 @@ class BenchRun:
 
     @property
     def lake_root(self) -> str:
+        if self.settings.lake == OBJECT_STORE_LAKE:
+            return f"{self.object_store.lake_root}/bench"
         return str(self.settings.state_dir / "lake")
+
+    @property
+    def object_store(self) -> ObjectStoreSettings:
+        """The run's own S3 server (started only for a lake on the object store)."""
+        return ObjectStoreSettings(
+            port=self.settings.object_store_port, data_dir=self.settings.state_dir / "object-store"
+        )
 
     @property
     def work_dir(self) -> Path:

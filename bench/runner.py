@@ -1,6 +1,7 @@
-"""`execute`: one benchmark run against its own broker and lake (never the demo's or the tests'). It
-starts the services, runs the selected phases (bench/phases/) in order, and stops the broker, Airflow
-and any Spark driver even when a phase fails; one failed phase is reported and the others still run."""
+"""`execute`: one benchmark run against its own broker and lake (never the demo's or the tests'; a lake
+on an object store is in an S3 server of its own). It starts the services, runs the selected phases
+(bench/phases/) in order, and stops the broker, Airflow, the store and any Spark driver even when a
+phase fails; one failed phase is reported and the others still run."""
 
 from __future__ import annotations
 
@@ -20,8 +21,21 @@ from bench.phases.replay import (
     phase_reprocess,
     phase_work_ceiling,
 )
-from bench.run import BenchRun, BenchSettings, replay_hour_start, selected, settings_json
-from bench.services import bench_airflow_settings, create_run_topics, start_airflow, start_broker
+from bench.run import (
+    OBJECT_STORE_LAKE,
+    BenchRun,
+    BenchSettings,
+    replay_hour_start,
+    selected,
+    settings_json,
+)
+from bench.services import (
+    bench_airflow_settings,
+    create_run_topics,
+    start_airflow,
+    start_broker,
+    start_object_store,
+)
 from bench.spark_app import stop_every_driver
 from revenue_platform.local_stack.kafka_broker import LocalKafkaBroker
 
@@ -35,8 +49,13 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
     run.sampler.start()
     broker: LocalKafkaBroker | None = None
     airflow: Any = None
+    object_store: Any = None
     start = replay_hour_start(time.time())
     try:
+        if settings.lake == OBJECT_STORE_LAKE:
+            with run.phase("object_store_start"):
+                object_store = start_object_store(run)
+                run.sampler.watch("object_store", object_store.pid())
         with run.phase("broker_start"):
             broker = start_broker(run)
             run.sampler.watch("broker", broker.pid())
@@ -78,6 +97,8 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
             airflow.stop(progress=log)
         if broker is not None:
             broker.stop(progress=log)
+        if object_store is not None:
+            object_store.stop(progress=log)
         run.sampler.stop()
     run.results["memory_samples"] = run.sampler.samples
     return run.results

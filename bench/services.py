@@ -3,13 +3,15 @@ Airflow standalone (the control plane as `make up` runs it). Never the demo's or
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Sequence
 from typing import Any
 
-from bench.run import BenchRun
+from bench.run import OBJECT_STORE_LAKE, BenchRun
 from bench.topics import app_topics, create_topics, declared, like, spec_topics, stamped_by_producer
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 
 # The bench's broker is one node: the spec's environment for one broker.
@@ -29,11 +31,34 @@ def start_broker(run: BenchRun) -> LocalKafkaBroker:
         )
     )
     broker.stop(progress=run.log)  # a broker left by an interrupted run
-    # Every run starts from empty topics and an empty lake.
+    # Every run starts from empty topics and an empty lake (a lake on the store: `start_object_store`).
     shutil.rmtree(data_dir, ignore_errors=True)
-    shutil.rmtree(run.lake_root, ignore_errors=True)
+    if run.settings.lake != OBJECT_STORE_LAKE:
+        shutil.rmtree(run.lake_root, ignore_errors=True)
     broker.start(progress=run.log)
     return broker
+
+
+def start_object_store(run: BenchRun) -> Any:
+    """The run's own S3 server, empty, holding the lake; this process (the bench's readers, its
+    Airflow) reaches it through the `lake_object_store` connection, as a deployment does."""
+    from revenue_platform.local_object_store import local_credentials
+    from revenue_platform.local_stack.object_store import LocalObjectStore
+
+    store = LocalObjectStore(run.object_store)
+    store.stop(progress=run.log)  # a store left by an interrupted run
+    shutil.rmtree(run.object_store.data_dir, ignore_errors=True)
+    store.start(progress=run.log)
+    credentials = local_credentials(run.object_store)
+    os.environ[connection_env_var(LAKE_OBJECT_STORE_CONN_ID)] = json.dumps(
+        {
+            "conn_type": "aws",
+            "login": credentials["access_key_id"],
+            "password": credentials["secret_access_key"],
+            "extra": {"endpoint_url": run.object_store.endpoint_url, "region_name": "us-east-1"},
+        }
+    )
+    return store
 
 
 def create_run_topics(run: BenchRun, orders_topics: Sequence[str] = ()) -> None:

@@ -12,8 +12,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.run import BenchRun
+from bench.run import OBJECT_STORE_LAKE, BenchRun
 from revenue_platform import processes
+from revenue_platform.lake_storage import read_side_file, spark_object_store_access
 from revenue_platform.paths import APP_CONFIG_PATH, REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.naming import query_role
@@ -64,6 +65,11 @@ def start_driver(
     returns the process and its run folder (events, timings, log)."""
     folder = run.work_dir / name
     folder.mkdir(parents=True, exist_ok=True)
+    # A lake on the object store: S3A's jars and settings on the command, its credentials in the
+    # environment, as the launcher gives every driver of such a lake.
+    object_store = (
+        spark_object_store_access(run.lake_root) if run.settings.lake == OBJECT_STORE_LAKE else None
+    )
     command = spark_submit_command(
         "orders_streaming_app.py",
         [
@@ -76,6 +82,7 @@ def start_driver(
             str(folder / "timings.json"),
         ],
         master=run.settings.spark_master,
+        object_store=object_store,
     )
     app_index = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
     command[app_index] = str(DRIVER)
@@ -87,7 +94,7 @@ def start_driver(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=spark_submit_env(),
+            env=spark_submit_env(object_store=object_store),
             start_new_session=True,
             cwd=folder,  # Spark's scratch folders (spark-warehouse) land here, not in the repo
         )
@@ -118,13 +125,14 @@ def stop_every_driver(run: BenchRun) -> None:
 
 
 def stop_driver(
-    run: BenchRun, process: subprocess.Popen[bytes], status_file: Path, grace_s: float = 60
+    run: BenchRun, process: subprocess.Popen[bytes], status_file: str, grace_s: float = 60
 ) -> None:
-    """Graceful stop: SIGTERM to the Python driver (the app stops between batches), SIGKILL after grace."""
+    """Graceful stop: SIGTERM to the Python driver (the app stops between batches), SIGKILL after grace.
+    `status_file`: the driver's heartbeat (`DeploymentNames.driver_status_file`), in the lake."""
     if process.poll() is None:
         python_pid = None
-        with suppress(OSError, ValueError, KeyError):
-            python_pid = int(json.loads(status_file.read_text())["pid"])
+        with suppress(TypeError, ValueError, KeyError):
+            python_pid = int((read_side_file(status_file) or {})["pid"])
         processes.terminate(process.pid, grace_s, signal.SIGTERM, signal_pid=python_pid)
         try:
             process.wait(10)
@@ -184,16 +192,13 @@ def duration_profile(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return profile
 
 
-def wait_ready(status_file: Path, process: subprocess.Popen[bytes], timeout_s: float = 240) -> float:
-    """Seconds until the app reports every query through its first trigger."""
+def wait_ready(status_file: str, process: subprocess.Popen[bytes], timeout_s: float = 240) -> float:
+    """Seconds until the app reports every query through its first trigger (its heartbeat, in the lake)."""
     began = time.monotonic()
     while time.monotonic() - began < timeout_s:
         if process.poll() is not None:
             raise RuntimeError(f"the streaming app exited with {process.returncode} before it was ready")
-        try:
-            if json.loads(status_file.read_text()).get("ready"):
-                return time.monotonic() - began
-        except (OSError, ValueError):
-            pass
+        if (read_side_file(status_file) or {}).get("ready"):
+            return time.monotonic() - began
         time.sleep(0.5)
     raise TimeoutError(f"the streaming app was not ready within {timeout_s:.0f}s")

@@ -33,13 +33,13 @@ from bench.spark_app import (
 )
 from bench.work_ceiling import WindowGeometry
 from revenue_platform import processes
+from revenue_platform.lake_storage import read_side_file
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, produce
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.naming import (
     HISTORY_QUERY_ROLE,
     REVENUE_QUERY_ROLE,
     DeploymentNames,
-    local_path,
     query_role,
 )
 
@@ -127,10 +127,8 @@ def phase_restart(run: BenchRun, generated: GeneratorSettings) -> None:
         events = read_events(folder)
         first = min(events, key=lambda e: int(e["batchId"]))
         first_end = (epoch_ms(first["timestamp"]) + first["durationMs"]["triggerExecution"]) / 1000
-        progress = json.loads(
-            local_path(
-                DeploymentNames(run.lake_root, deployment).progress_file(REVENUE_QUERY_ROLE)
-            ).read_text()
+        progress = (
+            read_side_file(DeploymentNames(run.lake_root, deployment).progress_file(REVENUE_QUERY_ROLE)) or {}
         )
         resumed = [
             line

@@ -24,7 +24,7 @@ from bench.spark_app import (
     wait_ready,
 )
 from bench.spark_profile import event_log_profile
-from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path, query_role
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, query_role
 
 
 def revenue_positions(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, dict[str, int]]]]:
@@ -88,7 +88,7 @@ def phase_live(run: BenchRun, rate: int) -> None:
         create_run_topics(run, [topic])
         overrides = app_overrides(run, deployment, topic, "processing_time")
         process, folder = start_driver(run, f"live_{rate}", overrides)
-        status_file = local_path(names.driver_status_file)
+        status_file = names.driver_status_file
         try:
             record["ready_after_s"] = wait_ready(status_file, process)
             stamper = datagen.LiveOrderStamper(run.settings.seed, run.settings.stores)

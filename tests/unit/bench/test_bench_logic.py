@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -498,3 +499,43 @@ def test_chunk_records_carry_their_place_on_the_event_time_line(tmp_path: Path) 
         # Within an order's share of the span (10 s) of its event time: far inside the app's
         # future-skew rule (the watermark delay, 30 s), so no valid order becomes a dead letter.
         assert abs(stamp - event_ms) <= 10_000
+
+
+def test_the_lake_comparison_puts_each_figure_of_both_runs_next_to_its_ratio() -> None:
+    from bench.lakes import compare_lakes, lakes_markdown
+
+    def run(stamp: str, replay_per_s: float, p99: float, counted: int) -> dict[str, Any]:
+        return {
+            "stamp": stamp,
+            "phases": {
+                "replay": {
+                    "records_per_s_excl_start": replay_per_s,
+                    "gold": {"orders_counted": counted},
+                    "expected_orders_counted": 1000,
+                },
+                "live_20000": {"target_per_s": 20000, "latency": {"p50_s": 1.0, "p99_s": p99}},
+            },
+            "memory_peaks_mib": {"replay": {"total": 2000.0}, "live_20000": {"total": 2500.0}},
+        }
+
+    comparison = compare_lakes(run("A", 30_000.0, 4.0, 1000), run("B", 24_000.0, 6.0, 999))
+    by_name = {row["figure"]: row for row in comparison["figures"]}
+    assert by_name["replay records/s (excl. start)"]["ratio"] == pytest.approx(0.8)
+    assert by_name["live 20,000/s p99 (s)"]["ratio"] == pytest.approx(1.5)
+    assert by_name["whole-stack peak (MiB)"]["local"] == pytest.approx(2500.0)
+    assert by_name["replay records/s (incl. start)"]["ratio"] is None  # neither run measured it
+    assert comparison["gold_counted_every_order"] == {"local": True, "object_store": False}
+    text = lakes_markdown(comparison)
+    assert "| live 20,000/s p99 (s) | 4.00 | 6.00 | 1.50 |" in text
+    assert "object store False" in text
+
+
+def test_a_bench_run_on_the_object_store_keeps_its_lake_in_its_own_bucket() -> None:
+    from bench.run import BenchRun, BenchSettings
+
+    settings = BenchSettings(lake="object-store", object_store_port=23999, state_dir=Path("/bench"))
+    run = BenchRun(settings, "stamp")
+    assert run.lake_root == "s3a://lake/lake/bench"
+    assert run.object_store.endpoint_url == "http://127.0.0.1:23999"
+    assert run.object_store.data_dir == Path("/bench/object-store")
+    assert BenchRun(BenchSettings(state_dir=Path("/bench")), "stamp").lake_root == "/bench/lake"
