@@ -47,10 +47,24 @@ def delta_rs_storage_options(table_path: str, spark: SparkSession | None = None)
     in its environment (secrets in clear: never log them)."""
     if not is_object_store_root(table_path):
         return {}
-    from pyspark import SparkConf
+    conf = dict(spark.sparkContext.getConf().getAll()) if spark is not None else submitted_spark_conf()
+    return LakeObjectStore.from_spark_hadoop_conf(conf, os.environ).delta_rs_storage_options()
 
-    conf = spark.sparkContext.getConf() if spark is not None else SparkConf()
-    return LakeObjectStore.from_spark_hadoop_conf(dict(conf.getAll()), os.environ).delta_rs_storage_options()
+
+def submitted_spark_conf() -> dict[str, str]:
+    """The Spark settings spark-submit gave this driver, before its session exists.
+
+    spark-submit starts the JVM first and hands them to it as system properties; the Python driver
+    sees them only through that JVM. Until a SparkContext attaches to its gateway, `SparkConf()` is an
+    empty Python-side dict, so attach first (what building the session does anyway, through the same
+    gateway spark-submit named in PYSPARK_GATEWAY_PORT). Outside spark-submit no JVM is started here:
+    one started without the builder's settings (jars, driver memory) would be the session's JVM too.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._jvm is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())
 
 
 def local_table(spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType) -> DataFrame:

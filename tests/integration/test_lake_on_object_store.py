@@ -7,7 +7,6 @@ the Airflow connection `lake_object_store` (here from its environment variable).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -23,6 +22,7 @@ from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
 from revenue_platform.spark_submit import spark_submit_env
+from tests.object_store_helpers import local_paths_naming
 
 pytestmark = pytest.mark.integration
 
@@ -45,19 +45,6 @@ def _spark(action: str, table_uri: str, cwd: Path) -> list[dict[str, object]]:
     assert completed.returncode == 0, completed.stderr[-4000:]
     rows: list[dict[str, object]] = json.loads(completed.stdout.strip().splitlines()[-1])
     return rows
-
-
-def _local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> list[Path]:
-    """Files and folders whose path contains `marker`, under `roots`, outside the store's own folder."""
-    found = []
-    for root in roots:
-        for folder, subfolders, files in os.walk(root):
-            subfolders[:] = [name for name in subfolders if name not in {".venv", ".jvm", ".git"}]
-            for name in [*subfolders, *files]:
-                path = Path(folder) / name
-                if marker in str(path) and not path.is_relative_to(store_data):
-                    found.append(path)
-    return found
 
 
 def test_spark_and_delta_rs_share_a_delta_table_on_the_object_store(
@@ -90,7 +77,7 @@ def test_spark_and_delta_rs_share_a_delta_table_on_the_object_store(
         "00000000000000000000.json",
         "00000000000000000001.json",
     ]
-    assert _local_paths_naming(marker, [REPO_ROOT, tmp_path], object_store.data_dir) == []
+    assert local_paths_naming(marker, [REPO_ROOT, tmp_path], object_store.data_dir) == []
 
 
 def test_the_object_store_refuses_unsigned_requests_and_a_second_start_on_its_port(
