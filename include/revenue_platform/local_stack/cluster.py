@@ -342,7 +342,7 @@ class LocalCluster:
             "PYSPARK_PYTHON": sys.executable,
         }
 
-    def _worker_env(self, index: int, daemon_env: dict[str, str]) -> dict[str, str]:
+    def worker_env(self, index: int, daemon_env: dict[str, str]) -> dict[str, str]:
         """A worker's environment, which its executors inherit: its own scratch dirs and, with the lake
         on the object store, the store's credentials (from its 0600 file; never in Spark's conf)."""
         env = {**daemon_env, "SPARK_LOCAL_DIRS": str(self.settings.worker_local_dir(index))}
@@ -432,7 +432,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         self._wait("the Spark master", lambda: self.master_status() is not None, deadline, self.master)
         for index, worker in enumerate(self.workers):
-            worker.start(self._worker_env(index, env))
+            worker.start(self.worker_env(index, env))
         self._wait(
             f"{self.settings.workers} Spark workers",
             lambda: self.alive_workers() >= self.settings.workers,
@@ -449,9 +449,9 @@ class LocalCluster:
             deadline,
         )
         progress(f"[kafka] {self.settings.brokers} brokers ready on {self.settings.bootstrap_servers}")
-        self.settings.marker_path.write_text(json.dumps(self._marker(), indent=2))
+        self.settings.marker_path.write_text(json.dumps(self.marker(), indent=2))
 
-    def _marker(self) -> dict[str, Any]:
+    def marker(self) -> dict[str, Any]:
         """What the marker tells the stack's other commands and Airflow's tasks: where the cluster is,
         and its lake (with the store it is on; no secret, the credentials stay in the store's file)."""
         s = self.settings
