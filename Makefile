@@ -87,9 +87,10 @@ status: $(INSTALLED) ## Show what of the local stack is running
 	@$(STACK) status
 
 .PHONY: cluster-up cluster-down
-cluster-up: jvm ## Start a cluster on this machine: Spark master + 2 workers (:7077), 3 KRaft brokers (:9192-9194), Airflow on it
+# CLUSTER_LAKE=object-store: the cluster's lake on an S3 object store of its own (S3Proxy's jars needed too).
+cluster-up: jvm $(if $(filter object-store,$(CLUSTER_LAKE)),object-store-jars) ## Start a cluster on this machine: Spark master + 2 workers (:7077), 3 KRaft brokers (:9192-9194), Airflow on it; CLUSTER_LAKE=object-store puts its lake on its own S3 store (:9420)
 	@$(STACK) cluster-up
-cluster-down: ## Stop the cluster (streaming apps, Airflow, Spark workers and master, brokers); keeps data
+cluster-down: ## Stop the cluster (streaming apps, Airflow, Spark workers and master, brokers, its object store); keeps data
 	@if [ -x $(PYTHON) ]; then $(STACK) cluster-down; else echo "nothing to stop (not installed)"; fi
 
 .PHONY: kafka-up kafka-down airflow-up airflow-down
@@ -137,7 +138,7 @@ test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, un
 	  exit $$status
 
 .PHONY: test-cluster
-test-cluster: jvm ## Fault tests on a cluster of its own (broker, worker and driver kills); starts and stops it
+test-cluster: jvm object-store-jars ## Fault tests on a cluster of its own with its lake store (broker, worker, driver and object store kills); starts and stops it
 	@status=0; $(PYTHON) -m pytest -m cluster tests/cluster $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  exit $$status

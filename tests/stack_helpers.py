@@ -23,8 +23,10 @@ def user_environment(state_dir: Path, ports: Mapping[str, int]) -> dict[str, str
     port, e.g. KAFKA_PORT) and the state folder `state_dir`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK"))}
     env.update({"PLATFORM_STATE_DIR": str(state_dir), **{name: str(port) for name, port in ports.items()}})
-    # The lake follows the state folder, as for a user who never set it.
+    # The lake follows the state folder, as for a user who never set it (nor the cluster's lake switch,
+    # which the fault tests' session cluster sets while it runs).
     env.pop("PLATFORM_LAKE_ROOT", None)
+    env.pop("CLUSTER_LAKE", None)
     return env
 
 

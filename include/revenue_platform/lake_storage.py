@@ -4,8 +4,9 @@ A lake root of `s3a://bucket/...` (PLATFORM_LAKE_ROOT) puts Delta tables on an S
 any other root is a local path and every function here then returns nothing to add, so callers need
 no branch of their own. The store's endpoint and login come from the Airflow connection
 `lake_object_store` (extra: `endpoint_url`, `region_name`, `path_style`; login and password: the
-access key pair) when it is defined, else from the local stack's object store (`make objectstore-up`,
-its generated credentials file). Spark gets S3A's jars and settings plus the credentials as
+access key pair) when it is defined, else from the local stack's object store (the running cluster's
+when `make cluster-up` started one for its lake, else `make objectstore-up`'s; its generated 0600
+credentials file). Spark gets S3A's jars and settings plus the credentials as
 environment variables (`SparkObjectStoreAccess`); delta-rs gets `storage_options`, and the control
 plane's readers open lake tables with them through `open_lake_table` and read the driver's side files
 (heartbeat, progress) with them through `read_side_file`.
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
 from revenue_platform.errors import ConfigError
-from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_object_store
+from revenue_platform.local_object_store import local_lake_object_store, stack_object_store_settings
 from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
 from spark_apps.contract import side_files
 from spark_apps.contract.delta_reads import open_delta
@@ -71,7 +72,7 @@ def _object_store_from_airflow(conn_id: str) -> LakeObjectStore | None:
 
 
 def _object_store_of_local_stack() -> LakeObjectStore | None:
-    settings = ObjectStoreSettings.from_env()
+    settings = stack_object_store_settings()
     return local_lake_object_store(settings) if settings.secrets_path.is_file() else None
 
 

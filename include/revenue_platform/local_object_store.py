@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from revenue_platform.errors import ConfigError
-from revenue_platform.paths import OBJECT_STORE_JARS_DIR, state_dir
+from revenue_platform.paths import OBJECT_STORE_JARS_DIR, running_cluster_marker, state_dir
 from revenue_platform.private_files import private_json
 from spark_apps.contract.object_store import LakeObjectStore
 
@@ -70,6 +70,37 @@ class ObjectStoreSettings:
     def lake_root(self) -> str:
         """The lake root a user points PLATFORM_LAKE_ROOT at to keep the lake in this store."""
         return f"s3a://{self.bucket}/lake"
+
+
+# Variables that name the local store explicitly; any of them set wins over the running cluster's store.
+STORE_ENV_VARIABLES = ("OBJECT_STORE_PORT", "OBJECT_STORE_DATA_DIR", "OBJECT_STORE_BUCKET")
+
+
+def stack_object_store_settings(environ: dict[str, str] | None = None) -> ObjectStoreSettings:
+    """The local store the platform's lake is on: the one the running cluster started for its lake
+    (`make cluster-up` with CLUSTER_LAKE=object-store records it in its marker), else `make
+    objectstore-up`'s (`ObjectStoreSettings.from_env`). OBJECT_STORE_* variables in the environment win."""
+    env = dict(os.environ if environ is None else environ)
+    marker = running_cluster_marker()
+    recorded = marker.get("object_store") if marker is not None else None
+    if any(name in env for name in STORE_ENV_VARIABLES) or not isinstance(recorded, dict):
+        return ObjectStoreSettings.from_env(env)
+    return ObjectStoreSettings.from_env(
+        {
+            "OBJECT_STORE_PORT": str(recorded.get("port", DEFAULT_PORT)),
+            "OBJECT_STORE_DATA_DIR": str(recorded.get("data_dir", state_dir() / "object-store")),
+            "OBJECT_STORE_BUCKET": str(recorded.get("bucket", DEFAULT_BUCKET)),
+        }
+    )
+
+
+def store_environment(settings: ObjectStoreSettings) -> dict[str, str]:
+    """The OBJECT_STORE_* variables naming `settings` (no secret: the credentials stay in their file)."""
+    return {
+        "OBJECT_STORE_PORT": str(settings.port),
+        "OBJECT_STORE_DATA_DIR": str(settings.data_dir),
+        "OBJECT_STORE_BUCKET": settings.bucket,
+    }
 
 
 def local_credentials(settings: ObjectStoreSettings) -> dict[str, str]:

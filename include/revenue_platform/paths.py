@@ -61,6 +61,24 @@ def cluster_marker_path() -> Path:
     return cluster_state_dir() / CLUSTER_MARKER_FILE
 
 
+def running_cluster_marker() -> dict[str, object] | None:
+    """What `make cluster-up` recorded in its marker (master, brokers, lake), or None when no cluster
+    runs. A marker that cannot be read (being written, damaged) reads as empty: the cluster runs, with
+    the defaults of a marker that names nothing."""
+    import json
+
+    path = cluster_marker_path()
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    try:
+        recorded = json.loads(text)
+    except ValueError:
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
 LAKE_ROOT_ENV = "PLATFORM_LAKE_ROOT"
 # Longest lake root a form may name (spark_apps.contract.config_rules.MAX_ROOT_LENGTH, the app's own bound).
 MAX_ROOT_LENGTH = 1024
@@ -68,7 +86,8 @@ MAX_ROOT_LENGTH = 1024
 
 def lake_root() -> str:
     """Delta tables, checkpoints, registry and reports: $PLATFORM_LAKE_ROOT, else the running cluster's
-    `<state dir>/cluster/lake`, else `<state dir>/lake`.
+    lake (the one its marker names: `s3a://<bucket>/lake` on its object store when it was started with
+    CLUSTER_LAKE=object-store, else `<state dir>/cluster/lake`), else `<state dir>/lake`.
 
     The one place an environment's lake is chosen. A checkpoint holds offsets of the brokers that
     wrote it; the cluster's brokers are other brokers (other topics, other offsets), so after
@@ -77,8 +96,10 @@ def lake_root() -> str:
     explicit = os.environ.get(LAKE_ROOT_ENV)
     if explicit:
         return explicit
-    if cluster_marker_path().exists():
-        return str(cluster_state_dir() / "lake")
+    marker = running_cluster_marker()
+    if marker is not None:
+        recorded = marker.get("lake_root")
+        return recorded if isinstance(recorded, str) and recorded else str(cluster_state_dir() / "lake")
     return str(state_dir() / "lake")
 
 

@@ -1,9 +1,12 @@
-"""Topics, launches and exactly-once checks shared by the cluster fault tests."""
+"""Topics, launches and exactly-once checks shared by the cluster fault tests.
+
+Lake tables and the driver's side files are read through the platform's lake readers
+(`lake_storage`), so the same checks work on a local lake and on one on the object store.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -17,10 +20,11 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from revenue_platform import processes
+from revenue_platform.lake_storage import SparkObjectStoreAccess, open_lake_table, read_side_file
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import StreamingAppConfig
-from spark_apps.contract.naming import local_path
+from spark_apps.contract.delta_reads import read_delta
 from tests.kafka_helpers import APP_TOPIC_FIELDS, COMPACTED_APP_TOPICS, app_topic_overrides
 
 Gold = dict[tuple[str, str, datetime], tuple[int, Decimal]]
@@ -48,18 +52,23 @@ def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def launch_app(
-    master: str, overrides: dict[str, Any], log: Path, extra_env: dict[str, str] | None = None
+    master: str,
+    overrides: dict[str, Any],
+    log: Path,
+    extra_env: dict[str, str] | None = None,
+    object_store: SparkObjectStoreAccess | None = None,
 ) -> subprocess.Popen[bytes]:
-    """The streaming app as its own process group (spark-submit JVM + Python driver), client mode."""
+    """The streaming app as its own process group (spark-submit JVM + Python driver), client mode;
+    `object_store` (`lake_storage.spark_object_store_access`) for a lake on the object store."""
     args: list[str] = []
     for key, value in overrides.items():
         args += ["--set", f"{key}={value}"]
     with log.open("ab") as out:
         return subprocess.Popen(
-            spark_submit_command("orders_streaming_app.py", args, master=master),
+            spark_submit_command("orders_streaming_app.py", args, master=master, object_store=object_store),
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**spark_submit_env(), **(extra_env or {})},
+            env={**spark_submit_env(object_store=object_store), **(extra_env or {})},
             start_new_session=True,
         )
 
@@ -68,10 +77,10 @@ def stop_app(app: subprocess.Popen[bytes], config: StreamingAppConfig, timeout_s
     """Graceful stop (SIGTERM to the Python driver: the batch in flight commits first), then the
     group is killed."""
     if app.poll() is None:
-        status_file = Path(local_path(config.names.driver_status_file))
+        status = read_side_file(config.names.driver_status_file) or {}
         python_pid = None
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            python_pid = int(json.loads(status_file.read_text())["pid"])
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            python_pid = int(status["pid"])
         processes.terminate(app.pid, timeout_s, signal.SIGTERM, signal_pid=python_pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             app.wait(timeout=30)
@@ -82,10 +91,10 @@ def stop_app(app: subprocess.Popen[bytes], config: StreamingAppConfig, timeout_s
 
 def revenue_batch(config: StreamingAppConfig, query: str = "revenue") -> int:
     """The query's last committed batch id, from the progress file the app writes (-1: none)."""
-    progress = Path(config.names.progress_dir) / f"{config.names.query_name(query)}.json"
+    progress = read_side_file(f"{config.names.progress_dir}/{config.names.query_name(query)}.json") or {}
     try:
-        return int(json.loads(progress.read_text())["batch_id"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(progress["batch_id"])
+    except (ValueError, KeyError, TypeError):
         return -1
 
 
@@ -110,14 +119,10 @@ def oracle(records: list[GeneratedRecord]) -> Gold:
 
 
 def gold(table_path: str) -> Gold:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(table_path)
-    except TableNotFoundError:
+    table = open_lake_table(table_path)
+    if table is None:
         return {}
-    rows = table.to_pyarrow_table().to_pylist()
+    rows = read_delta(table).to_pylist()
     found = {
         (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
             r["order_count"],
@@ -131,9 +136,9 @@ def gold(table_path: str) -> Gold:
 
 def bronze_offsets(table_path: str) -> list[tuple[int, int]]:
     """(partition, offset) of every bronze row: each consumed record must be there exactly once."""
-    from deltalake import DeltaTable
-
-    rows = DeltaTable(table_path).to_pyarrow_table(columns=["partition", "offset"]).to_pylist()
+    table = open_lake_table(table_path)
+    assert table is not None, f"no bronze table at {table_path}"
+    rows = read_delta(table, columns=["partition", "offset"]).to_pylist()
     return [(r["partition"], r["offset"]) for r in rows]
 
 

@@ -2,37 +2,52 @@
 
 Started once per session under the test state dir with ports from TEST_CLUSTER_BASE_PORT
 (19100: master, its UI +1, workers +2/+3, their UIs +4/+5, brokers +10..+12, controllers
-+13..+15), and stopped at the end, also when tests fail (`make test-cluster` stops it once
-more in case pytest itself was killed). Every test starts with the whole cluster up: what a
-test killed is started again before the next one.
++13..+15, its object store +20), and stopped at the end, also when tests fail (`make test-cluster`
+stops it once more in case pytest itself was killed). Every test starts with the whole cluster up:
+what a test killed is started again before the next one.
+
+It is started as `make cluster-up CLUSTER_LAKE=object-store` starts it: with its own S3 object store
+and the workers holding its credentials. The broker, worker and driver tests keep their lakes in
+their own local folders (they name them); the object store test puts its lake in the store.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
 
-from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
+from revenue_platform.local_object_store import local_credentials
+from revenue_platform.local_stack.cluster import OBJECT_STORE_LAKE, ClusterSettings, LocalCluster
+
+CLUSTER_VARIABLES = {"CLUSTER_BASE_PORT": os.environ.get("TEST_CLUSTER_BASE_PORT", "19100")}
+CLUSTER_VARIABLES["CLUSTER_LAKE"] = OBJECT_STORE_LAKE
 
 
 @pytest.fixture(scope="session")
 def cluster_session() -> Iterator[LocalCluster]:
     # Read by ClusterSettings.from_env (tests/conftest.py already set PLATFORM_STATE_DIR to the test
     # state); set only while the cluster tests run, so no other test sees it.
-    previous = os.environ.get("CLUSTER_BASE_PORT")
-    os.environ["CLUSTER_BASE_PORT"] = os.environ.get("TEST_CLUSTER_BASE_PORT", "19100")
+    previous = {name: os.environ.get(name) for name in CLUSTER_VARIABLES}
+    os.environ.update(CLUSTER_VARIABLES)
     cluster = LocalCluster(ClusterSettings.from_env())
+    # A fresh bucket for the session, as the other test stores are (an earlier run's lake is not read).
+    if cluster.object_store is not None and cluster.object_store.pid() is None:
+        shutil.rmtree(cluster.settings.object_store.blobs_dir, ignore_errors=True)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
-        if previous is None:
-            os.environ.pop("CLUSTER_BASE_PORT", None)
-        else:
-            os.environ["CLUSTER_BASE_PORT"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture
@@ -40,3 +55,20 @@ def cluster(cluster_session: LocalCluster) -> LocalCluster:
     """The session's cluster with every part running (restarts what an earlier test killed)."""
     cluster_session.start()
     return cluster_session
+
+
+@pytest.fixture
+def cluster_lake_connection(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The Airflow connection to the cluster's object store in this process's environment, as a
+    deployment defines it (the tests' Airflow settings make the platform look for the connection
+    first); returns the cluster's lake root in its bucket."""
+    store = cluster.settings.object_store
+    credentials = local_credentials(store)
+    connection = {
+        "conn_type": "aws",
+        "login": credentials["access_key_id"],
+        "password": credentials["secret_access_key"],
+        "extra": {"endpoint_url": store.endpoint_url, "region_name": "us-east-1"},
+    }
+    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), json.dumps(connection))
+    return cluster.settings.lake_root

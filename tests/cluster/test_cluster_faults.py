@@ -2,7 +2,8 @@
 
 The streaming app runs against the session's Spark standalone cluster (client deploy mode:
 the driver here, executors on the workers) and its three KRaft brokers, with topics as the
-spec's `cluster` environment makes them (3 replicas, min ISR 2). Every kill is placed at a
+spec's `cluster` environment makes them (3 replicas, min ISR 2); one test keeps the lake on the
+cluster's own object store and kills that. Every kill is placed at a
 defined point of the app's progress — after a given revenue batch committed, or exactly
 between the gold commit and the checkpoint commit through the app's fault hook — and the test
 prints where it landed. After each fault, gold must equal the independent Decimal oracle
@@ -17,15 +18,17 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from revenue_platform import processes
+from revenue_platform.lake_storage import spark_object_store_access
 from revenue_platform.local_stack.cluster import LocalCluster
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
+from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.registry import DeploymentRegistry
 from spark_apps.contract.config import load_config
 from spark_apps.contract.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
@@ -59,7 +62,7 @@ def _orders(seed: int) -> list[Any]:
     return list(generate_orders(settings))
 
 
-def _app_overrides(bootstrap: str, lake: Path, deployment_id: str, topics: dict[str, str]) -> dict[str, Any]:
+def _app_overrides(bootstrap: str, lake: str, deployment_id: str, topics: dict[str, str]) -> dict[str, Any]:
     return {
         "deployment_id": deployment_id,
         "lake_root": str(lake),
@@ -103,6 +106,7 @@ class _RunningApp:
     records: list[Any]
     app: subprocess.Popen[bytes]
     log: Path
+    overrides: dict[str, Any]
 
     def positions(self) -> tuple[int, int]:
         """(ingest batch, revenue batch) committed so far; the one-query engine's query is both."""
@@ -126,18 +130,22 @@ class _RunningApp:
 
 
 def _launch_past_first_batch(
-    cluster: LocalCluster, tmp_path: Path, deployment_id: str, seed: int
+    cluster: LocalCluster, tmp_path: Path, deployment_id: str, seed: int, lake: str | None = None
 ) -> _RunningApp:
+    """The app over fresh topics with its lake in `tmp_path` (or at `lake`, e.g. on the object store)."""
     bootstrap = cluster.settings.bootstrap_servers
     topics = create_replicated_app_topics(bootstrap, unique_suffix())
-    overrides = _app_overrides(bootstrap, tmp_path / "lake", deployment_id, topics)
+    lake = lake or str(tmp_path / "lake")
+    overrides = _app_overrides(bootstrap, lake, deployment_id, topics)
     config = load_config(overrides=overrides)
     records = _orders(seed=seed)
     produce(bootstrap, config.kafka.stores_topic, generate_stores(5))
     produce(bootstrap, config.kafka.orders_topic, records, total=len(records))
     log = tmp_path / "app.log"
-    app = launch_app(cluster.settings.spark_master_url, overrides, log)
-    running = _RunningApp(config, records, app, log)
+    app = launch_app(
+        cluster.settings.spark_master_url, overrides, log, object_store=spark_object_store_access(lake)
+    )
+    running = _RunningApp(config, records, app, log, overrides)
     try:
         # After ingest batch 1: most orders are still to be read when the fault strikes.
         wait_for(lambda: running.positions()[0] >= 1, "ingest batch 1", 300, app, log)
@@ -307,3 +315,102 @@ def test_a_driver_killed_between_gold_and_checkpoint_commit_is_restarted_by_the_
     run = dags["stop_streaming_app"].test(run_conf={"deployment_id": deployment_id, "timeout_s": 90})
     assert run.state == "success", task_states(run)
     _assert_exactly_once(config, records)
+
+
+# The driver's failure to start on an s3a:// lake as of this test's writing: before its Spark session
+# exists it reads its S3A settings from an empty `SparkConf()` (spark_apps.storage.tables
+# .delta_rs_storage_options), so it never starts on the store. Fixed in the driver, not here; until
+# then the test is an expected failure for exactly this reason and fails for any other.
+DRIVER_WITHOUT_ITS_STORE_SETTINGS = (
+    "this driver's S3A settings and environment do not describe an object store"
+)
+
+
+def _local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> list[Path]:
+    """Files and folders whose path contains `marker`, under `roots`, outside the store's own folder."""
+    found = []
+    for root in roots:
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = [name for name in subfolders if name not in {".venv", ".jvm", ".git", ".tools"}]
+            for name in [*subfolders, *files]:
+                path = Path(folder) / name
+                if marker in str(path) and not path.is_relative_to(store_data):
+                    found.append(path)
+    return found
+
+
+def test_killing_the_object_store_the_lake_is_on_keeps_gold_exact(
+    cluster: LocalCluster, cluster_lake_connection: str, tmp_path: Path
+) -> None:
+    """The lake (tables, checkpoints, registry, the driver's side files) in the cluster's object store;
+    the store is SIGKILLed after ingest batch 1 and started again 5 s later. Executors reach it with
+    the credentials their workers started with. A driver that exits during the outage is restarted
+    from its checkpoint once, as the supervisor would; either way gold must equal the oracle to the
+    cent, bronze hold every record once, and nothing of the lake exist on the local disk."""
+    store = cluster.object_store
+    assert store is not None, "the session's cluster runs with CLUSTER_LAKE=object-store"
+    # Unique, so finding it in a local path means the lake touched the local disk.
+    deployment_id = f"storekill-{unique_suffix()}"
+    lake = f"{cluster_lake_connection}/{deployment_id}"
+    try:
+        running = _launch_past_first_batch(cluster, tmp_path, deployment_id, seed=24, lake=lake)
+    except AssertionError as failure:
+        if DRIVER_WITHOUT_ITS_STORE_SETTINGS in str(failure):
+            pytest.xfail(f"driver fails on the s3a:// lake: ValueError: {DRIVER_WITHOUT_ITS_STORE_SETTINGS}")
+        raise
+    restarts = 0
+    try:
+        landed = running.positions()
+        pid = store.pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        _report(
+            f"SIGKILLed the object store (pid {pid}) the lake {lake} is on, after ingest batch {landed[0]} "
+            f"(of ~{ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed[1]}"
+        )
+        wait_for(lambda: not store.answers_http(), "the object store to stop answering", 30)
+        time.sleep(5)
+        store.start()
+        _report(
+            f"object store restarted after 5 s (pid {store.pid()}); app alive: {running.app.poll() is None}"
+        )
+        deadline = time.monotonic() + GOLD_TIMEOUT_S
+        while gold(running.config.names.gold_revenue_table) != oracle(running.records):
+            if running.app.poll() is not None:
+                # The outage failed a batch and the driver exited: restart it from its checkpoint, as the
+                # supervisor does with a driver that died.
+                restarts += 1
+                assert restarts <= 1, (
+                    "the app exited again after its restart:\n" + running.log.read_text()[-3000:]
+                )
+                _report(
+                    f"the app exited ({running.app.returncode}) during the outage; restarting it from its "
+                    "checkpoint"
+                )
+                running = replace(
+                    running,
+                    app=launch_app(
+                        cluster.settings.spark_master_url,
+                        running.overrides,
+                        running.log,
+                        object_store=spark_object_store_access(lake),
+                    ),
+                )
+            assert time.monotonic() < deadline, (
+                "gold never matched the oracle:\n" + running.log.read_text()[-3000:]
+            )
+            time.sleep(2)
+        ingest, revenue = running.positions()
+        assert ingest > landed[0], "the app read nothing after the outage"
+        assert revenue > landed[1]
+        _report(f"recovered: ingest batch {ingest}, revenue batch {revenue}; driver restarts: {restarts}")
+    finally:
+        stop_app(running.app, running.config)
+    _assert_exactly_once(running.config, running.records)
+    # The lake is in the bucket and nowhere on the local disk.
+    store_data = store.settings.data_dir
+    assert any(
+        (store.settings.blobs_dir / store.settings.bucket).rglob(f"{deployment_id}/**/_delta_log/*.json")
+    )
+    assert not (cluster.settings.home / "lake").exists()
+    assert _local_paths_naming(deployment_id, [state_dir(), tmp_path, REPO_ROOT], store_data) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from revenue_platform import processes
@@ -23,7 +24,7 @@ from revenue_platform.local_stack.cluster import (
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
-from revenue_platform.paths import lake_root
+from revenue_platform.paths import LAKE_ROOT_ENV, lake_root
 
 
 def _broker() -> LocalKafkaBroker:
@@ -39,10 +40,18 @@ def _airflow(cluster: LocalCluster | None = None) -> LocalAirflow:
     cluster = cluster or active_cluster()
     if cluster is None:
         return LocalAirflow(AirflowLocalSettings.from_env(KafkaBrokerSettings.from_env().bootstrap_servers))
-    settings = AirflowLocalSettings.from_env(cluster.settings.bootstrap_servers)
-    return LocalAirflow(
-        dataclasses.replace(settings, spark_master=cluster.settings.spark_master_url, platform_env="cluster")
+    settings = dataclasses.replace(
+        AirflowLocalSettings.from_env(cluster.settings.bootstrap_servers),
+        spark_master=cluster.settings.spark_master_url,
+        platform_env="cluster",
     )
+    if cluster.settings.on_object_store:
+        # The lake on the cluster's store: tasks get its root and where the store and its credentials
+        # file are (the credentials themselves stay in that file).
+        settings = dataclasses.replace(
+            settings, lake_root=cluster.settings.lake_root, object_store=cluster.settings.object_store
+        )
+    return LocalAirflow(settings)
 
 
 def _status() -> None:
@@ -84,9 +93,18 @@ def _cluster_up() -> None:
         )
     airflow = _airflow(cluster)
     airflow_pid = airflow.pid()
-    if airflow_pid is not None and processes.environment(airflow_pid).get("PLATFORM_ENV") != "cluster":
-        # Its connections point at the one broker; they are fixed when Airflow starts.
-        raise PlatformError("Airflow of `make up` is running; stop it with `make down` first.")
+    if airflow_pid is not None:
+        running = processes.environment(airflow_pid)
+        if running.get("PLATFORM_ENV") != "cluster":
+            # Its connections point at the one broker; they are fixed when Airflow starts.
+            raise PlatformError("Airflow of `make up` is running; stop it with `make down` first.")
+        wanted_root = airflow.settings.lake_root or os.environ.get(LAKE_ROOT_ENV)
+        if running.get(LAKE_ROOT_ENV) != wanted_root:
+            # Its lake is fixed when it starts too (CLUSTER_LAKE switched while it runs).
+            raise PlatformError(
+                f"Airflow runs on the lake {running.get(LAKE_ROOT_ENV) or 'in the cluster state dir'}, "
+                f"not on {wanted_root or 'the one in the cluster state dir'}; `make cluster-down` first."
+            )
     cluster.start()
     provision_cluster_topics(cluster.settings.bootstrap_servers)
     airflow.start()
@@ -160,7 +178,6 @@ COMMANDS = {
 
 def run_airflow_cli(arguments: list[str]) -> int:
     """Run the `airflow` CLI with the local stack's environment (its DB, DAGs and connections)."""
-    import os
     import subprocess
 
     from revenue_platform.local_stack.airflow_local import cli_environment

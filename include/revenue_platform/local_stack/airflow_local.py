@@ -32,6 +32,7 @@ from pathlib import Path
 from revenue_platform import processes
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID, connection_env_var
 from revenue_platform.errors import ConfigError, PrerequisiteError
+from revenue_platform.local_object_store import ObjectStoreSettings, store_environment
 from revenue_platform.local_stack.prerequisites import require_free_port
 from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
 from revenue_platform.private_files import private_json
@@ -85,6 +86,11 @@ class AirflowLocalSettings:
     statsd_port: int | None = DEFAULT_STATSD_PORT
     """UDP port on 127.0.0.1 that Airflow sends its StatsD metrics to; None switches them off;
     env AIRFLOW_STATSD_PORT (`off` switches them off)."""
+    lake_root: str | None = None
+    """PLATFORM_LAKE_ROOT for Airflow's tasks; None = the caller's (else `paths.lake_root`)."""
+    object_store: ObjectStoreSettings | None = None
+    """The local object store the lake is on (the cluster's with CLUSTER_LAKE=object-store): its
+    OBJECT_STORE_* variables, so tasks find it and its 0600 credentials file; None = the caller's."""
 
     @classmethod
     def from_env(cls, kafka_bootstrap_servers: str) -> AirflowLocalSettings:
@@ -223,6 +229,10 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
     env.update(statsd_env(settings.statsd_port))
     if settings.platform_env is not None:
         env["PLATFORM_ENV"] = settings.platform_env
+    if settings.lake_root is not None:
+        env["PLATFORM_LAKE_ROOT"] = settings.lake_root
+    if settings.object_store is not None:
+        env.update(store_environment(settings.object_store))
     return env
 
 

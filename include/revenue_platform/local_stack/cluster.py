@@ -14,6 +14,16 @@ While the cluster runs, a marker file (`<state dir>/cluster/cluster.json`) tells
 `make demo` and `make status` to use it instead of the one-broker stack, and gives it a lake of
 its own, `<state dir>/cluster/lake` (`revenue_platform.paths.lake_root`).
 
+With CLUSTER_LAKE=object-store (default `local`) the cluster shares no disk for its lake either: it
+starts its own S3 object store (`local_stack.object_store`, S3Proxy, on its own port with its data
+under the cluster's state dir) and its lake is `s3a://<bucket>/lake` there, recorded in the marker.
+The workers then start with the store's credentials in their environment, read from the store's
+0600 credentials file: executors inherit their worker's environment, which is how S3A's
+`EnvironmentVariableCredentialsProvider` finds them on each worker without them ever travelling in
+Spark's configuration (`spark.executorEnv.*` would put them in the app's conf, its UI and event log).
+Each worker has its own work dir (SPARK_WORKER_DIR, `--work-dir`) and its own scratch dirs
+(SPARK_LOCAL_DIRS: shuffle and spill files of its executors) under its folder in the state dir.
+
 Each worker advertises 1 core and 1 GiB; the master gives an application 1 core unless it
 asks for more (`spark.deploy.defaultCores`), so two deployments (blue and green) fit at once
 and an application whose worker dies gets its executor back on the other one.
@@ -35,15 +45,21 @@ from typing import Any
 
 from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PrerequisiteError
+from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_object_store
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
+from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
-from revenue_platform.paths import CLUSTER_MARKER_FILE, REPO_ROOT, cluster_state_dir
+from revenue_platform.paths import CLUSTER_MARKER_FILE, REPO_ROOT, cluster_state_dir, running_cluster_marker
 
 LOOPBACK = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # The master and worker daemons themselves are small; executors get the worker's memory.
 DAEMON_MEMORY = "256m"
+# Where the cluster's lake lives (env CLUSTER_LAKE): a folder in its state dir, or its own object store.
+LOCAL_LAKE = "local"
+OBJECT_STORE_LAKE = "object-store"
+LAKE_CHOICES = (LOCAL_LAKE, OBJECT_STORE_LAKE)
 
 
 def _port(name: str, default: int) -> int:
@@ -78,6 +94,13 @@ class ClusterSettings:
     brokers: int = 3
     kafka_heap: str = "512m"
     """Each broker's JVM heap; env CLUSTER_KAFKA_HEAP."""
+    lake: str = LOCAL_LAKE
+    """`local` (`<home>/lake`) or `object-store` (its own S3 store, lake `s3a://<bucket>/lake`); env
+    CLUSTER_LAKE, else what the running cluster's marker records, else `local`."""
+    object_store_port: int = 9420
+    """The cluster's object store (with CLUSTER_LAKE=object-store); env CLUSTER_OBJECT_STORE_PORT."""
+    object_store_bucket: str = "lake"
+    """Its bucket; env OBJECT_STORE_BUCKET."""
     base_port_variable: str | None = None
     """The variable whose one number lays out every port (`from_base_port`), which a port taken
     names as the way to move them; None: each port's own variable (above) moves it."""
@@ -94,6 +117,7 @@ class ClusterSettings:
             spark_worker_base_port=base + 2,
             spark_worker_webui_base_port=base + 4,
             kafka_base_port=base + 10,
+            object_store_port=base + 20,
             base_port_variable=base_port_variable,
         )
 
@@ -117,7 +141,34 @@ class ClusterSettings:
             worker_memory=os.environ.get("SPARK_WORKER_MEMORY", laid_out.worker_memory),
             kafka_base_port=_port("CLUSTER_KAFKA_BASE_PORT", laid_out.kafka_base_port),
             kafka_heap=os.environ.get("CLUSTER_KAFKA_HEAP", laid_out.kafka_heap),
+            lake=_lake_from_env(),
+            object_store_port=_port("CLUSTER_OBJECT_STORE_PORT", laid_out.object_store_port),
+            object_store_bucket=os.environ.get("OBJECT_STORE_BUCKET", laid_out.object_store_bucket),
         )
+
+    @property
+    def on_object_store(self) -> bool:
+        return self.lake == OBJECT_STORE_LAKE
+
+    @property
+    def object_store(self) -> ObjectStoreSettings:
+        """The cluster's own object store: its port, its bucket, its data under `<home>/object-store`."""
+        return ObjectStoreSettings.from_env(
+            {
+                "OBJECT_STORE_PORT": str(self.object_store_port),
+                "OBJECT_STORE_DATA_DIR": str(self.home / "object-store"),
+                "OBJECT_STORE_BUCKET": self.object_store_bucket,
+            }
+        )
+
+    @property
+    def lake_root(self) -> str:
+        """The cluster's lake: `s3a://<bucket>/lake` on its store, or `<home>/lake`."""
+        return self.object_store.lake_root if self.on_object_store else str(self.home / "lake")
+
+    def worker_local_dir(self, index: int) -> Path:
+        """Worker i's SPARK_LOCAL_DIRS: its executors' shuffle and spill files, on its own disk."""
+        return self.home / f"spark-worker-{index + 1}" / "local"
 
     @property
     def spark_master_url(self) -> str:
@@ -151,6 +202,19 @@ class ClusterSettings:
     @property
     def marker_path(self) -> Path:
         return self.home / CLUSTER_MARKER_FILE
+
+
+def _lake_from_env() -> str:
+    """CLUSTER_LAKE, else the lake the running cluster was started with (so `make demo` or `make status`
+    after `make cluster-up CLUSTER_LAKE=object-store` need not repeat it), else `local`."""
+    raw = os.environ.get("CLUSTER_LAKE")
+    if not raw:
+        marker = running_cluster_marker() or {}
+        recorded = marker.get("lake")
+        return recorded if isinstance(recorded, str) and recorded in LAKE_CHOICES else LOCAL_LAKE
+    if raw not in LAKE_CHOICES:
+        raise ConfigError(f"CLUSTER_LAKE={raw!r} is not one of {', '.join(LAKE_CHOICES)}.")
+    return raw
 
 
 def spark_home() -> Path:
@@ -247,6 +311,11 @@ class LocalCluster:
         return SparkDaemon(f"spark-worker-{index + 1}", WORKER_CLASS, arguments, s)
 
     @property
+    def object_store(self) -> LocalObjectStore | None:
+        """The cluster's own object store, when its lake is on one."""
+        return LocalObjectStore(self.settings.object_store) if self.settings.on_object_store else None
+
+    @property
     def workers(self) -> list[SparkDaemon]:
         return [self.worker(i) for i in range(self.settings.workers)]
 
@@ -272,6 +341,14 @@ class LocalCluster:
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "include")]),
             "PYSPARK_PYTHON": sys.executable,
         }
+
+    def worker_env(self, index: int, daemon_env: dict[str, str]) -> dict[str, str]:
+        """A worker's environment, which its executors inherit: its own scratch dirs and, with the lake
+        on the object store, the store's credentials (from its 0600 file; never in Spark's conf)."""
+        env = {**daemon_env, "SPARK_LOCAL_DIRS": str(self.settings.worker_local_dir(index))}
+        if self.settings.on_object_store:
+            env.update(local_lake_object_store(self.settings.object_store).credentials_environment())
+        return env
 
     # --- probing -------------------------------------------------------------------------------
     def master_status(self) -> dict[str, Any] | None:
@@ -328,12 +405,16 @@ class LocalCluster:
             if broker.pid() is None:
                 wanted += [(s.broker_port(index), "CLUSTER_KAFKA_BASE_PORT")]
                 wanted += [(s.controller_port(index), "CLUSTER_KAFKA_BASE_PORT")]
+        store = self.object_store
+        if store is not None and store.pid() is None:
+            wanted += [(store.settings.port, "CLUSTER_OBJECT_STORE_PORT")]
         for port, variable in wanted:
             require_free_port(port, "the local cluster", s.base_port_variable or variable)
 
     def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] = print) -> None:
         """Start whatever part is not running (idempotent) and wait until all of it answers."""
         require_java()
+        self._require_same_lake()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         require_free_disk(self.settings.home)
         self.require_free_ports()
@@ -341,13 +422,17 @@ class LocalCluster:
             self._cluster_id_path.write_text(self.brokers[0].random_cluster_id())
         for broker in self.brokers:
             broker.start(progress=progress, wait=False)
+        store = self.object_store
+        if store is not None:
+            # Before the workers: they start with its credentials, generated at its first start.
+            store.start(progress=progress)
         env = self._daemon_env()
         self.master.start(env)
         progress(f"[spark] master {self.settings.spark_master_url}, UI {self.settings.master_status_url}")
         deadline = time.monotonic() + timeout_s
         self._wait("the Spark master", lambda: self.master_status() is not None, deadline, self.master)
-        for worker in self.workers:
-            worker.start(env)
+        for index, worker in enumerate(self.workers):
+            worker.start(self.worker_env(index, env))
         self._wait(
             f"{self.settings.workers} Spark workers",
             lambda: self.alive_workers() >= self.settings.workers,
@@ -364,15 +449,39 @@ class LocalCluster:
             deadline,
         )
         progress(f"[kafka] {self.settings.brokers} brokers ready on {self.settings.bootstrap_servers}")
-        self.settings.marker_path.write_text(
-            json.dumps(
-                {
-                    "spark_master": self.settings.spark_master_url,
-                    "bootstrap_servers": self.settings.bootstrap_servers,
-                },
-                indent=2,
+        self.settings.marker_path.write_text(json.dumps(self.marker(), indent=2))
+
+    def marker(self) -> dict[str, Any]:
+        """What the marker tells the stack's other commands and Airflow's tasks: where the cluster is,
+        and its lake (with the store it is on; no secret, the credentials stay in the store's file)."""
+        s = self.settings
+        marker: dict[str, Any] = {
+            "spark_master": s.spark_master_url,
+            "bootstrap_servers": s.bootstrap_servers,
+            "lake": s.lake,
+            "lake_root": s.lake_root,
+        }
+        if s.on_object_store:
+            store = s.object_store
+            marker["object_store"] = {
+                "endpoint_url": store.endpoint_url,
+                "port": store.port,
+                "data_dir": str(store.data_dir),
+                "bucket": store.bucket,
+            }
+        return marker
+
+    def _require_same_lake(self) -> None:
+        """A running cluster keeps the lake it was started with: its workers' environment and Airflow's
+        are fixed at their start."""
+        if not self.is_running():
+            return
+        recorded = (running_cluster_marker() or {}).get("lake", LOCAL_LAKE)
+        if recorded != self.settings.lake:
+            raise PrerequisiteError(
+                f"The cluster runs with CLUSTER_LAKE={recorded}; stop it with `make cluster-down` before "
+                f"starting it with CLUSTER_LAKE={self.settings.lake}."
             )
-        )
 
     def _wait(self, what: str, ready: Callable[[], bool], deadline: float, *daemons: SparkDaemon) -> None:
         while not ready():
@@ -403,6 +512,10 @@ class LocalCluster:
             daemon.stop()
         for broker in self.brokers:
             broker.stop(progress=progress)
+        # Whatever the switch says now: a store the cluster started must not outlive it.
+        store = LocalObjectStore(self.settings.object_store)
+        if store.pid() is not None:
+            store.stop(progress=progress)
 
     def describe(self) -> list[str]:
         """One line per part, for `make status`."""
@@ -420,6 +533,13 @@ class LocalCluster:
             state = "up" if broker.pid() and index + 1 in live else ("starting" if broker.pid() else "down")
             lines.append(
                 f"kafka-{index + 1:<8} {state:8} {broker.settings.bootstrap_servers}  (pid {broker.pid()})"
+            )
+        store = self.object_store
+        if store is not None:
+            state = "up" if store.pid() and store.answers_http() else ("starting" if store.pid() else "down")
+            lines.append(
+                f"object-store   {state:8} {store.settings.endpoint_url}  bucket {store.settings.bucket!r} "
+                f"in {store.settings.blobs_dir}  (pid {store.pid()})"
             )
         return lines
 
