@@ -29,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -149,6 +150,8 @@ class _DriverLoop:
         self.ready: set[str] = set()
         self.stop_requested = threading.Event()
         self.superseded: LeaseRejectedError | None = None
+        # Side steps that failed last time they ran (`_unless_unreachable`): logged once per outage.
+        self.unreachable: set[str] = set()
 
     def start_next(self) -> None:
         self.queries.append(self.prepared.starters[len(self.queries)]())
@@ -169,13 +172,33 @@ class _DriverLoop:
             now = time.monotonic()
             # Until every query is ready, check each turn: the first "ready" heartbeat is what a
             # deploy waits for, so an app that fails on its first trigger is reported as failed.
-            if now >= next_heartbeat or len(self.ready) < self.prepared.ready_after:
-                self.write_status()
+            due = now >= next_heartbeat or len(self.ready) < self.prepared.ready_after
+            if due and self._unless_unreachable("write its heartbeat", self.write_status):
                 next_heartbeat = now + HEARTBEAT_INTERVAL_S
             if self.config.lease_token is not None and now >= next_lease_check:
                 next_lease_check = now + LEASE_CHECK_INTERVAL_S
-                self._check_lease(self.config.lease_token)
+                self._unless_unreachable("read its lease", self._check_lease)
             time.sleep(0.5)
+
+    def _unless_unreachable(self, what: str, step: Callable[[], None]) -> bool:
+        """Run a side step of the watch (heartbeat, lease check); when the lake cannot be reached
+        (an object store restarting, a full disk) say so once per outage and go on: the next turn tries
+        again. The queries decide whether the app survives an outage (a batch that cannot write fails
+        its query); a heartbeat must not end an app its batches would carry through, and the lease is
+        also checked in every gold commit."""
+        try:
+            step()
+        except Exception as error:  # pyarrow's OSError, delta-rs's errors: whatever the store says
+            if what not in self.unreachable:
+                LOG.warning(
+                    "deployment %s could not %s, trying again: %s", self.config.deployment_id, what, error
+                )
+            self.unreachable.add(what)
+            return False
+        if what in self.unreachable:
+            self.unreachable.discard(what)
+            LOG.info("deployment %s can %s again", self.config.deployment_id, what)
+        return True
 
     def _keep_watching(self) -> bool:
         if any(q.exception() is not None for q in self.queries):
@@ -191,10 +214,15 @@ class _DriverLoop:
             if query.isActive and not query.status.get("isTriggerActive", False):
                 query.stop()
 
-    def _check_lease(self, lease_token: str) -> None:
+    def _check_lease(self) -> None:
+        if self.config.lease_token is None:
+            return
         try:
             verify_lease(
-                self.registry_root, self.config.deployment_id, lease_token, self.registry_storage_options
+                self.registry_root,
+                self.config.deployment_id,
+                self.config.lease_token,
+                self.registry_storage_options,
             )
         except LeaseRejectedError as error:
             LOG.error("%s", error)

@@ -21,7 +21,7 @@ def local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> list
     found = []
     for root in roots:
         for folder, subfolders, files in os.walk(root):
-            subfolders[:] = [name for name in subfolders if name not in {".venv", ".jvm", ".git"}]
+            subfolders[:] = [name for name in subfolders if name not in {".venv", ".jvm", ".git", ".tools"}]
             for name in [*subfolders, *files]:
                 path = Path(folder) / name
                 if marker in str(path) and not path.is_relative_to(store_data):

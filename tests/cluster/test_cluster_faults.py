@@ -45,6 +45,7 @@ from tests.cluster.cluster_helpers import (
     wait_for,
 )
 from tests.kafka_helpers import unique_suffix
+from tests.object_store_helpers import local_paths_naming
 from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, supervise, task_states, xcom
 
 pytestmark = pytest.mark.cluster
@@ -317,28 +318,6 @@ def test_a_driver_killed_between_gold_and_checkpoint_commit_is_restarted_by_the_
     _assert_exactly_once(config, records)
 
 
-# The driver's failure to start on an s3a:// lake as of this test's writing: before its Spark session
-# exists it reads its S3A settings from an empty `SparkConf()` (spark_apps.storage.tables
-# .delta_rs_storage_options), so it never starts on the store. Fixed in the driver, not here; until
-# then the test is an expected failure for exactly this reason and fails for any other.
-DRIVER_WITHOUT_ITS_STORE_SETTINGS = (
-    "this driver's S3A settings and environment do not describe an object store"
-)
-
-
-def _local_paths_naming(marker: str, roots: list[Path], store_data: Path) -> list[Path]:
-    """Files and folders whose path contains `marker`, under `roots`, outside the store's own folder."""
-    found = []
-    for root in roots:
-        for folder, subfolders, files in os.walk(root):
-            subfolders[:] = [name for name in subfolders if name not in {".venv", ".jvm", ".git", ".tools"}]
-            for name in [*subfolders, *files]:
-                path = Path(folder) / name
-                if marker in str(path) and not path.is_relative_to(store_data):
-                    found.append(path)
-    return found
-
-
 def test_killing_the_object_store_the_lake_is_on_keeps_gold_exact(
     cluster: LocalCluster, cluster_lake_connection: str, tmp_path: Path
 ) -> None:
@@ -352,12 +331,7 @@ def test_killing_the_object_store_the_lake_is_on_keeps_gold_exact(
     # Unique, so finding it in a local path means the lake touched the local disk.
     deployment_id = f"storekill-{unique_suffix()}"
     lake = f"{cluster_lake_connection}/{deployment_id}"
-    try:
-        running = _launch_past_first_batch(cluster, tmp_path, deployment_id, seed=24, lake=lake)
-    except AssertionError as failure:
-        if DRIVER_WITHOUT_ITS_STORE_SETTINGS in str(failure):
-            pytest.xfail(f"driver fails on the s3a:// lake: ValueError: {DRIVER_WITHOUT_ITS_STORE_SETTINGS}")
-        raise
+    running = _launch_past_first_batch(cluster, tmp_path, deployment_id, seed=24, lake=lake)
     restarts = 0
     try:
         landed = running.positions()
@@ -413,4 +387,4 @@ def test_killing_the_object_store_the_lake_is_on_keeps_gold_exact(
         (store.settings.blobs_dir / store.settings.bucket).rglob(f"{deployment_id}/**/_delta_log/*.json")
     )
     assert not (cluster.settings.home / "lake").exists()
-    assert _local_paths_naming(deployment_id, [state_dir(), tmp_path, REPO_ROOT], store_data) == []
+    assert local_paths_naming(deployment_id, [state_dir(), tmp_path, REPO_ROOT], store_data) == []
