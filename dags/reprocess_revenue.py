@@ -12,8 +12,9 @@ then reprocesses [data_interval_start, data_interval_end). Backfill past hours w
 both ends inclusive: this one covers [09:00, 12:00)); at most two Spark jobs run at once whatever the
 backfill's concurrency. Recompute a range shorter than an hour, or not on the hour, from the trigger
 form (`range_start`, `range_end`, `source`): backfill only creates whole hourly intervals that ended.
-The reconciliation report of every range is written under `<lake>/reports/reconciliation/` and
-summarized in the `summarize_reconciliation` task log; the gold Asset event triggers the checks.
+The reconciliation report of every range is written under `<lake>/reports/reconciliation/` (objects
+in the bucket for a lake on the object store: the submit task then adds S3A's jars and settings, and
+its pre_execute the store's credentials to the task's environment) and summarized in the `summarize_reconciliation` task log; the gold Asset event triggers the checks.
 """
 
 from __future__ import annotations
@@ -138,13 +139,14 @@ def reprocess_revenue() -> None:
         application=str(REPROCESS_JOB),
         name="reprocess-revenue",
         application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
-        jars="{{ spark_jars_csv() }}",
+        # The connector jars, plus S3A's for a lake on the object store (the plan's; nothing secret).
+        jars="{{ spark_jars_csv(ti.xcom_pull(task_ids='plan_reprocessing')['object_store_jars']) }}",
         env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
-        # The job's Kafka login reaches spark-submit in the task's environment, never a template field.
-        pre_execute=_export_kafka_security,
-        # The job's own session sets the UTC time zone (spark_apps.engine.session); the UI is off before
-        # it starts.
-        conf={"spark.ui.enabled": "false"},
+        # The job's Kafka login and the object store's credentials reach spark-submit in the task's
+        # environment, never a template field.
+        pre_execute=_export_task_secrets,
+        # The UI off, plus S3A's settings (no credentials) for a lake on the object store.
+        conf=_plan_field("spark_conf"),  # type: ignore[arg-type]
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.
         max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,
@@ -165,10 +167,13 @@ def reprocess_revenue() -> None:
     wait_until_windows_closed(plan) >> submit_reprocess_job >> summarize_reconciliation(plan)
 
 
-def _export_kafka_security(context: Any) -> None:
+def _export_task_secrets(context: Any) -> None:
     from revenue_platform.kafka_connection import export_client_security
+    from revenue_platform.reprocessing import export_object_store_credentials
 
     export_client_security(context, KAFKA_CONN_ID)
+    plan = context["ti"].xcom_pull(task_ids="plan_reprocessing")
+    export_object_store_credentials(plan["lake_root"])
 
 
 reprocess_revenue()

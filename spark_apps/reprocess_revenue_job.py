@@ -8,7 +8,8 @@ extra, different); writes a JSON reconciliation report; and, unless --no-repair,
 equal the recomputation for the windows inside the range and publishes the same change to the
 compacted revenue topic (changed windows again, deleted ones as tombstones), so its latest value per
 key stays equal to gold. Rerunning a range changes nothing. Under Airflow the config file is the
-deployment's registered config (reprocess_revenue writes it next to the report).
+deployment's registered config (reprocess_revenue writes it next to the report on a local lake, under
+the state dir for a lake on the object store, whose report is an object in the bucket).
 
 Run: spark-submit spark_apps/reprocess_revenue_job.py --config include/config/streaming_app.yaml \
         --from 2026-11-22T09:00:00 --to 2026-11-22T10:00:00 --report /tmp/report.json
@@ -22,7 +23,6 @@ import logging
 import sys
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -33,6 +33,7 @@ from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.kafka_security import KafkaClientSecurity
 from spark_apps.contract.naming import validate_location_id
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
+from spark_apps.contract.side_files import write_json
 from spark_apps.engine.session import DELTA_CONF, build_spark_session
 from spark_apps.revenue.reconciliation import (
     EQUAL,
@@ -48,6 +49,7 @@ from spark_apps.storage.gold import gold_frame, replace_gold_windows
 from spark_apps.storage.kafka import kafka_admin_config, read_orders_batch, write_to_kafka
 from spark_apps.storage.kafka_ranges import find_topic_range
 from spark_apps.storage.stores import read_stores_table
+from spark_apps.storage.tables import delta_rs_storage_options
 
 LOG = logging.getLogger("reprocess_revenue_job")
 Source = Literal["auto", "kafka", "bronze"]
@@ -266,15 +268,17 @@ def main(argv: list[str] | None = None) -> int:
     except (AppConfigError, ValueError) as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
+    spark = build_session(config)
     try:
-        report = reprocess(build_session(config), config, start, end, args.source, args.repair, stores)
+        report = reprocess(spark, config, start, end, args.source, args.repair, stores)
     except RangeNotCoveredError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         return 3
     document = {**asdict(report), "changes": report.changes}
     if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(document, indent=2))
+        # A local file, or for a lake on the object store an object in its bucket, written whole with
+        # the store this driver was started for (its S3A settings and environment).
+        write_json(args.report, document, delta_rs_storage_options(args.report, spark))
     print(json.dumps({k: v for k, v in document.items() if k != "fixed_windows"}))
     return 0
 

@@ -10,7 +10,9 @@ clients and the platform's code read, and never an AIRFLOW* variable. Every spaw
 through it: `spark_submit.spark_submit_env` (streaming drivers, cluster submits and kills) and
 `spark_submit_operator.PlatformSparkSubmitOperator` (the reprocess job).
 
-A site that needs more (object-store credentials the AWS SDK reads, a proxy) names it in
+The lake's object-store key pair (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) is allowed by name, since
+S3A reads it from spark-submit's environment. A site that needs more (other AWS SDK settings, a proxy)
+names it in
 `REVENUE_PLATFORM_CHILD_ENV_ALLOW`: comma-separated names, a trailing `*` for a prefix
 (`AWS_*,HTTPS_PROXY`). AIRFLOW* can not be allowed that way.
 """
@@ -21,6 +23,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from revenue_platform.errors import ConfigError
+from spark_apps.contract.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
 EXTRA_ALLOW_ENV = "REVENUE_PLATFORM_CHILD_ENV_ALLOW"
 # Exact names a child may inherit.
@@ -57,6 +60,12 @@ ALLOWED_NAMES: frozenset[str] = frozenset(
         # The Kafka connection's security settings for the driver: set by the launcher, or by the
         # reprocess task's pre_execute (kafka_connection.export_client_security).
         "REVENUE_PLATFORM_KAFKA_SECURITY",
+        # The lake's object-store credentials, the two names S3A's EnvironmentVariableCredentialsProvider
+        # reads (spark_apps.contract.object_store): set by the launcher, or by the reprocess task's
+        # pre_execute (reprocessing.export_object_store_credentials). No other AWS_* name: a site that
+        # needs one (a session token, a profile) allows it in REVENUE_PLATFORM_CHILD_ENV_ALLOW.
+        ACCESS_KEY_ENV,
+        SECRET_KEY_ENV,
     }
 )
 # Prefixes a child may inherit: Spark's and PySpark's settings (SPARK_HOME, SPARK_CONF_DIR,

@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
-from revenue_platform.paths import SPARK_APPS_DIR, require_inside_lake
+from revenue_platform.lake_storage import read_side_file, spark_object_store_access
+from revenue_platform.paths import SPARK_APPS_DIR, require_inside_lake, state_dir
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.streaming.finality import windows_final
 from revenue_platform.times import parse_utc
+from spark_apps.contract.object_store import is_object_store_root
+from spark_apps.contract.side_files import object_key
 
 if TYPE_CHECKING:
     from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
@@ -32,6 +35,8 @@ SOURCES = ("auto", "kafka", "bronze")
 MAX_RANGE = timedelta(hours=24)
 # A run narrowed to stores names at most this many (the job takes them as one argument).
 MAX_STORES = 100
+# The job's own session sets the UTC time zone (spark_apps.engine.session); the UI is off before it starts.
+JOB_SPARK_CONF = {"spark.ui.enabled": "false"}
 
 
 def validate_stores(stores: Any) -> list[str]:
@@ -87,9 +92,13 @@ def form_lake_root(params: dict[str, Any]) -> str:
 
 
 def report_path(lake_root: str, deployment_id: str, start: datetime, end: datetime) -> str:
-    """Where the job writes the reconciliation report of one range (one file per range: reruns replace it)."""
-    stamp = f"{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}"
-    return str(Path(lake_root) / "reports" / "reconciliation" / deployment_id / f"{stamp}.json")
+    """Where the job writes the reconciliation report of one range (one file per range: reruns replace it):
+    `<lake>/reports/reconciliation/<deployment>/<range>.json`, an object in the bucket for a lake on the
+    object store (joined as text there: `Path` would turn `s3a://` into `s3a:/`)."""
+    name = f"{start:%Y%m%dT%H%M%S}_{end:%Y%m%dT%H%M%S}.json"
+    if is_object_store_root(lake_root):
+        return "/".join([lake_root.rstrip("/"), "reports", "reconciliation", deployment_id, name])
+    return str(Path(lake_root) / "reports" / "reconciliation" / deployment_id / name)
 
 
 def plan_reprocessing(
@@ -134,6 +143,7 @@ def plan_reprocessing(
     _check_aligned(config, start, end)
     report = report_path(lake_root, deployment_id, start, end)
     config_file = write_job_config(record, report)
+    object_store = spark_object_store_access(lake_root)
     args = ["--config", config_file]
     args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", source, "--report", report]
     if not params.get("repair", True):
@@ -148,6 +158,12 @@ def plan_reprocessing(
         "progress_file": config.names.progress_file(REVENUE_QUERY_ROLE),
         "watermark": config.window.watermark,
         "spark_args": args,
+        # For the submit task (template fields, stored and shown: nothing secret). A lake on the object
+        # store adds S3A's jars and settings; its credentials reach spark-submit through the task
+        # process's environment (`export_object_store_credentials`), never through these.
+        "lake_root": lake_root,
+        "object_store_jars": list(object_store.jars),
+        "spark_conf": {**JOB_SPARK_CONF, **object_store.conf},
     }
 
 
@@ -190,12 +206,21 @@ def _check_aligned(config: StreamingAppConfig, start: datetime, end: datetime) -
             )
 
 
+def job_config_path(report: str) -> Path:
+    """Where the job's config file goes: next to its report on a local lake; for a report on the object
+    store, a local file under the state dir (`<state>/reprocess/<bucket>/<key>.config.json`), since
+    spark-submit's driver runs on this host (client mode) and reads it from its disk."""
+    if is_object_store_root(report):
+        return state_dir() / "reprocess" / PurePosixPath(object_key(report)).with_suffix(".config.json")
+    return Path(report).with_suffix(".config.json")
+
+
 def write_job_config(record: DeploymentRecord, report: str) -> str:
-    """The deployment's registered config as the job's config file (next to its report); its path.
+    """The deployment's registered config as the job's config file (`job_config_path`); its path.
 
     JSON is YAML, so the job loads it like any config file; nothing of it goes on the command line.
     """
-    path = Path(report).with_suffix(".config.json")
+    path = job_config_path(report)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record.config, indent=2, sort_keys=True))
     return str(path)
@@ -218,11 +243,22 @@ def windows_closed(plan: dict[str, Any]) -> bool:
     return finality.final
 
 
-def spark_jars_csv() -> str:
-    """Comma-separated local connector jars for SparkSubmitOperator(jars=...)."""
+def spark_jars_csv(extra_jars: list[str] | None = None) -> str:
+    """Comma-separated local connector jars for SparkSubmitOperator(jars=...), then `extra_jars` (S3A's,
+    from the plan's `object_store_jars`, for a lake on the object store)."""
     from revenue_platform.spark_submit import spark_jars
 
-    return ",".join(spark_jars())
+    return ",".join([*spark_jars(), *(extra_jars or [])])
+
+
+def export_object_store_credentials(lake_root: str) -> None:
+    """``pre_execute`` part of the submit task: put the object store's credentials into this task
+    process's environment, which spark-submit inherits (`child_env` lets exactly those names through)
+    and S3A reads; nothing for a local lake. Not ``env_vars`` or ``conf``: those are rendered template
+    fields, stored in the metadata DB and shown in the UI. The variables end with the task process."""
+    import os
+
+    os.environ.update(spark_object_store_access(lake_root).environment)
 
 
 def spark_env() -> dict[str, str]:
@@ -234,10 +270,9 @@ def spark_env() -> dict[str, str]:
 
 def summarize_reconciliation(report_file: str) -> dict[str, Any]:
     """Read the job's report, log what it found and fixed, and return its summary."""
-    try:
-        report = json.loads(Path(report_file).read_text())
-    except OSError as error:
-        raise ConfigError(f"the reprocessing job wrote no report at {report_file}: {error}") from error
+    report = read_side_file(report_file)
+    if report is None:
+        raise ConfigError(f"the reprocessing job wrote no readable report at {report_file}")
     fixed = report.pop("fixed_windows", [])
     log.info(
         "Reconciliation of %s [%s, %s) from %s: %d windows recomputed, "

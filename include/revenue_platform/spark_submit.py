@@ -15,6 +15,7 @@ from revenue_platform.child_env import child_environment
 from revenue_platform.lake_storage import SparkObjectStoreAccess
 from revenue_platform.paths import PROJECT_PYTHONPATH, REPO_ROOT, SPARK_APPS_DIR, SPARK_JARS_DIR
 from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
+from spark_apps.contract.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
 
 def spark_jars() -> list[str]:
@@ -88,8 +89,11 @@ def spark_submit_env(
     """Environment for a spark-submit: the allow-listed part of this process's (`child_env`: never
     Airflow's secrets, nor any inherited Kafka login), plus `spark_python_env`, plus the Kafka
     connection's security settings for the driver and the object store's credentials for S3A (a
-    child's environment is readable only by its owner, unlike its command line)."""
+    child's environment is readable only by its owner, unlike its command line). Kafka and store
+    logins this process inherited are dropped: a driver gets only the ones passed here."""
     security = kafka_security.environment() if kafka_security is not None else {}
     store_credentials = object_store.environment if object_store is not None else {}
-    inherited = {key: value for key, value in os.environ.items() if key != KAFKA_SECURITY_ENV}
+    # Only the logins given here: none inherited from this process (a worker's own AWS keys included).
+    dropped = {KAFKA_SECURITY_ENV, ACCESS_KEY_ENV, SECRET_KEY_ENV}
+    inherited = {key: value for key, value in os.environ.items() if key not in dropped}
     return child_environment({**spark_python_env(), **security, **store_credentials}, environ=inherited)

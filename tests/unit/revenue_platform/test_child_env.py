@@ -31,7 +31,11 @@ TASK_ENVIRONMENT = {
     "AIRFLOW_VAR_ANYTHING": "x",
     "AIRFLOW_HOME": "/airflow",
     "airflow_lowercase": "x",
+    "AWS_ACCESS_KEY_ID": "key-id",
     "AWS_SECRET_ACCESS_KEY": "aws",
+    # AWS SDK settings S3A does not need from the platform: not inherited unless a site allows them.
+    "AWS_SESSION_TOKEN": "session",
+    "AWS_PROFILE": "admin",
     "GITHUB_TOKEN": "gh",
 }
 
@@ -55,6 +59,9 @@ def test_only_what_spark_the_jvm_and_the_app_read_is_inherited() -> None:
         "PLATFORM_LAKE_ROOT",
         "REVENUE_PLATFORM_KAFKA_SECURITY",
         "ORDERS_APP_FAULT_POINT",
+        # The lake's object-store key pair, which S3A reads from spark-submit's environment; no other AWS_*.
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
     }
 
 
@@ -68,7 +75,7 @@ def test_overrides_win_and_may_not_name_airflow_variables() -> None:
 def test_a_site_allows_more_by_name_or_prefix_but_never_airflow() -> None:
     site = {**TASK_ENVIRONMENT, EXTRA_ALLOW_ENV: "AWS_*, GITHUB_TOKEN"}
     child = child_environment(environ=site)
-    assert (child["AWS_SECRET_ACCESS_KEY"], child["GITHUB_TOKEN"]) == ("aws", "gh")
+    assert (child["AWS_SESSION_TOKEN"], child["GITHUB_TOKEN"]) == ("session", "gh")
     assert not [name for name in child if name.upper().startswith("AIRFLOW")]
     for entry in ("AIRFLOW_*", "airflow__core__fernet_key", "*"):
         with pytest.raises(ChildEnvironmentError, match="never reach a child"):
@@ -83,7 +90,9 @@ def test_spark_submit_env_is_the_allow_list_plus_python_and_the_kafka_login(
 
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "jwt")
     monkeypatch.setenv(KAFKA_SECURITY_ENV, '{"protocol": "SASL_SSL"}')  # a parent's, not this driver's
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the worker's own")  # likewise
     env = spark_submit_env()
     assert "AIRFLOW__API_AUTH__JWT_SECRET" not in env
     assert KAFKA_SECURITY_ENV not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env
     assert {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "PATH"} <= set(env)
