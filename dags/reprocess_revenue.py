@@ -14,7 +14,8 @@ backfill's concurrency. Recompute a range shorter than an hour, or not on the ho
 form (`range_start`, `range_end`, `source`): backfill only creates whole hourly intervals that ended.
 The reconciliation report of every range is written under `<lake>/reports/reconciliation/` (objects
 in the bucket for a lake on the object store: the submit task then adds S3A's jars and settings, and
-its pre_execute the store's credentials to the task's environment) and summarized in the `summarize_reconciliation` task log; the gold Asset event triggers the checks.
+its pre_execute the store's credentials to the task's environment) and summarized in the
+`summarize_reconciliation` task log; the gold Asset event triggers the checks.
 """
 
 from __future__ import annotations

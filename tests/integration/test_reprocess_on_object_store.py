@@ -117,7 +117,9 @@ def test_reprocess_repairs_gold_on_the_store_and_reports_there(
     gold_table = config.names.gold_revenue_table
     options = delta_storage_options(gold_table)
     write_deltalake(
-        delta_rs_uri(gold_table), pa.Table.from_pylist(rows, schema=GOLD_ARROW_SCHEMA), storage_options=options
+        delta_rs_uri(gold_table),
+        pa.Table.from_pylist(rows, schema=GOLD_ARROW_SCHEMA),
+        storage_options=options,
     )
     # The app's published progress: its watermark passed the range end, so the windows are final.
     write_json(
@@ -158,12 +160,18 @@ def test_reprocess_repairs_gold_on_the_store_and_reports_there(
     assert (report["missing"], report["extra"], report["different"]) == (1, 1, 1)
     assert (report["repaired"], report["source"], report["records_read"]) == (True, "kafka", len(orders))
     summary = _task_return(dag_run, "summarize_reconciliation")
-    assert (summary["missing"], summary["extra"], summary["different"], summary["repaired"]) == (1, 1, 1, True)
+    assert (summary["missing"], summary["extra"], summary["different"], summary["repaired"]) == (
+        1,
+        1,
+        1,
+        True,
+    )
 
     # The store's login is in no rendered field of the submit task (env_vars, conf, jars, arguments).
     secret = local_credentials(object_store)["secret_access_key"]
     rendered = _rendered_fields(dag_run, "submit_reprocess_job")
-    assert rendered and secret not in rendered
+    assert rendered
+    assert secret not in rendered
     assert "spark.hadoop.fs.s3a.endpoint" in rendered
 
     # Nothing of the lake on local disk: the state dir holds the job's config file only, and no file

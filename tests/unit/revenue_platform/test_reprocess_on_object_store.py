@@ -1,5 +1,6 @@
 """Where a reprocess run's report and job config go, and what its submit adds, for a lake on the object
-store next to a local one (pure logic: the run itself is tests/integration/test_reprocess_on_object_store.py)."""
+store next to a local one (pure logic: the run itself is
+tests/integration/test_reprocess_on_object_store.py)."""
 
 from __future__ import annotations
 
