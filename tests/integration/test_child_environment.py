@@ -103,7 +103,7 @@ def test_a_launched_streaming_driver_gets_no_airflow_secret(
 def test_the_reprocess_job_s_spark_submit_gets_no_airflow_secret(
     secrets_in_the_task: dict[str, str], tmp_path: Path
 ) -> None:
-    from revenue_platform.reprocessing import spark_env, spark_jars_csv
+    from revenue_platform.reprocessing import JOB_SPARK_CONF, spark_env, spark_jars_csv
 
     submit = load_dags("reprocess_revenue")["reprocess_revenue"].get_task("submit_reprocess_job")
     app = tmp_path / "dump_env.py"
@@ -117,7 +117,8 @@ def test_the_reprocess_job_s_spark_submit_gets_no_airflow_secret(
         application_args=[str(dumped)],
         jars=spark_jars_csv(),
         env_vars=spark_env(),
-        conf=submit.conf,
+        # The plan's settings for a local lake (the DAG renders them from the plan's XCom).
+        conf=dict(JOB_SPARK_CONF),
     )
     kafka_login = json.dumps({"protocol": "SASL_PLAINTEXT", "sasl_password": secrets.token_hex(8)})
     with pytest.MonkeyPatch.context() as patch:
