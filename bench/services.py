@@ -3,7 +3,6 @@ Airflow standalone (the control plane as `make up` runs it). Never the demo's or
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -42,22 +41,14 @@ def start_broker(run: BenchRun) -> LocalKafkaBroker:
 def start_object_store(run: BenchRun) -> Any:
     """The run's own S3 server, empty, holding the lake; this process (the bench's readers, its
     Airflow) reaches it through the `lake_object_store` connection, as a deployment does."""
-    from revenue_platform.local_object_store import local_credentials
+    from revenue_platform.local_object_store import local_store_connection_json
     from revenue_platform.local_stack.object_store import LocalObjectStore
 
     store = LocalObjectStore(run.object_store)
     store.stop(progress=run.log)  # a store left by an interrupted run
     shutil.rmtree(run.object_store.data_dir, ignore_errors=True)
     store.start(progress=run.log)
-    credentials = local_credentials(run.object_store)
-    os.environ[connection_env_var(LAKE_OBJECT_STORE_CONN_ID)] = json.dumps(
-        {
-            "conn_type": "aws",
-            "login": credentials["access_key_id"],
-            "password": credentials["secret_access_key"],
-            "extra": {"endpoint_url": run.object_store.endpoint_url, "region_name": "us-east-1"},
-        }
-    )
+    os.environ[connection_env_var(LAKE_OBJECT_STORE_CONN_ID)] = local_store_connection_json(run.object_store)
     return store
 
 

@@ -11,7 +11,6 @@ at import time, before any test module imports airflow.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
-from revenue_platform.local_object_store import ObjectStoreSettings, local_credentials
+from revenue_platform.local_object_store import ObjectStoreSettings, local_store_connection_json
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     AirflowLocalSettings,
@@ -108,14 +107,8 @@ def object_store() -> Iterator[ObjectStoreSettings]:
 def lake_connection(object_store: ObjectStoreSettings, monkeypatch: pytest.MonkeyPatch) -> str:
     """The Airflow connection to the session's store, as a deployment defines it (here in its
     environment variable); returns the lake root in its bucket."""
-    credentials = local_credentials(object_store)
-    connection = {
-        "conn_type": "aws",
-        "login": credentials["access_key_id"],
-        "password": credentials["secret_access_key"],
-        "extra": {"endpoint_url": object_store.endpoint_url, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), json.dumps(connection))
+    connection = local_store_connection_json(object_store)
+    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), connection)
     return object_store.lake_root
 
 

@@ -111,6 +111,23 @@ def local_credentials(settings: ObjectStoreSettings) -> dict[str, str]:
     )
 
 
+def local_store_connection_json(settings: ObjectStoreSettings) -> str:
+    """The Airflow connection `lake_object_store` for the local store, as JSON for its
+    `AIRFLOW_CONN_LAKE_OBJECT_STORE` variable (holds the secret: set it only in a process's
+    environment, never log it)."""
+    import json
+
+    credentials = local_credentials(settings)
+    return json.dumps(
+        {
+            "conn_type": "aws",
+            "login": credentials["access_key_id"],
+            "password": credentials["secret_access_key"],
+            "extra": {"endpoint_url": settings.endpoint_url, "region_name": "us-east-1"},
+        }
+    )
+
+
 def local_lake_object_store(settings: ObjectStoreSettings) -> LakeObjectStore:
     """How the platform reaches this store (endpoint and the generated login)."""
     credentials = local_credentials(settings)

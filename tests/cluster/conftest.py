@@ -13,7 +13,6 @@ their own local folders (they name them); the object store test puts its lake in
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
-from revenue_platform.local_object_store import local_credentials
+from revenue_platform.local_object_store import local_store_connection_json
 from revenue_platform.local_stack.cluster import OBJECT_STORE_LAKE, ClusterSettings, LocalCluster
 
 CLUSTER_VARIABLES = {"CLUSTER_BASE_PORT": os.environ.get("TEST_CLUSTER_BASE_PORT", "19100")}
@@ -62,13 +61,6 @@ def cluster_lake_connection(cluster: LocalCluster, monkeypatch: pytest.MonkeyPat
     """The Airflow connection to the cluster's object store in this process's environment, as a
     deployment defines it (the tests' Airflow settings make the platform look for the connection
     first); returns the cluster's lake root in its bucket."""
-    store = cluster.settings.object_store
-    credentials = local_credentials(store)
-    connection = {
-        "conn_type": "aws",
-        "login": credentials["access_key_id"],
-        "password": credentials["secret_access_key"],
-        "extra": {"endpoint_url": store.endpoint_url, "region_name": "us-east-1"},
-    }
-    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), json.dumps(connection))
+    connection = local_store_connection_json(cluster.settings.object_store)
+    monkeypatch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), connection)
     return cluster.settings.lake_root
