@@ -62,9 +62,9 @@ def test_options_without_credentials_are_refused_naming_what_is_missing_and_no_v
 
 
 def test_one_client_per_store_for_the_life_of_the_process() -> None:
-    first = side_files._store(store_options())
-    assert side_files._store(dict(reversed(list(store_options().items())))) is first
-    assert side_files._store(store_options("http://127.0.0.1:9401")) is not first
+    first = side_files.object_store_filesystem(store_options())
+    assert side_files.object_store_filesystem(dict(reversed(list(store_options().items())))) is first
+    assert side_files.object_store_filesystem(store_options("http://127.0.0.1:9401")) is not first
 
 
 @pytest.mark.parametrize("as_uri", [False, True], ids=["plain path", "file URI"])
