@@ -87,8 +87,10 @@ status: $(INSTALLED) ## Show what of the local stack is running
 	@$(STACK) status
 
 .PHONY: cluster-up cluster-down
-# CLUSTER_LAKE=object-store: the cluster's lake on an S3 object store of its own (S3Proxy's jars needed too).
-cluster-up: jvm $(if $(filter object-store,$(CLUSTER_LAKE)),object-store-jars) ## Start a cluster on this machine: Spark master + 2 workers (:7077), 3 KRaft brokers (:9192-9194), Airflow on it; CLUSTER_LAKE=object-store puts its lake on its own S3 store (:9420)
+# The cluster's lake is on an S3 object store of its own (S3Proxy's jars needed too) unless
+# CLUSTER_LAKE=local keeps it in .local/cluster/lake.
+CLUSTER_LAKE_JARS := $(if $(filter local,$(CLUSTER_LAKE)),,object-store-jars)
+cluster-up: jvm $(CLUSTER_LAKE_JARS) ## Start a cluster on this machine: Spark master + 2 workers (:7077), 3 KRaft brokers (:9192-9194), its lake on its own S3 store (:9420), Airflow on it; CLUSTER_LAKE=local keeps the lake on local disk
 	@$(STACK) cluster-up
 cluster-down: ## Stop the cluster (streaming apps, Airflow, Spark workers and master, brokers, its object store); keeps data
 	@if [ -x $(PYTHON) ]; then $(STACK) cluster-down; else echo "nothing to stop (not installed)"; fi
@@ -144,7 +146,7 @@ test-cluster: jvm object-store-jars ## Fault tests on a cluster of its own with 
 	  exit $$status
 
 .PHONY: soak
-soak: jvm ## Not in CI: 1,000,000 orders on the cluster, 20 random driver SIGKILLs + a broker restart; prints lost/doubled cents
+soak: jvm $(CLUSTER_LAKE_JARS) ## Not in CI: 1,000,000 orders on the cluster, 20 random driver SIGKILLs + a broker restart; prints lost/doubled cents
 	@$(PYTHON) -m bench.soak $(SOAK_ARGS)
 
 .PHONY: bench bench-quick bench-cluster bench-object-store

@@ -78,7 +78,7 @@ STORE_ENV_VARIABLES = ("OBJECT_STORE_PORT", "OBJECT_STORE_DATA_DIR", "OBJECT_STO
 
 def stack_object_store_settings(environ: dict[str, str] | None = None) -> ObjectStoreSettings:
     """The local store the platform's lake is on: the one the running cluster started for its lake
-    (`make cluster-up` with CLUSTER_LAKE=object-store records it in its marker), else `make
+    (`make cluster-up` records it in its marker unless CLUSTER_LAKE=local), else `make
     objectstore-up`'s (`ObjectStoreSettings.from_env`). OBJECT_STORE_* variables in the environment win."""
     env = dict(os.environ if environ is None else environ)
     marker = running_cluster_marker()

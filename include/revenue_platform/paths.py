@@ -86,8 +86,9 @@ MAX_ROOT_LENGTH = 1024
 
 def lake_root() -> str:
     """Delta tables, checkpoints, registry and reports: $PLATFORM_LAKE_ROOT, else the running cluster's
-    lake (the one its marker names: `s3a://<bucket>/lake` on its object store when it was started with
-    CLUSTER_LAKE=object-store, else `<state dir>/cluster/lake`), else `<state dir>/lake`.
+    lake (the one its marker names: `s3a://<bucket>/lake` on its own object store, as `make cluster-up`
+    starts it by default, or `<state dir>/cluster/lake` after `make cluster-up CLUSTER_LAKE=local`),
+    else `<state dir>/lake`.
 
     The one place an environment's lake is chosen. A checkpoint holds offsets of the brokers that
     wrote it; the cluster's brokers are other brokers (other topics, other offsets), so after

@@ -6,9 +6,10 @@ Started once per session under the test state dir with ports from TEST_CLUSTER_B
 stops it once more in case pytest itself was killed). Every test starts with the whole cluster up:
 what a test killed is started again before the next one.
 
-It is started as `make cluster-up CLUSTER_LAKE=object-store` starts it: with its own S3 object store
-and the workers holding its credentials. The broker, worker and driver tests keep their lakes in
-their own local folders (they name them); the object store test puts its lake in the store.
+It is started as `make cluster-up` starts it by default: with its own S3 object store and the workers
+holding its credentials (CLUSTER_LAKE=object-store is set here all the same, so a developer's
+CLUSTER_LAKE=local does not take the store away). The broker, worker and driver tests keep their lakes
+in their own local folders (they name them); the object store test puts its lake in the store.
 """
 
 from __future__ import annotations

@@ -327,7 +327,7 @@ def test_killing_the_object_store_the_lake_is_on_keeps_gold_exact(
     from its checkpoint once, as the supervisor would; either way gold must equal the oracle to the
     cent, bronze hold every record once, and nothing of the lake exist on the local disk."""
     store = cluster.object_store
-    assert store is not None, "the session's cluster runs with CLUSTER_LAKE=object-store"
+    assert store is not None, "the session's cluster runs with its lake on its own store"
     # Unique, so finding it in a local path means the lake touched the local disk.
     deployment_id = f"storekill-{unique_suffix()}"
     lake = f"{cluster_lake_connection}/{deployment_id}"

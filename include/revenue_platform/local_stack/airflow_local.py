@@ -89,7 +89,7 @@ class AirflowLocalSettings:
     lake_root: str | None = None
     """PLATFORM_LAKE_ROOT for Airflow's tasks; None = the caller's (else `paths.lake_root`)."""
     object_store: ObjectStoreSettings | None = None
-    """The local object store the lake is on (the cluster's with CLUSTER_LAKE=object-store): its
+    """The local object store the lake is on (the cluster's, unless CLUSTER_LAKE=local): its
     OBJECT_STORE_* variables, so tasks find it and its 0600 credentials file; None = the caller's."""
 
     @classmethod

@@ -12,12 +12,13 @@ data dirs forming one controller quorum. Everything binds loopback (SPARK_LOCAL_
 
 While the cluster runs, a marker file (`<state dir>/cluster/cluster.json`) tells `make up`,
 `make demo` and `make status` to use it instead of the one-broker stack, and gives it a lake of
-its own, `<state dir>/cluster/lake` (`revenue_platform.paths.lake_root`).
+its own (`revenue_platform.paths.lake_root` reads it from the marker).
 
-With CLUSTER_LAKE=object-store (default `local`) the cluster shares no disk for its lake either: it
-starts its own S3 object store (`local_stack.object_store`, S3Proxy, on its own port with its data
-under the cluster's state dir) and its lake is `s3a://<bucket>/lake` there, recorded in the marker.
-The workers then start with the store's credentials in their environment, read from the store's
+By default the cluster shares no disk for its lake either: it starts its own S3 object store
+(`local_stack.object_store`, S3Proxy, on its own port with its data under the cluster's state dir) and
+its lake is `s3a://<bucket>/lake` there, recorded in the marker. CLUSTER_LAKE=local is the way back to
+a lake in a folder of the state dir (`<state dir>/cluster/lake`), no store started.
+On the store, the workers start with the store's credentials in their environment, read from the store's
 0600 credentials file: executors inherit their worker's environment, which is how S3A's
 `EnvironmentVariableCredentialsProvider` finds them on each worker without them ever travelling in
 Spark's configuration (`spark.executorEnv.*` would put them in the app's conf, its UI and event log).
@@ -60,6 +61,9 @@ DAEMON_MEMORY = "256m"
 LOCAL_LAKE = "local"
 OBJECT_STORE_LAKE = "object-store"
 LAKE_CHOICES = (LOCAL_LAKE, OBJECT_STORE_LAKE)
+# What `make cluster-up` starts when CLUSTER_LAKE is not set: a cluster of several machines can share no
+# local disk, so the one on this machine does not lean on one either.
+DEFAULT_CLUSTER_LAKE = OBJECT_STORE_LAKE
 
 
 def _port(name: str, default: int) -> int:
@@ -95,10 +99,12 @@ class ClusterSettings:
     kafka_heap: str = "512m"
     """Each broker's JVM heap; env CLUSTER_KAFKA_HEAP."""
     lake: str = LOCAL_LAKE
-    """`local` (`<home>/lake`) or `object-store` (its own S3 store, lake `s3a://<bucket>/lake`); env
-    CLUSTER_LAKE, else what the running cluster's marker records, else `local`."""
+    """`local` (`<home>/lake`) or `object-store` (its own S3 store, lake `s3a://<bucket>/lake`). From the
+    environment (`from_env`, what `make cluster-up` reads): CLUSTER_LAKE, else what the running cluster's
+    marker records, else `object-store` (DEFAULT_CLUSTER_LAKE). A cluster laid out by number alone
+    (`from_base_port`: the cluster benchmark's) keeps `local`: its runs name lakes of their own."""
     object_store_port: int = 9420
-    """The cluster's object store (with CLUSTER_LAKE=object-store); env CLUSTER_OBJECT_STORE_PORT."""
+    """The cluster's object store (when its lake is on one); env CLUSTER_OBJECT_STORE_PORT."""
     object_store_bucket: str = "lake"
     """Its bucket; env OBJECT_STORE_BUCKET."""
     base_port_variable: str | None = None
@@ -206,10 +212,13 @@ class ClusterSettings:
 
 def _lake_from_env() -> str:
     """CLUSTER_LAKE, else the lake the running cluster was started with (so `make demo` or `make status`
-    after `make cluster-up CLUSTER_LAKE=object-store` need not repeat it), else `local`."""
+    after `make cluster-up CLUSTER_LAKE=local` need not repeat it), else DEFAULT_CLUSTER_LAKE."""
     raw = os.environ.get("CLUSTER_LAKE")
     if not raw:
-        marker = running_cluster_marker() or {}
+        marker = running_cluster_marker()
+        if marker is None:
+            return DEFAULT_CLUSTER_LAKE
+        # A marker that records no lake was written before the lake could be chosen: its lake is local.
         recorded = marker.get("lake")
         return recorded if isinstance(recorded, str) and recorded in LAKE_CHOICES else LOCAL_LAKE
     if raw not in LAKE_CHOICES:
@@ -418,6 +427,7 @@ class LocalCluster:
         self.settings.home.mkdir(parents=True, exist_ok=True)
         require_free_disk(self.settings.home)
         self.require_free_ports()
+        self._require_store_jars()
         if not self._cluster_id_path.exists():
             self._cluster_id_path.write_text(self.brokers[0].random_cluster_id())
         for broker in self.brokers:
@@ -450,6 +460,20 @@ class LocalCluster:
         )
         progress(f"[kafka] {self.settings.brokers} brokers ready on {self.settings.bootstrap_servers}")
         self.settings.marker_path.write_text(json.dumps(self.marker(), indent=2))
+
+    def _require_store_jars(self) -> None:
+        """Before anything starts: without S3Proxy's jars the cluster would stop half started, its
+        brokers up and its store missing."""
+        store = self.object_store
+        if store is None or store.pid() is not None:
+            return
+        try:
+            store.require_jars()
+        except PrerequisiteError as error:
+            raise PrerequisiteError(
+                f"{error} The cluster's lake is on its own object store by default; "
+                "`make cluster-up CLUSTER_LAKE=local` keeps it on the local disk instead."
+            ) from None
 
     def marker(self) -> dict[str, Any]:
         """What the marker tells the stack's other commands and Airflow's tasks: where the cluster is,

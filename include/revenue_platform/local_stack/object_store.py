@@ -59,11 +59,15 @@ class LocalObjectStore:
         except OSError:
             return False
 
-    def _command(self) -> list[str]:
+    def require_jars(self) -> None:
+        """PrerequisiteError naming `make object-store-jars` when S3Proxy's jars were never fetched."""
         if not any(self.settings.jars_dir.glob("s3proxy-*.jar")):
             raise PrerequisiteError(
                 f"No S3Proxy jars in {self.settings.jars_dir}. Fetch them with `make object-store-jars`."
             )
+
+    def _command(self) -> list[str]:
+        self.require_jars()
         return [
             "java",
             f"-Xmx{self.settings.heap}",

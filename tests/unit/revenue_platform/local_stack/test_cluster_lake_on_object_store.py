@@ -1,18 +1,25 @@
-"""The cluster's lake switch (CLUSTER_LAKE): off by default; on, the cluster's own object store, its
-lake in the store for every command and Airflow, and the store's credentials only where executors
-need them (no process is started)."""
+"""The cluster's lake (CLUSTER_LAKE): on the cluster's own object store by default, its lake in the
+store for every command and Airflow, and the store's credentials only where executors need them;
+CLUSTER_LAKE=local the way back to a folder in the state dir (no process is started)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from revenue_platform.errors import ConfigError
-from revenue_platform.local_object_store import local_credentials, stack_object_store_settings
+from revenue_platform.errors import ConfigError, PrerequisiteError
+from revenue_platform.local_object_store import (
+    ObjectStoreSettings,
+    local_credentials,
+    stack_object_store_settings,
+)
 from revenue_platform.local_stack.airflow_local import AirflowLocalSettings, airflow_environment
 from revenue_platform.local_stack.cluster import ClusterSettings, LocalCluster
+from revenue_platform.local_stack.kafka_broker import LocalKafkaBroker
 from revenue_platform.paths import lake_root
 
 VARIABLES = (
@@ -35,7 +42,22 @@ def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_switch_is_off_by_default_and_the_lake_stays_in_the_state_dir(state: Path) -> None:
+def test_by_default_the_lake_is_on_the_clusters_own_store(state: Path) -> None:
+    cluster = LocalCluster(ClusterSettings.from_env())
+    assert cluster.settings.lake == "object-store"
+    assert cluster.object_store is not None
+    assert cluster.object_store.settings.port == 23520
+    assert cluster.settings.lake_root == "s3a://lake/lake"
+    marker = cluster.marker()
+    assert marker["lake"] == "object-store"
+    assert marker["lake_root"] == "s3a://lake/lake"
+    assert marker["object_store"]["data_dir"] == str(state / "cluster" / "object-store")
+
+
+def test_cluster_lake_local_is_the_way_back_to_a_lake_in_the_state_dir(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLUSTER_LAKE", "local")
     cluster = LocalCluster(ClusterSettings.from_env())
     assert cluster.settings.lake == "local"
     assert cluster.object_store is None
@@ -44,6 +66,45 @@ def test_the_switch_is_off_by_default_and_the_lake_stays_in_the_state_dir(state:
     assert "object_store" not in marker
     assert marker["lake_root"] == str(state / "cluster" / "lake")
     assert not any(name.startswith("AWS_") for name in cluster.worker_env(0, {}))
+    # Remembered while that cluster runs: `make demo` and `make status` need not repeat it.
+    cluster.settings.marker_path.parent.mkdir(parents=True)
+    cluster.settings.marker_path.write_text(json.dumps(marker))
+    monkeypatch.delenv("CLUSTER_LAKE")
+    assert ClusterSettings.from_env().lake == "local"
+    assert lake_root() == str(state / "cluster" / "lake")
+
+
+def test_a_running_cluster_whose_marker_records_no_lake_keeps_its_local_lake(state: Path) -> None:
+    # A marker written before the lake could be chosen (or one being written): that cluster's lake is local.
+    marker_path = ClusterSettings.from_env().marker_path
+    marker_path.parent.mkdir(parents=True)
+    marker_path.write_text("{}")
+    assert ClusterSettings.from_env().lake == "local"
+    assert lake_root() == str(state / "cluster" / "lake")
+
+
+def test_without_the_stores_jars_the_cluster_refuses_before_starting_anything(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_jars = state / "no-jars"
+    store_settings: Callable[[ClusterSettings], ObjectStoreSettings] = vars(ClusterSettings)[
+        "object_store"
+    ].fget
+
+    def store_without_jars(settings: ClusterSettings) -> ObjectStoreSettings:
+        return replace(store_settings(settings), jars_dir=no_jars)
+
+    def no_broker_may_start(*_: object, **__: object) -> None:
+        raise AssertionError("a broker was started before the cluster checked the store's jars")
+
+    monkeypatch.setattr(ClusterSettings, "object_store", property(store_without_jars))
+    monkeypatch.setattr(LocalKafkaBroker, "start", no_broker_may_start)
+    cluster = LocalCluster(ClusterSettings.from_env())
+    with pytest.raises(PrerequisiteError, match=r"make object-store-jars.*CLUSTER_LAKE=local"):
+        cluster.start()
+    assert not (state / "cluster" / "kafka-cluster-id").exists()
+    assert all(broker.pid() is None for broker in cluster.brokers)
+    assert cluster.master.pid() is None
 
 
 def test_a_lake_switch_that_is_not_a_choice_names_its_variable(
@@ -57,7 +118,7 @@ def test_a_lake_switch_that_is_not_a_choice_names_its_variable(
 def test_on_the_store_the_port_follows_the_base_and_the_store_lives_in_the_cluster_state(
     state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CLUSTER_LAKE", "object-store")
+    monkeypatch.setenv("CLUSTER_LAKE", "object-store")  # as the default, named
     settings = ClusterSettings.from_env()
     store = settings.object_store
     assert store.endpoint_url == "http://127.0.0.1:23520"
@@ -68,9 +129,8 @@ def test_on_the_store_the_port_follows_the_base_and_the_store_lives_in_the_clust
 
 
 def test_workers_get_their_own_scratch_dirs_and_the_stores_credentials_in_their_environment_only(
-    state: Path, monkeypatch: pytest.MonkeyPatch
+    state: Path,
 ) -> None:
-    monkeypatch.setenv("CLUSTER_LAKE", "object-store")
     cluster = LocalCluster(ClusterSettings.from_env())
     credentials = local_credentials(cluster.settings.object_store)
     assert (cluster.settings.object_store.secrets_path.stat().st_mode & 0o777) == 0o600
@@ -104,9 +164,8 @@ def test_while_a_cluster_on_the_store_runs_every_command_finds_its_lake_and_stor
 
 
 def test_airflow_on_the_clusters_store_gets_the_lake_and_where_the_store_is_but_no_secret(
-    state: Path, monkeypatch: pytest.MonkeyPatch
+    state: Path,
 ) -> None:
-    monkeypatch.setenv("CLUSTER_LAKE", "object-store")
     settings = ClusterSettings.from_env()
     secret = local_credentials(settings.object_store)["secret_access_key"]
     airflow = AirflowLocalSettings(
