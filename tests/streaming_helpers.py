@@ -104,20 +104,16 @@ def gold(
 
 
 def gold_windows(gold_table: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:
-    """(location, type, window start) -> (orders, revenue) of the gold table at `gold_table` ({} if none)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    """(location, type, window start) -> (orders, revenue) of the gold table at `gold_table` ({} if none),
+    on a local lake or on the object store (the platform's own reader, with the lake's store settings)."""
+    from revenue_platform.gold_table import read_gold
 
-    try:
-        table = DeltaTable(gold_table)
-    except TableNotFoundError:
-        return {}
     return {
         (r["location_id"], r["order_type"], r["window_start"].replace(tzinfo=None)): (
             r["order_count"],
             r["revenue"],
         )
-        for r in table.to_pyarrow_table().to_pylist()
+        for r in read_gold(gold_table).to_pylist()
     }
 
 

@@ -1,6 +1,12 @@
-"""blue_green_replay and rollback_live_deployment end to end.
+"""blue_green_replay and rollback_live_deployment end to end, on a lake in the object store.
 
-Real `dag.test()` runs, the session's real Kafka broker and real detached spark-submit drivers.
+Real `dag.test()` runs, the session's real Kafka broker, its real S3-compatible store and real detached
+spark-submit drivers. The lake root is an `s3a://` folder of the module's own in the store's bucket,
+and the store's endpoint and login come from the Airflow connection `lake_object_store`, as in a
+deployment: registry, checkpoints, bronze, gold, quality results and the drivers' side files are
+objects in the bucket, and nothing of the lake lands on local disk. (The same DAGs on a local lake:
+test_blue_green_triggers.py and the demo's replay in tests/e2e.)
+
 One module-wide blue deployment (deployed through deploy_streaming_app and made live) serves
 every test; the tests run in file order: a green that fails quality, a green that never catches
 up, a green that is promoted (and blue retired), a rollback, and the audit trail of all of it;
@@ -10,9 +16,12 @@ blue's bronze archive, approved by a person (HITL), is promoted with every order
 
 from __future__ import annotations
 
+import os
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +29,22 @@ import pytest
 
 from revenue_platform import processes
 from revenue_platform.bluegreen.window_diff import gold_rows
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
+from revenue_platform.local_object_store import (
+    ObjectStoreSettings,
+    local_credentials,
+    local_store_connection_json,
+)
 from revenue_platform.local_stack.airflow_local import LOCAL_ADMIN_USER
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
+from revenue_platform.paths import REPO_ROOT, state_dir
+from revenue_platform.quality.runner import quality_root
 from revenue_platform.registry import DeploymentRegistry, resolve_live_deployment
 from tests.kafka_helpers import read_topic, unique_suffix
+from tests.object_store_helpers import in_the_bucket, local_paths_naming
 from tests.streaming_helpers import (
     DEPLOY_DEFAULTS,
+    gold,
     load_dags,
     spark_drivers,
     task_states,
@@ -60,8 +79,17 @@ REPLAY_DEFAULTS: dict[str, Any] = {
 
 
 class Stack:
-    def __init__(self, lake: str, bootstrap: str, topics: dict[str, Any], records: list[Any]) -> None:
-        self.lake, self.bootstrap, self.topics, self.records = lake, bootstrap, topics, records
+    def __init__(
+        self,
+        lake: str,
+        store: ObjectStoreSettings,
+        bootstrap: str,
+        topics: dict[str, Any],
+        records: list[Any],
+        local_roots: list[Path],
+    ) -> None:
+        self.lake, self.store, self.local_roots = lake, store, local_roots
+        self.bootstrap, self.topics, self.records = bootstrap, topics, records
         self.registry = DeploymentRegistry(lake)
         self.dags = load_dags("deploy_streaming_app", "blue_green_replay", "rollback_live_deployment")
         self.suffix = unique_suffix()
@@ -73,9 +101,16 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(airflow_db: Any, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    lake = str(tmp_path_factory.mktemp("bluegreen") / "lake")
+def stack(
+    airflow_db: Any,
+    kafka_bootstrap: str,
+    object_store: ObjectStoreSettings,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    lake = f"{object_store.lake_root}/bluegreen-{uuid.uuid4().hex[:12]}"
     with pytest.MonkeyPatch.context() as patch:
+        # The store as a deployment defines it: the Airflow connection, here in its environment variable.
+        patch.setenv(connection_env_var(LAKE_OBJECT_STORE_CONN_ID), local_store_connection_json(object_store))
         patch.setenv("PLATFORM_LAKE_ROOT", lake)
         suffix = unique_suffix()
         topics = topic_overrides(kafka_bootstrap, suffix)
@@ -86,7 +121,8 @@ def stack(airflow_db: Any, kafka_bootstrap: str, tmp_path_factory: pytest.TempPa
         )
         produce(kafka_bootstrap, topics["kafka.stores_topic"], generate_stores(3))
         produce(kafka_bootstrap, topics["kafka.orders_topic"], records)
-        built = Stack(lake, kafka_bootstrap, topics, records)
+        local_roots = [REPO_ROOT, state_dir(), tmp_path_factory.getbasetemp()]
+        built = Stack(lake, object_store, kafka_bootstrap, topics, records, local_roots)
         try:
             run = built.dags["deploy_streaming_app"].test(
                 run_conf={**DEPLOY_DEFAULTS, "deployment_id": BLUE, "config_overrides": topics}
@@ -106,6 +142,24 @@ def assert_not_running(stack: Stack, deployment_id: str) -> None:
     drivers = spark_drivers(stack.lake)
     marker = f"/streaming_apps/{deployment_id}/config-"
     assert all(marker not in processes.cmdline(pid) for pid in drivers), drivers
+
+
+def assert_nothing_of_the_lake_on_local_disk(stack: Stack) -> None:
+    """No file or folder on local disk names the lake (the repository, i.e. the drivers' working
+    directory, the state dir with their config files and logs, pytest's temp folders), but the quality
+    checks' local mirror of the lake's Data Docs site and GX results (docs/object-store.md); and the
+    store's secret was exported to no environment of this process (dag.test() runs every task here)."""
+    mirror = quality_root(stack.lake)
+    leaked = [
+        path
+        for path in local_paths_naming(stack.lake.rsplit("/", 1)[-1], stack.local_roots, stack.store.data_dir)
+        if not path.is_relative_to(mirror.parent)
+    ]
+    assert leaked == []
+    assert [path.name for path in mirror.parent.iterdir()] == ["quality"]
+    assert {path.name for path in mirror.iterdir()} <= {"data_docs", "gx"}
+    secret = local_credentials(stack.store)["secret_access_key"]
+    assert secret not in os.environ.values()
 
 
 def test_a_green_that_fails_quality_is_not_promoted_and_is_stopped(stack: Stack) -> None:
@@ -184,9 +238,18 @@ def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack
     }
     assert diff["windows_compared"] == len(every_window)
     assert diff["blue_revenue"] == diff["green_revenue"]
+    # Green's gold, on the store, equals the Decimal oracle of every order produced (each once).
     wait_for_gold(stack.registry, "green", stack.records, timeout_s=0)
+    assert all(isinstance(revenue, Decimal) for _, revenue in gold(stack.registry, "green").values())
     # Grace period 0: blue was stopped once green went live.
     assert_not_running(stack, BLUE)
+    # Everything green owns is objects in the bucket: its tables and checkpoints.
+    names = green.app_config().names
+    assert green.gold_table.startswith(f"{stack.lake}/")
+    for table in (green.gold_table, names.bronze_orders_table):
+        assert (in_the_bucket(stack.store, table) / "_delta_log").is_dir()
+    assert any(in_the_bucket(stack.store, green.checkpoint_dir).glob("*/commits/*"))
+    assert_nothing_of_the_lake_on_local_disk(stack)
 
 
 def test_rollback_returns_live_to_the_previous_deployment_and_keeps_outputs(stack: Stack) -> None:
@@ -197,7 +260,7 @@ def test_rollback_returns_live_to_the_previous_deployment_and_keeps_outputs(stac
     assert run.state == SUCCESS, task_states(run)
     assert xcom(run, "rollback") == {"from": "green", "to": BLUE, "reason": "numbers look off"}
     assert resolve_live_deployment(stack.lake) == BLUE
-    assert Path(stack.registry.get("green").gold_table).exists()
+    assert (in_the_bucket(stack.store, stack.registry.get("green").gold_table) / "_delta_log").is_dir()
     wait_for_gold(stack.registry, BLUE, stack.records, timeout_s=0)
 
 
@@ -339,3 +402,7 @@ def test_an_approved_replay_from_bronze_after_retention_is_promoted(
     [promoted] = [e for e in stack.registry.events("green-bronze") if e.kind == "replay_promoted"]
     assert promoted.details["approved_by"]["name"] == LOCAL_ADMIN_USER
     assert promoted.details["require_approval"] is True
+    # The history green read from blue's archive was copied into its own table in the bucket too.
+    history_copy = green.app_config().names.replay_history_table
+    assert (in_the_bucket(stack.store, history_copy) / "_delta_log").is_dir()
+    assert_nothing_of_the_lake_on_local_disk(stack)
