@@ -1,6 +1,6 @@
 """The `reprocess_revenue` DAG through real Airflow (`dag.test()`), spark-submit and Delta.
 
-Three consecutive one-minute intervals are reprocessed as a backfill would: three successful
+Two consecutive one-minute intervals are reprocessed as a backfill would: two successful
 runs, each with its reconciliation report, after which gold equals the independent oracle
 over every order (including the late ones the streaming app dropped). Rerunning the first
 interval finds nothing to change.
@@ -53,7 +53,7 @@ def orders_at(offset: timedelta, count: int, seed: int, first_order_id: int) -> 
     return list(generate_orders(settings))
 
 
-def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
+def test_two_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
     kafka_bootstrap: str,
     airflow_db: AirflowLocalSettings,
     spark: SparkSession,
@@ -83,21 +83,21 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
     register_deployment(lake, config)
     create_app_topics(kafka_bootstrap, suffix)
     on_time = list(
-        generate_orders(GeneratorSettings(orders=240, stores=2, start=START, span_seconds=180, seed=21))
+        generate_orders(GeneratorSettings(orders=160, stores=2, start=START, span_seconds=120, seed=21))
     )
     produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(2))
     produce(kafka_bootstrap, config.kafka.orders_topic, on_time)
     run(config, spark)
 
     # The app is behind: its event-time watermark (newest order - 10 s) has not passed the end of
-    # minute 2, so it may still write those windows; a repair now could be overwritten. Wait.
-    minute_two = {
-        "range_start": f"{START + timedelta(minutes=2):%Y-%m-%dT%H:%M:%S}Z",
-        "range_end": f"{START + timedelta(minutes=3):%Y-%m-%dT%H:%M:%S}Z",
+    # minute 1, so it may still write those windows; a repair now could be overwritten. Wait.
+    last_minute = {
+        "range_start": f"{START + timedelta(minutes=1):%Y-%m-%dT%H:%M:%S}Z",
+        "range_end": f"{START + timedelta(minutes=2):%Y-%m-%dT%H:%M:%S}Z",
         "deployment_id": "backfill",
         "lake_root": lake,
     }
-    assert not windows_closed(plan_reprocessing(minute_two, None, None, None))
+    assert not windows_closed(plan_reprocessing(last_minute, None, None, None))
 
     late = list(
         generate_orders(
@@ -106,12 +106,12 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
             )
         )
     )
-    # A later order moves the watermark past the three minutes: from now on the app never writes
+    # A later order moves the watermark past the two minutes: from now on the app never writes
     # their windows again, and a repair sticks.
     later = orders_at(timedelta(minutes=5), count=1, seed=23, first_order_id=80_000)
     produce(kafka_bootstrap, config.kafka.orders_topic, late + later)
     run(config, spark)
-    assert windows_closed(plan_reprocessing(minute_two, None, None, None))
+    assert windows_closed(plan_reprocessing(last_minute, None, None, None))
 
     # A window no order belongs to, in gold and on the revenue topic (as a faulty writer would leave
     # it): the repair must delete it from gold and tombstone it on the topic.
@@ -149,7 +149,7 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
         report = Path(report_path(lake, "backfill", start.replace(tzinfo=UTC), end.replace(tzinfo=UTC)))
         return json.loads(report.read_text())
 
-    reports = [reprocess(minute) for minute in range(3)]
+    reports = [reprocess(minute) for minute in range(2)]
     assert reports[0]["different"] >= 1, "the late orders of minute 0 were missing from gold"
     assert reports[1]["extra"] == 1, "the phantom window of minute 1"
     assert all(r["source"] == "kafka" for r in reports)
@@ -185,10 +185,10 @@ def test_three_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
     newer = orders_at(timedelta(minutes=6), count=20, seed=24, first_order_id=70_000)
     produce(kafka_bootstrap, config.kafka.orders_topic, newer)
     run(config, spark)
-    repaired = {key: totals for key, totals in expected.items() if key[2] < START + timedelta(minutes=3)}
+    repaired = {key: totals for key, totals in expected.items() if key[2] < START + timedelta(minutes=2)}
     after = {
         (r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue)
         for r in gold_frame(spark, config.names.gold_revenue_table).collect()
-        if r.window_start < START + timedelta(minutes=3)
+        if r.window_start < START + timedelta(minutes=2)
     }
     assert after == repaired

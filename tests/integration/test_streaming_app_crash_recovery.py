@@ -1,9 +1,8 @@
-"""Crash recovery: SIGKILL the real driver three times while it processes 100,000 orders.
+"""Crash recovery: SIGKILL the real driver while it processes 48,000 orders.
 
 The app runs as a real spark-submit process group (JVM + Python driver). It is killed
-without warning at three different points: during its first micro-batch, right after a
-batch committed, and in the middle of a later batch. It then restarts from its
-checkpoints each time, and a final bounded run drains the rest. Gold must equal the
+without warning in the middle of a batch after its first committed one, at no point the app
+chose, then a bounded run restarts from its checkpoints and drains the rest. Gold must equal the
 independent Decimal oracle exactly, and bronze must hold every consumed record exactly
 once: nothing lost, nothing counted twice.
 """
@@ -37,7 +36,7 @@ from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_s
 
 pytestmark = pytest.mark.integration
 
-ORDERS = 100_000
+ORDERS = 48_000
 
 
 def _overrides(bootstrap: str, lake: Path, suffix: str) -> dict[str, object]:
@@ -46,7 +45,7 @@ def _overrides(bootstrap: str, lake: Path, suffix: str) -> dict[str, object]:
         "lake_root": str(lake),
         "kafka.bootstrap_servers": bootstrap,
         **app_topic_overrides(suffix),
-        "kafka.max_offsets_per_trigger": 12_000,
+        "kafka.max_offsets_per_trigger": 6_000,
         # The test is about crashes, not lateness: a wide watermark keeps every order on time
         # even when partitions drift apart between micro-batches.
         "window.watermark": "30 minutes",
@@ -92,7 +91,7 @@ def _wait_for(
         time.sleep(0.2)
 
 
-def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
+def test_a_sigkill_mid_batch_loses_nothing_and_counts_nothing_twice(
     kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     suffix = unique_suffix()
@@ -110,34 +109,13 @@ def test_sigkill_three_times_loses_nothing_and_counts_nothing_twice(
     produce(kafka_bootstrap, config.kafka.orders_topic, records, total=len(records))
     log = tmp_path / "app.log"
 
-    # Kill 1: during the very first micro-batch (the JVM is up, nothing committed yet).
+    # One SIGKILL at no chosen point: a few seconds into a batch after the first committed one (the
+    # named points between a batch's commits are test_one_query_engine_crashes.py's; the soak kills
+    # twenty times at random).
     app = _launch(overrides, log, "processing_time")
-    checkpoints = tmp_path / "lake" / "checkpoints" / "crash"
-    # The offsets log of the query that reads Kafka.
-    _wait_for(
-        lambda: any((checkpoints / name / "offsets").is_dir() for name in ("pipeline",)),
-        app,
-        log,
-        180,
-    )
-    time.sleep(2)
-    _kill_group(app)
-    first_kill_batch = _revenue_batch(config)
-
-    # Kill 2: right after a batch committed its progress.
-    app = _launch(overrides, log, "processing_time")
-    _wait_for(lambda: _revenue_batch(config) > max(first_kill_batch, 0), app, log, 300)
-    _kill_group(app)
-    second_kill_batch = _revenue_batch(config)
-    assert second_kill_batch >= 1, "the second kill must come after at least one committed batch"
-
-    # Kill 3: in the middle of a later batch.
-    app = _launch(overrides, log, "processing_time")
-    _wait_for(lambda: _revenue_batch(config) > second_kill_batch, app, log, 300)
+    _wait_for(lambda: _revenue_batch(config) >= 1, app, log, 300)
     time.sleep(3)
     _kill_group(app)
-
-    assert _revenue_batch(config) > second_kill_batch
 
     # Drain what is left with a bounded run from the same checkpoints.
     app = _launch(overrides, log, "available_now")
