@@ -50,12 +50,12 @@ install: $(INSTALLED) ## Create .venv and install the pinned Python packages
 # The order validator's JVM fast path: compiled by `make jvm` into .jvm/spark-jars/order-validator.jar.
 ORDER_VALIDATOR_SOURCES := $(shell find include/jvm/order-validator/src -name '*.java')
 
-$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml $(ORDER_VALIDATOR_SOURCES)
+$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml $(ORDER_VALIDATOR_SOURCES) spark_apps/class_archive_training_job.py
 	@$(STACK) jvm
 	@touch $@
 
 .PHONY: jvm
-jvm: $(JVM_STAMP) ## Fetch the Kafka broker and CLI tools, Spark Kafka connector and Delta jars with Maven into .jvm/; compile the order validator's fast path
+jvm: $(JVM_STAMP) ## Fetch the Kafka broker and CLI tools, Spark Kafka connector and Delta jars with Maven into .jvm/; compile the order validator's fast path; write the Spark driver's class archive
 
 $(OBJECT_STORE_STAMP): $(INSTALLED) include/jvm/object-store/pom.xml include/jvm/spark-s3/pom.xml
 	@$(STACK) object-store-jars

@@ -163,8 +163,16 @@ def plan_reprocessing(
         # process's environment (`export_object_store_credentials`), never through these.
         "lake_root": lake_root,
         "object_store_jars": list(object_store.jars),
-        "spark_conf": {**JOB_SPARK_CONF, **object_store.conf},
+        "spark_conf": {**JOB_SPARK_CONF, **driver_class_archive_conf(), **object_store.conf},
     }
+
+
+def driver_class_archive_conf() -> dict[str, str]:
+    """The job's driver (client mode: on the machine of the task) maps `make jvm`'s class archive."""
+    from spark_apps.engine.session import driver_class_archive_options
+
+    options = driver_class_archive_options()
+    return {"spark.driver.extraJavaOptions": options} if options else {}
 
 
 def _deployment_to_repair(

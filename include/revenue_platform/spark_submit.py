@@ -37,20 +37,25 @@ def spark_submit_command(
     app_args: list[str],
     master: str = "local[2]",
     object_store: SparkObjectStoreAccess | None = None,
+    class_archive: bool = True,
 ) -> list[str]:
     """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments.
+
+    `class_archive`: the driver maps `make jvm`'s class archive when there is one
+    (`driver_class_archive_options`); off for a driver that runs elsewhere (cluster deploy mode).
 
     A local master's driver listens on loopback only (`loopback_driver_conf`). `object_store`
     (`lake_storage.spark_object_store_access`, for a lake on s3a://) adds S3A's jars and settings;
     its credentials go into the process environment (`spark_submit_env`), never into this command.
     """
-    from spark_apps.engine.session import loopback_driver_conf
+    from spark_apps.engine.session import driver_class_archive_options, loopback_driver_conf
 
     spark_submit = Path(sys.executable).parent / "spark-submit"
     loopback = [
         part for key, value in loopback_driver_conf(master).items() for part in ("--conf", f"{key}={value}")
     ]
     access = object_store or SparkObjectStoreAccess()
+    archive_options = driver_class_archive_options() if class_archive else ""
     store_conf = [part for key, value in access.conf.items() for part in ("--conf", f"{key}={value}")]
     return [
         str(spark_submit),
@@ -61,7 +66,7 @@ def spark_submit_command(
         "--driver-memory",
         DRIVER_MEMORY,
         "--driver-java-options",
-        f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}",
+        " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}", archive_options])),
         "--jars",
         ",".join([*spark_jars(), *access.jars]),
         "--conf",

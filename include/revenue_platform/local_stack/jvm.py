@@ -188,9 +188,13 @@ def build_order_validator(
 
 
 def install_jvm_artifacts(force: bool = False) -> None:
-    """What `make jvm` does: fetch the Maven artifacts (unless present), then build the project's jar."""
+    """What `make jvm` does: fetch the Maven artifacts (unless present), build the project's jar, then
+    the Spark driver's class archive from them (`class_archive`)."""
+    from revenue_platform.local_stack.class_archive import build_driver_class_archive
+
     fetch_jvm_artifacts(force=force)
     build_order_validator(force=force)
+    build_driver_class_archive(force=force)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ def cluster_submit_command(
     target: SparkTarget, config_file: str, lease_token: str, registry_root: str, py_files: str
 ) -> list[str]:
     """spark-submit in cluster deploy mode that returns once submitted; the config travels via --files."""
-    local = spark_submit_command(APP, [], master=target.master)
+    # The driver starts on a worker: this machine's class archive is not its to map.
+    local = spark_submit_command(APP, [], master=target.master, class_archive=False)
     app_path = local[-1]
     options = local[1:-1]
     extra: list[str] = ["--deploy-mode", "cluster", "--py-files", py_files, "--files", config_file]

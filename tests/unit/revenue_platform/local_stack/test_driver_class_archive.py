@@ -1,0 +1,101 @@
+"""The Spark driver's class archive: which drivers map it, when `make jvm` rewrites it, and that the
+archive it wrote is one the JVM accepts for the classpath Spark's drivers really have."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from revenue_platform.local_stack.class_archive import archive_inputs, archive_is_current
+from revenue_platform.spark_submit import spark_submit_command
+from revenue_platform.streaming.launcher import SparkTarget, cluster_submit_command
+from spark_apps.engine.session import (
+    DRIVER_CLASS_ARCHIVE_ENV,
+    driver_class_archive,
+    driver_class_archive_options,
+)
+
+
+def _driver_java_options(command: list[str]) -> str:
+    return command[command.index("--driver-java-options") + 1]
+
+
+@pytest.fixture
+def archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "spark-driver.jsa"
+    monkeypatch.setenv(DRIVER_CLASS_ARCHIVE_ENV, str(path))
+    return path
+
+
+def test_without_an_archive_a_driver_gets_no_sharing_option(archive: Path) -> None:
+    # -XX:SharedArchiveFile naming a missing file would switch off the JDK's own archive as well.
+    assert driver_class_archive_options() == ""
+    assert "SharedArchiveFile" not in _driver_java_options(
+        spark_submit_command("orders_streaming_app.py", [])
+    )
+
+
+def test_a_local_driver_maps_the_archive_and_a_cluster_mode_driver_does_not(archive: Path) -> None:
+    archive.write_bytes(b"archive")
+    local = _driver_java_options(spark_submit_command("orders_streaming_app.py", []))
+    assert local.startswith("-Dlog4j2.configurationFile=file:")
+    assert f"-XX:SharedArchiveFile={archive}" in local.split()
+    # JVM warnings (e.g. a refused, stale archive) on stderr, never in the driver's stdout.
+    assert "-Xlog:all=warning:stderr" in local.split()
+    on_a_worker = cluster_submit_command(
+        SparkTarget(master="spark://10.0.0.5:7077", deploy_mode="cluster"), "c.json", "t", "/lake", "a.zip"
+    )
+    assert "SharedArchiveFile" not in _driver_java_options(on_a_worker)
+
+
+def test_the_archive_is_current_only_when_newer_than_every_input(tmp_path: Path) -> None:
+    jar, archive = tmp_path / "spark-core.jar", tmp_path / "a.jsa"
+    jar.write_bytes(b"jar")
+    assert not archive_is_current(archive, [jar])
+    archive.write_bytes(b"archive")
+    os.utime(jar, (1_000, 1_000))
+    assert archive_is_current(archive, [jar])
+    os.utime(jar, (archive.stat().st_mtime + 10, archive.stat().st_mtime + 10))  # pyspark reinstalled
+    assert not archive_is_current(archive, [jar])
+
+
+def test_the_inputs_are_spark_s_jars_the_connectors_the_jdk_and_the_training_job() -> None:
+    names = {path.name for path in archive_inputs()}
+    assert "class_archive_training_job.py" in names
+    assert any(name.startswith("spark-core_") for name in names)  # pyspark's jars
+    assert any(name.startswith("delta-spark_") for name in names)  # make jvm's
+    assert "java" in names
+
+
+def test_the_test_session_s_driver_accepts_make_jvm_s_archive(spark: SparkSession) -> None:
+    """`-Xshare:on` makes the JVM fail instead of quietly starting without the archive: with the
+    classpath of the running driver, the archive make jvm wrote must be accepted."""
+    archive = driver_class_archive()
+    assert archive.is_file(), "make jvm writes the driver's class archive"
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in arguments
+    classpath = jvm.System.getProperty("java.class.path")
+    java = shutil.which("java")
+    assert java is not None
+    done = subprocess.run(
+        [java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath, "-version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_reprocess_job_s_driver_maps_the_archive_through_its_spark_conf(archive: Path) -> None:
+    from revenue_platform.reprocessing import driver_class_archive_conf
+
+    assert driver_class_archive_conf() == {}
+    archive.write_bytes(b"archive")
+    assert f"-XX:SharedArchiveFile={archive}" in driver_class_archive_conf()["spark.driver.extraJavaOptions"]
