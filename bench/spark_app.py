@@ -4,6 +4,7 @@ progress event recorded) with the bench's overrides, its graceful stop, and the 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -20,6 +21,9 @@ from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.naming import query_role
 
 DRIVER = REPO_ROOT / "bench" / "spark_driver.py"
+# JVM options added to every bench driver, e.g. a JFR recording:
+# BENCH_DRIVER_JAVA_OPTIONS="-XX:StartFlightRecording=filename=/tmp/live.jfr,settings=profile"
+DRIVER_JAVA_OPTIONS_ENV = "BENCH_DRIVER_JAVA_OPTIONS"
 # Every driver the bench runs to the end (replay, history, restart, window-heavy) gets a 256 MiB
 # result limit: the engine collects O(windows) per batch, never O(records), and the bench proves it
 # by running 20M-order replays under a limit a whole-batch collect would break (issue 30).
@@ -84,6 +88,10 @@ def start_driver(
         master=run.settings.spark_master,
         object_store=object_store,
     )
+    extra_java_options = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip()
+    if extra_java_options:  # e.g. a JFR recording of the driver (docs/performance.md, "Profiling a driver")
+        options = command.index("--driver-java-options") + 1
+        command[options] = f"{command[options]} {extra_java_options}"
     app_index = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
     command[app_index] = str(DRIVER)
     command[1:1] = event_log_conf(folder) + [

@@ -31,7 +31,15 @@ def resume_revenue_state(
     grows with the window size or the history (the per-order dedupe state is Spark's, restored
     from the checkpoint). Also returns, when gold already holds batch `batch_id`'s own MERGE (a
     crash after it), the windows that MERGE wrote: the batch is then redone without adding to
-    them (`RevenueState.apply(add_to_windows=False)`)."""
+    them (`RevenueState.apply(add_to_windows=False)`).
+
+    A query's first batch (`batch_id` 0) starts empty without reading anything: no batch before it
+    can have written bronze or gold (their reads found nothing anyway, in seconds of cold Spark jobs
+    at every new deployment's start). Redoing it after a crash past its gold MERGE writes the same
+    totals again, as gold's rows carry the windows' totals."""
+    if batch_id == 0:
+        LOG.info("batch 0: the query's first batch; starting with empty revenue state")
+        return RevenueState(windows, delay_us), None
     recorded = recorded_bronze_batch_metadata(spark, names.bronze_orders_table, batch_id)
     if recorded is not None:
         watermark = recorded.get("watermark_us")
