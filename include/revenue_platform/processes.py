@@ -21,7 +21,16 @@ from revenue_platform.errors import PrerequisiteError
 
 # Every process `spawn_detached` started, kept so its exit status can still be read (`exit_code`):
 # a dropped Popen is reaped by the next Popen anyone creates, and its status is lost.
+# Bounded: of the processes that have ended, the newest _KEEP_ENDED stay (a long-lived supervisor
+# launches drivers for weeks); a running one always stays.
 _SPAWNED: dict[int, subprocess.Popen[bytes]] = {}
+_KEEP_ENDED = 64
+
+
+def _forget_old_ended() -> None:
+    ended = [pid for pid, process in _SPAWNED.items() if process.poll() is not None]
+    for pid in ended[:-_KEEP_ENDED]:  # the dict keeps launch order: the oldest first
+        del _SPAWNED[pid]
 
 
 def spawn_detached(
@@ -44,6 +53,7 @@ def spawn_detached(
             cwd=cwd,
         )
     pid_path.write_text(str(process.pid))
+    _forget_old_ended()
     _SPAWNED[process.pid] = process
     return process.pid
 
@@ -51,7 +61,7 @@ def spawn_detached(
 def exit_code(pid: int) -> int | None:
     """How `pid` ended (its exit status; minus the signal that killed it), if this process started it
     with `spawn_detached` and it has ended; None while it runs, or when another process started it
-    (its status went to that one)."""
+    (its status went to that one), or when it is older than the newest `_KEEP_ENDED` that ended."""
     process = _SPAWNED.get(pid)
     return None if process is None else process.poll()
 

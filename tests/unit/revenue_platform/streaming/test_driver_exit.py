@@ -31,6 +31,25 @@ def test_the_exit_status_of_a_spawned_process_is_kept_for_its_launcher(tmp_path:
     assert processes.exit_code(os.getppid()) is None
 
 
+def test_the_launcher_keeps_the_newest_ended_processes_and_every_running_one(tmp_path: Path) -> None:
+    sleeper = processes.spawn_detached(
+        [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "s.pid", tmp_path / "s.log"
+    )
+    try:
+        ended = []
+        for index in range(processes._KEEP_ENDED + 5):
+            pid = processes.spawn_detached(["true"], tmp_path / f"{index}.pid", tmp_path / f"{index}.log")
+            assert _ended(pid) == 0
+            ended.append(pid)
+        processes.spawn_detached(["true"], tmp_path / "last.pid", tmp_path / "last.log")
+        assert len(processes._SPAWNED) <= processes._KEEP_ENDED + 2  # the sleeper and the last launch
+        assert processes.exit_code(ended[-1]) == 0  # the newest ended ones are still known
+        assert processes.exit_code(ended[0]) is None  # the oldest are forgotten
+        assert sleeper in processes._SPAWNED  # a running process is never dropped
+    finally:
+        os.kill(sleeper, 9)
+
+
 def test_the_last_error_line_is_the_drivers_own_message() -> None:
     log = "\n".join(
         [
