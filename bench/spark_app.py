@@ -89,7 +89,7 @@ def start_driver(
         object_store=object_store,
     )
     extra_java_options = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip()
-    if extra_java_options:  # e.g. a JFR recording of the driver (docs/performance.md, "Profiling a driver")
+    if extra_java_options:  # e.g. a JFR recording of the driver (docs/performance.md, its first commands)
         options = command.index("--driver-java-options") + 1
         command[options] = f"{command[options]} {extra_java_options}"
     app_index = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
