@@ -87,11 +87,9 @@ def start_driver(
         ],
         master=run.settings.spark_master,
         object_store=object_store,
+        # e.g. a JFR recording of the driver (docs/performance.md, its first commands)
+        extra_java_options=os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip(),
     )
-    extra_java_options = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip()
-    if extra_java_options:  # e.g. a JFR recording of the driver (docs/performance.md, its first commands)
-        options = command.index("--driver-java-options") + 1
-        command[options] = f"{command[options]} {extra_java_options}"
     app_index = next(i for i, part in enumerate(command) if part.endswith("orders_streaming_app.py"))
     command[app_index] = str(DRIVER)
     command[1:1] = event_log_conf(folder) + [

@@ -25,10 +25,11 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from spark_apps.contract.records import GOLD_BATCH_COLUMN, STORE_ADDRESS_COLUMNS
 from spark_apps.engine.session import DELTA_CONF, build_spark_session
+from spark_apps.revenue.counting import not_counted
 from spark_apps.revenue.dedupe import with_repeats
 from spark_apps.revenue.stores import enrich_with_stores
 from spark_apps.revenue.windows import windowed_revenue
-from spark_apps.storage.bronze import read_bronze
+from spark_apps.storage.bronze import append_bronze_idempotent, bronze_rows, ensure_bronze_table, read_bronze
 from spark_apps.storage.gold import ensure_gold_table, gold_frame, merge_gold
 from spark_apps.validation.orders import parse_and_validate_orders, valid_orders
 from spark_apps.validation.schemas import KAFKA_RAW_SCHEMA
@@ -57,7 +58,7 @@ def _kafka_rows() -> list[tuple[bytes, bytes, str, int, int, datetime, int]]:
     return rows
 
 
-def _count_into_gold(gold_path: str) -> Callable[[DataFrame, int], None]:
+def _count_into_gold(gold_path: str, bronze_path: str) -> Callable[[DataFrame, int], None]:
     def batch(frame: DataFrame, batch_id: int) -> None:
         valid = valid_orders(frame).filter(~F.col("repeat"))
         revenue = windowed_revenue(valid, "15 seconds")
@@ -66,7 +67,9 @@ def _count_into_gold(gold_path: str) -> Callable[[DataFrame, int], None]:
             GOLD_BATCH_COLUMN, F.lit(batch_id).cast("long")
         )
         merge_gold(enriched, gold_path)
-        frame.write.format("delta").mode("append").save(gold_path + "_archive")
+        append_bronze_idempotent(
+            bronze_rows(frame, batch_id, not_counted(None)), bronze_path, "training", batch_id
+        )
 
     return batch
 
@@ -74,19 +77,20 @@ def _count_into_gold(gold_path: str) -> Callable[[DataFrame, int], None]:
 def train(spark: SparkSession, scratch: Path) -> None:
     raw_dir = str(scratch / "raw")
     spark.createDataFrame(_kafka_rows(), KAFKA_RAW_SCHEMA).write.mode("overwrite").parquet(raw_dir)
-    gold_path = str(scratch / "gold")
+    gold_path, bronze_path = str(scratch / "gold"), str(scratch / "bronze")
     ensure_gold_table(spark, gold_path)
+    ensure_bronze_table(spark, bronze_path)
     stream = parse_and_validate_orders(spark.readStream.schema(KAFKA_RAW_SCHEMA).parquet(raw_dir))
     query = (
         with_repeats(stream, horizon_s=3600, delay_s=30)
-        .writeStream.foreachBatch(_count_into_gold(gold_path))
+        .writeStream.foreachBatch(_count_into_gold(gold_path, bronze_path))
         .option("checkpointLocation", str(scratch / "checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
     gold_frame(spark, gold_path).agg(F.sum("order_count")).collect()
-    read_bronze(spark, gold_path + "_archive").filter(F.col("dlq_reason").isNotNull()).count()
+    read_bronze(spark, bronze_path).filter(F.col("dlq_reason").isNotNull()).count()
     # The Kafka source's plans, batch and streaming: built, never run (nothing listens on port 9).
     for reader in (spark.read, spark.readStream):
         kafka = reader.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")

@@ -38,11 +38,13 @@ def spark_submit_command(
     master: str = "local[2]",
     object_store: SparkObjectStoreAccess | None = None,
     class_archive: bool = True,
+    extra_java_options: str = "",
 ) -> list[str]:
     """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments.
 
     `class_archive`: the driver maps `make jvm`'s class archive when there is one
     (`driver_class_archive_options`); off for a driver that runs elsewhere (cluster deploy mode).
+    `extra_java_options` go last on the driver's JVM options (a JFR recording, an archive's dump).
 
     A local master's driver listens on loopback only (`loopback_driver_conf`). `object_store`
     (`lake_storage.spark_object_store_access`, for a lake on s3a://) adds S3A's jars and settings;
@@ -66,7 +68,16 @@ def spark_submit_command(
         "--driver-memory",
         DRIVER_MEMORY,
         "--driver-java-options",
-        " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}", archive_options])),
+        " ".join(
+            filter(
+                None,
+                [
+                    f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}",
+                    archive_options,
+                    extra_java_options,
+                ],
+            )
+        ),
         "--jars",
         ",".join([*spark_jars(), *access.jars]),
         "--conf",

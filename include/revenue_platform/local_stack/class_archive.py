@@ -66,9 +66,12 @@ def build_driver_class_archive(force: bool = False, archive: Path | None = None)
     target.parent.mkdir(parents=True, exist_ok=True)
     staged = target.with_suffix(".jsa.tmp")
     staged.unlink(missing_ok=True)
-    command = spark_submit_command(TRAINING_JOB, [], class_archive=False)
-    options = command.index("--driver-java-options") + 1
-    command[options] += f" -XX:ArchiveClassesAtExit={staged} -Xlog:disable -Xlog:all=error:stderr"
+    command = spark_submit_command(
+        TRAINING_JOB,
+        [],
+        class_archive=False,
+        extra_java_options=f"-XX:ArchiveClassesAtExit={staged} -Xlog:disable -Xlog:all=error:stderr",
+    )
     print(
         f"[jvm] writing the Spark driver's class archive {target} (a ~1 minute training run) ...", flush=True
     )
