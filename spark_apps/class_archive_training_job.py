@@ -29,7 +29,7 @@ from spark_apps.revenue.counting import not_counted
 from spark_apps.revenue.dedupe import with_repeats
 from spark_apps.revenue.stores import enrich_with_stores
 from spark_apps.revenue.windows import windowed_revenue
-from spark_apps.storage.bronze import append_bronze_idempotent, bronze_rows, ensure_bronze_table, read_bronze
+from spark_apps.storage.bronze import BronzeAppender, bronze_rows, ensure_bronze_table, read_bronze
 from spark_apps.storage.gold import ensure_gold_table, gold_frame, merge_gold
 from spark_apps.validation.orders import parse_and_validate_orders, valid_orders
 from spark_apps.validation.schemas import KAFKA_RAW_SCHEMA
@@ -67,9 +67,7 @@ def _count_into_gold(gold_path: str, bronze_path: str) -> Callable[[DataFrame, i
             GOLD_BATCH_COLUMN, F.lit(batch_id).cast("long")
         )
         merge_gold(enriched, gold_path)
-        append_bronze_idempotent(
-            bronze_rows(frame, batch_id, not_counted(None)), bronze_path, "training", batch_id
-        )
+        BronzeAppender(bronze_path).append(bronze_rows(frame, batch_id, not_counted(None)), batch_id)
 
     return batch
 

@@ -156,12 +156,6 @@ class DeploymentNames:
         return f"reprocess-revenue-{self.deployment_id}"
 
     @property
-    def bronze_writer_id(self) -> str:
-        """Delta `txnAppId` of the app's bronze appends: with the batch id as `txnVersion`, a batch
-        replayed after a crash is appended once (spark_apps.storage.bronze.append_bronze_idempotent)."""
-        return f"{self.deployment_id}-bronze"
-
-    @property
     def revenue_producer_id(self) -> str:
         """Kafka `transactional.id` of the revenue topic's producer: one per deployment, so each new
         driver's producer fences the one before (spark_apps.storage.revenue_topic)."""

@@ -15,9 +15,9 @@ filesystem or on the lake's object store (with put-if-absent commits), and by Sp
 (~10 small jobs; docs/performance.md, stop 19).
 
 Exactly once, per batch N. Its writes, in any order or overlap:
-  - bronze append, idempotent per batch (Delta txnAppId/txnVersion), whose `superseded` column
-    marks every valid order the stream did not count (a repeat or late), and whose commit records
-    the watermark after the batch;
+  - bronze append, once per batch (`storage.bronze.BronzeAppender`: skipped when bronze's commits
+    already record the batch), whose `superseded` column marks every valid order the stream did not
+    count (a repeat or late), and whose commit records the batch id and the watermark after it;
   - dead letters and split-topic orders (at least once);
   - the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op), then the
     revenue topic (absolute totals, compacted by window key).
@@ -56,7 +56,7 @@ from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
 from spark_apps.revenue.counting import count_batch, not_counted
 from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue.stores import enrich_with_stores
-from spark_apps.storage.bronze import append_bronze_idempotent, bronze_rows
+from spark_apps.storage.bronze import BronzeAppender, bronze_rows
 from spark_apps.storage.gold import merge_gold
 from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
 from spark_apps.storage.kafka import write_to_kafka
@@ -123,6 +123,7 @@ class OneQueryBatch:
         self._facts_lock = threading.Lock()
         self._gold_from_driver: bool | None = None
         self._gold_storage_options: dict[str, str] = {}
+        self.bronze = BronzeAppender(config.names.bronze_orders_table)
         # Created with the driver, before its first batch: its producer fences every older driver's.
         self.revenue_topic = revenue_topic or RevenueTopicWriter(config)
 
@@ -141,6 +142,7 @@ class OneQueryBatch:
             self._next_batch = batch_id + 1
         except BaseException:
             self._state = None  # half-applied: resume from bronze and gold before the next batch
+            self.bronze.forget()  # and read which batch bronze holds again
             raise
         finally:
             validated.unpersist()
@@ -148,6 +150,7 @@ class OneQueryBatch:
     def _state_for(self, spark: SparkSession, batch_id: int) -> RevenueState:
         if self._state is None or self._next_batch != batch_id:
             self._state, self._redo_windows = self.resume(spark, batch_id)
+            self.bronze.forget()
         return self._state
 
     def resume(self, spark: SparkSession, batch_id: int) -> tuple[RevenueState, RedoWindows | None]:
@@ -229,16 +232,16 @@ class OneQueryBatch:
         watermark_us: int | None,
     ) -> None:
         self.fence.check("the bronze append")
-        append_bronze_idempotent(
+        appended = self.bronze.append(
             # What the batch did not count (`count_batch`'s rule): repeats, and orders at or before
             # the watermark the batch started from.
             bronze_rows(validated, batch_id, not_counted(watermark_before)),
-            self.config.names.bronze_orders_table,
-            self.config.names.bronze_writer_id,
             batch_id,
             # What a restart resumes from (`resume`): the watermark after this batch.
-            metadata={"batch_id": batch_id, "watermark_us": watermark_us},
+            metadata={"watermark_us": watermark_us},
         )
+        if not appended:
+            LOG.info("batch %d: bronze already holds this batch; not appended again", batch_id)
         fault_points.reached("ingest.after_bronze_commit", batch_id)
 
     def _write_gold(

@@ -83,6 +83,9 @@ def _kill_at_each_point_then_drain(
     assert "from the watermark bronze recorded" in log.read_text()
     if any(point != "ingest.after_bronze_commit" for point, _ in kills):
         assert "gold already holds this batch" in log.read_text()
+    # Killed after its bronze append: the redone batch finds it in bronze's commits and skips it.
+    if any(point in ("ingest.after_bronze_commit", "revenue.before_checkpoint_commit") for point, _ in kills):
+        assert "bronze already holds this batch" in log.read_text()
 
 
 def _gold(spark: SparkSession, table: str) -> dict[tuple[str, str, datetime], tuple[int, Decimal]]:

@@ -78,7 +78,6 @@ def _owned(names: DeploymentNames) -> set[str]:
         names.progress_dir,
         names.consumer_group,
         names.spark_app_name,
-        names.bronze_writer_id,
         names.revenue_producer_id,
     }
 
@@ -92,15 +91,14 @@ def test_names_keep_deployments_apart() -> None:
 
 
 def test_persistent_names_stay_what_running_deployments_wrote() -> None:
-    # Checkpoints, the bronze writer's Delta transaction id and the producer's transactional id are
-    # state a restarted driver must find again: renaming one strands every running deployment.
+    # Checkpoints and the producer's transactional id are state a restarted driver must find again:
+    # renaming one strands every running deployment.
     names = DeploymentNames("/lake", "blue")
     assert [names.checkpoint(n) for n in (PIPELINE_CHECKPOINT, HISTORY_CHECKPOINT)] == [
         "/lake/checkpoints/blue/pipeline",
         "/lake/checkpoints/blue/history",
     ]
     assert RETIRED_CHECKPOINTS == ("ingest", "archive")
-    assert names.bronze_writer_id == "blue-bronze"
     assert names.revenue_producer_id == "orders-revenue-blue-revenue-topic"
     assert names.spark_app_name == names.consumer_group == "orders-revenue-blue"
     assert names.reprocess_app_name == "reprocess-revenue-blue"

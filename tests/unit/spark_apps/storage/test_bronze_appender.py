@@ -1,0 +1,71 @@
+"""Bronze gets each micro-batch once: a batch run again (after a crash past its append) is skipped,
+by the appender that wrote it and by a new one (a restarted driver) alike, on a real Delta table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_apps.storage.bronze import (
+    BronzeAppender,
+    ensure_bronze_table,
+    newest_bronze_batch,
+    read_bronze,
+    recorded_batches,
+    recorded_bronze_batch_metadata,
+)
+from spark_apps.validation.schemas import BRONZE_SCHEMA
+
+
+def _batch_rows(spark: SparkSession, batch_id: int, records: int) -> DataFrame:
+    """`records` bronze rows of ingest batch `batch_id` (their offsets tell the batches apart)."""
+    values = {field.name: F.lit(None).cast(field.dataType) for field in BRONZE_SCHEMA.fields}
+    values["offset"] = (F.col("id") + F.lit(batch_id * 1_000)).cast("long")
+    values["ingest_batch_id"] = F.lit(batch_id).cast("long")
+    values["ingest_date"] = F.to_date(F.lit("2026-11-27"))
+    return spark.range(records).select(*[values[name].alias(name) for name in BRONZE_SCHEMA.fieldNames()])
+
+
+def _batches_in_bronze(spark: SparkSession, table: str) -> dict[int, int]:
+    rows = read_bronze(spark, table).groupBy("ingest_batch_id").count().collect()
+    return {int(row["ingest_batch_id"]): int(row["count"]) for row in rows}
+
+
+def test_a_batch_run_again_is_appended_once_by_the_same_or_a_restarted_driver(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = str(tmp_path / "bronze")
+    ensure_bronze_table(spark, table)
+    assert newest_bronze_batch(spark, table) is None  # created, no batch yet
+
+    driver = BronzeAppender(table)
+    assert driver.append(_batch_rows(spark, 0, 3), 0, {"watermark_us": 10})
+    assert driver.append(_batch_rows(spark, 1, 4), 1, {"watermark_us": 20})
+    # The same driver after a failed batch 1 (it forgets, reads bronze's commits, skips what they hold).
+    driver.forget()
+    assert not driver.append(_batch_rows(spark, 1, 4), 1, {"watermark_us": 20})
+    # A restarted driver redoing batch 1, then going on with batch 2.
+    restarted = BronzeAppender(table)
+    assert not restarted.append(_batch_rows(spark, 1, 4), 1, {"watermark_us": 20})
+    assert restarted.append(_batch_rows(spark, 2, 5), 2, {"watermark_us": 30})
+
+    assert _batches_in_bronze(spark, table) == {0: 3, 1: 4, 2: 5}
+    assert newest_bronze_batch(spark, table) == 2
+    # What a restart resumes from: the batch before it, with the metadata its append recorded.
+    assert recorded_bronze_batch_metadata(spark, table, 2) == {"batch_id": 1, "watermark_us": 20}
+    assert recorded_bronze_batch_metadata(spark, table, 0) is None
+
+
+def test_the_batches_are_read_from_commits_that_name_one() -> None:
+    texts = [
+        json.dumps({"batch_id": 7, "watermark_us": 1}),
+        None,  # a commit written without metadata (table creation, a schema change)
+        "not json",
+        json.dumps({"batch_id": "7"}),  # not a batch id
+        json.dumps([1, 2]),
+        json.dumps({"batch_id": 6}),
+    ]
+    assert recorded_batches(texts) == [{"batch_id": 7, "watermark_us": 1}, {"batch_id": 6}]
