@@ -6,6 +6,7 @@ few driver-side rows as a local relation.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -14,13 +15,22 @@ from pyspark.sql.types import StructType
 from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
 
 
-def ensure_delta_table(spark: SparkSession, table_path: str, schema: StructType, *partition_by: str) -> None:
-    """Create an empty Delta table with `schema` unless one exists (a stream can only read a table)."""
+def ensure_delta_table(
+    spark: SparkSession,
+    table_path: str,
+    schema: StructType,
+    *partition_by: str,
+    properties: Mapping[str, str] | None = None,
+) -> None:
+    """Create an empty Delta table with `schema` (and table `properties`) unless one exists (a stream
+    can only read a table). An existing table keeps the properties it was created with."""
     from delta.tables import DeltaTable
 
     builder = DeltaTable.createIfNotExists(spark).location(table_path).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
     builder.execute()
 
 

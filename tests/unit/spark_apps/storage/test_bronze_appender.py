@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_apps.storage.bronze import (
+    BRONZE_CHECKPOINT_INTERVAL,
     BronzeAppender,
     ensure_bronze_table,
     newest_bronze_batch,
@@ -57,6 +58,22 @@ def test_a_batch_run_again_is_appended_once_by_the_same_or_a_restarted_driver(
     # What a restart resumes from: the batch before it, with the metadata its append recorded.
     assert recorded_bronze_batch_metadata(spark, table, 2) == {"batch_id": 1, "watermark_us": 20}
     assert recorded_bronze_batch_metadata(spark, table, 0) is None
+
+
+def test_a_new_bronze_table_checkpoints_every_hundred_commits_not_every_ten(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from delta.tables import DeltaTable
+
+    table = tmp_path / "bronze"
+    ensure_bronze_table(spark, str(table))
+    properties = DeltaTable.forPath(spark, str(table)).detail().first()["properties"]
+    assert properties["delta.checkpointInterval"] == str(BRONZE_CHECKPOINT_INTERVAL) == "100"
+    appender = BronzeAppender(str(table))
+    for batch_id in range(11):
+        appender.append(_batch_rows(spark, batch_id, 1), batch_id)
+    assert not list((table / "_delta_log").glob("*.checkpoint*.parquet"))  # Delta's default wrote one at 10
+    assert newest_bronze_batch(spark, str(table)) == 10
 
 
 def test_the_batches_are_read_from_commits_that_name_one() -> None:
