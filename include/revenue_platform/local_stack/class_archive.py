@@ -34,12 +34,22 @@ def _newest_mtime(paths: Iterable[Path]) -> float:
     return max((path.stat().st_mtime for path in paths if path.exists()), default=0.0)
 
 
+def _drivers_java() -> Path | None:
+    """The `java` a Spark driver starts with: spark-submit's choice, $JAVA_HOME/bin/java when
+    JAVA_HOME is set, else the one on PATH. An archive is only valid for the JVM that wrote it."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        return Path(java_home) / "bin" / "java"
+    found = shutil.which("java")
+    return Path(found) if found else None
+
+
 def archive_inputs() -> list[Path]:
     """What the archive is made from: Spark's jars, the connector jars, the JDK, the training job."""
     from revenue_platform.local_stack.jvm import pyspark_jars_dir
 
-    java = shutil.which("java")
-    jdk = [Path(java).resolve()] if java else []
+    java = _drivers_java()
+    jdk = [java.resolve()] if java else []
     return [
         *pyspark_jars_dir().glob("*.jar"),
         *SPARK_JARS_DIR.glob("*.jar"),

@@ -72,6 +72,15 @@ def test_the_inputs_are_spark_s_jars_the_connectors_the_jdk_and_the_training_job
     assert "java" in names
 
 
+def test_the_jdk_input_is_spark_submit_s_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # spark-submit takes $JAVA_HOME/bin/java over the one on PATH: a JDK changed there must rewrite it.
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    assert java in archive_inputs()
+
+
 def test_the_test_session_s_driver_accepts_make_jvm_s_archive(spark: SparkSession) -> None:
     """`-Xshare:on` makes the JVM fail instead of quietly starting without the archive: with the
     classpath of the running driver, the archive make jvm wrote must be accepted."""
