@@ -20,25 +20,21 @@ from typing import Any
 
 
 def progress_recorder(path: Path) -> Any:
-    """A StreamingQueryListener appending each StreamingQueryProgress (Spark's JSON) as one line."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
+    """A StreamingQueryListener appending each StreamingQueryProgress (Spark's JSON) as one line. Its
+    progress crosses from the JVM as JSON (`JsonProgressListener`), as the app's own listener's does:
+    the recorder adds one py4j call per batch to the driver it measures."""
+    from spark_apps.engine.observability import JsonProgressListener
 
-    class ProgressRecorder(StreamingQueryListener):
+    class ProgressRecorder(JsonProgressListener):
         def __init__(self) -> None:
             self._lock = threading.Lock()
             self._out = path.open("a", buffering=1)
 
-        def onQueryStarted(self, event: Any) -> None:
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:
+        def on_progress(self, progress: dict[str, Any]) -> None:
             with self._lock:
-                self._out.write(event.progress.json.replace("\n", " ") + "\n")
+                self._out.write(json.dumps(progress) + "\n")
 
         def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
             pass
 
     return ProgressRecorder()

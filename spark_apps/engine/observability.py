@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.listener import StreamingQueryListener
+from pyspark.sql.streaming.listener import JStreamingQueryListener, StreamingQueryListener
 
 from spark_apps.contract.naming import query_progress_file
 from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS
@@ -143,7 +143,52 @@ def _latest_offsets(progress: dict[str, Any]) -> dict[str, dict[str, int]]:
     return _parse_offsets(kafka[0].get("latestOffset")) if kafka else {}
 
 
-class ProgressPublisher(StreamingQueryListener):
+class JsonProgressListener(StreamingQueryListener):
+    """A streaming query listener whose progress events cross from the JVM as Spark's JSON, handed to
+    `on_progress` as a dict.
+
+    PySpark's own bridge builds a Python object of every progress: a py4j call per field, per state
+    operator metric and per source, and for each observed metric a lookup of `PythonSQLUtils` through
+    py4j's imported packages (a failing class-loader search over Spark's ~300 jars each). On the
+    listener thread that was 5 % of the driver JVM's CPU in a live run (docs/performance.md, stop 32),
+    on a 2-core machine the batches share. Here a progress costs one call, `progress().json()`. The
+    other events (started, idle, terminated: a few per query) go through PySpark's bridge as before."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """PySpark's callback (an event built by PySpark's bridge): its JSON to `on_progress`."""
+        self.on_progress(json.loads(event.progress.json))
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
+        """One batch's progress (`StreamingQueryProgress.json`, parsed)."""
+
+    def onQueryStarted(self, event: Any) -> None:
+        """A query started (PySpark's event)."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """A query ended (PySpark's event)."""
+
+    @property
+    def _jlistener(self) -> Any:
+        from pyspark import SparkContext
+
+        if not hasattr(self, "_jlistenerobj"):
+            jvm: Any = SparkContext._jvm
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_ProgressAsJson(self))
+        return self._jlistenerobj
+
+
+class _ProgressAsJson(JStreamingQueryListener):
+    """PySpark's py4j bridge (`JStreamingQueryListener`), but a progress event crosses as its JSON."""
+
+    def __init__(self, listener: JsonProgressListener) -> None:
+        super().__init__(listener)
+        self.listener = listener
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        self.listener.on_progress(json.loads(jevent.progress().json()))
+
+
+class ProgressPublisher(JsonProgressListener):
     """Publishes the progress of this app's query and commits the Kafka offsets reflected in gold.
 
     The query reads Kafka and commits gold in each micro-batch, and Spark reports a batch's progress
@@ -213,11 +258,10 @@ class ProgressPublisher(StreamingQueryListener):
         with self._state_lock:
             self._query_names[str(event.id)] = event.name
 
-    def onQueryProgress(self, event: Any) -> None:
+    def on_progress(self, progress: dict[str, Any]) -> None:
         try:
-            progress = json.loads(event.progress.json)
             with self._state_lock:
-                self._query_names[str(progress.get("id"))] = progress.get("name")
+                self._query_names[str(progress.get("id"))] = str(progress.get("name"))
                 if progress.get("name") == self.query:
                     self._on_batch(progress)
                 elif self.history_query is not None and progress.get("name") == self.history_query:
@@ -226,7 +270,7 @@ class ProgressPublisher(StreamingQueryListener):
             LOG.exception("could not publish streaming progress")
         finally:
             with self._seen:
-                self._last_batch[event.progress.name] = event.progress.batchId
+                self._last_batch[str(progress.get("name"))] = int(progress.get("batchId", -1))
                 self._seen.notify_all()
 
     def _on_batch(self, progress: dict[str, Any]) -> None:
