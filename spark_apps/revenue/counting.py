@@ -14,8 +14,11 @@ O(windows) per batch, whatever the batch's size.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType
 
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.records import MONEY_SCALE
@@ -31,18 +34,33 @@ def watermark_event_us() -> Column:
     return F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))
 
 
+# Event times compared with the watermark as DECIMAL(18, 0) microseconds (exact up to year 33658).
+# Spark writes a long literal into the Java source it generates for a stage, so a watermark that moves
+# every batch made every batch's counting and bronze stages compile anew, and run as fresh classes
+# the JIT had not seen; a decimal literal is passed to the generated class as a reference instead,
+# and the class compiled for the first batch serves every later one (docs/performance.md, stop 33).
+_MICROS = DecimalType(18, 0)
+
+
+def at_or_before(event_us: Column, watermark_us: int) -> Column:
+    """`event_us` <= `watermark_us`, without `watermark_us` in the generated code (see `_MICROS`)."""
+    return event_us.cast(_MICROS) <= F.lit(Decimal(watermark_us)).cast(_MICROS)
+
+
 def not_counted(watermark_us: int | None) -> Column:
     """True for a valid order the stream does not count: a repeat, or at or before the watermark."""
     if watermark_us is None:
         return F.col(REPEAT_COLUMN)
-    return F.col(REPEAT_COLUMN) | (F.unix_micros("ordered_at") <= F.lit(watermark_us))
+    return F.col(REPEAT_COLUMN) | at_or_before(F.unix_micros("ordered_at"), watermark_us)
 
 
 def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: str | None) -> BatchCount:
     """Count `valid` (a batch's valid orders with `repeat`) from `watermark_us`, in `size`/`slide`
     windows (the app's `window` config)."""
     event_us = F.unix_micros("ordered_at")
-    late = F.lit(False) if watermark_us is None else ~F.col(REPEAT_COLUMN) & (event_us <= F.lit(watermark_us))
+    late = (
+        F.lit(False) if watermark_us is None else ~F.col(REPEAT_COLUMN) & at_or_before(event_us, watermark_us)
+    )
     # Each order's facts count once: in its latest window when windows hop (it is in several).
     once = F.lit(True)
     if slide is not None and slide != size:
