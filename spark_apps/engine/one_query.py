@@ -149,14 +149,17 @@ class OneQueryBatch:
 
     def _state_for(self, spark: SparkSession, batch_id: int) -> RevenueState:
         if self._state is None or self._next_batch != batch_id:
+            # Past batch 0 the resume also tells the appender which batch bronze holds; a failed
+            # batch made it forget what it knew (`__call__`).
             self._state, self._redo_windows = self.resume(spark, batch_id)
-            self.bronze.forget()
         return self._state
 
     def resume(self, spark: SparkSession, batch_id: int) -> tuple[RevenueState, RedoWindows | None]:
         """The state after batch `batch_id` - 1 and, when gold already holds this batch's MERGE, the
         windows it wrote (`resume.resume_revenue_state`)."""
-        return resume_revenue_state(spark, self.config.names, self.windows, self.delay_us, batch_id)
+        return resume_revenue_state(
+            spark, self.config.names, self.windows, self.delay_us, batch_id, self.bronze
+        )
 
     def _run(self, validated: DataFrame, batch_id: int, query_batch_id: int) -> None:
         spark = validated.sparkSession

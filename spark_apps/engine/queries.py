@@ -101,7 +101,10 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
     )
     spark.streams.addListener(publisher)
     # Both tables exist before the query starts: no batch has to ask whether they exist.
-    ensure_bronze_table(spark, names.bronze_orders_table)
+    if ensure_bronze_table(spark, names.bronze_orders_table):
+        for batches in (live, history):
+            if batches is not None:
+                batches.bronze.holds_no_batch()
     ensure_gold_table(spark, names.gold_revenue_table)
 
     def start_one_query() -> StreamingQuery:

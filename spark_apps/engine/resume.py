@@ -15,7 +15,7 @@ from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.records import MONEY_SCALE
 from spark_apps.revenue.counting import watermark_event_us
 from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
-from spark_apps.storage.bronze import read_bronze, recorded_bronze_batch_metadata
+from spark_apps.storage.bronze import BronzeAppender, read_bronze
 from spark_apps.storage.gold import gold_frame
 
 LOG = logging.getLogger("orders_streaming_app.one_query")
@@ -24,7 +24,12 @@ RedoWindows = list[tuple[str, str, int, int, int, int]]
 
 
 def resume_revenue_state(
-    spark: SparkSession, names: DeploymentNames, windows: WindowSpec, delay_us: int, batch_id: int
+    spark: SparkSession,
+    names: DeploymentNames,
+    windows: WindowSpec,
+    delay_us: int,
+    batch_id: int,
+    bronze: BronzeAppender,
 ) -> tuple[RevenueState, RedoWindows | None]:
     """The state after batch `batch_id` - 1, from what that batch left rather than from the orders:
     the watermark its bronze commit recorded and the open windows' totals from gold. Nothing here
@@ -36,19 +41,22 @@ def resume_revenue_state(
     A query's first batch (`batch_id` 0) starts empty without reading anything: no batch before it
     can have written bronze or gold (their reads found nothing anyway, in seconds of cold Spark jobs
     at every new deployment's start). Redoing it after a crash past its gold MERGE writes the same
-    totals again, as gold's rows carry the windows' totals."""
+    totals again, as gold's rows carry the windows' totals.
+
+    `bronze` (the appender of `names`' bronze table) reads bronze's latest commits for the recorded
+    watermark and keeps what it read for its next append (`BronzeAppender.recorded_before`)."""
     if batch_id == 0:
         LOG.info("batch 0: the query's first batch; starting with empty revenue state")
         return RevenueState(windows, delay_us), None
-    recorded = recorded_bronze_batch_metadata(spark, names.bronze_orders_table, batch_id)
+    recorded = bronze.recorded_before(spark, batch_id)
     if recorded is not None:
         watermark = recorded.get("watermark_us")
         source = "the watermark bronze recorded"
     else:  # a batch before the watermark was recorded with bronze's commits: scan bronze once
-        bronze = read_bronze(spark, names.bronze_orders_table).filter(
+        archived = read_bronze(spark, names.bronze_orders_table).filter(
             F.col("dlq_reason").isNull() & (F.col("ingest_batch_id") < F.lit(batch_id))
         )
-        watermark = _scanned_watermark(bronze, delay_us)
+        watermark = _scanned_watermark(archived, delay_us)
         source = "a scan of bronze"
     if watermark is None:
         LOG.info("batch %d: no orders in bronze before it; starting with empty revenue state", batch_id)

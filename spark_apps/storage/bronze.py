@@ -96,11 +96,13 @@ _POSITION = ("topic", "partition", "offset")
 BRONZE_CHECKPOINT_INTERVAL = 100
 
 
-def ensure_bronze_table(spark: SparkSession, table_path: str) -> None:
+def ensure_bronze_table(spark: SparkSession, table_path: str) -> bool:
     """Create the bronze table, or add the columns a table written by an earlier version lacks
-    (an empty append with schema merging: no SQL text, no rewrite; old rows read them as null)."""
+    (an empty append with schema merging: no SQL text, no rewrite; old rows read them as null).
+    True when this call created it: bronze then holds no batch (`BronzeAppender.holds_no_batch`)."""
     from delta.tables import DeltaTable
 
+    created = not DeltaTable.isDeltaTable(spark, table_path)
     ensure_delta_table(
         spark,
         table_path,
@@ -117,6 +119,7 @@ def ensure_bronze_table(spark: SparkSession, table_path: str) -> None:
             .option("mergeSchema", "true")
             .save(table_path)
         )
+    return created
 
 
 class BronzeAppender:
@@ -128,7 +131,9 @@ class BronzeAppender:
     0.5-0.9 s plain, and a live 5,000/s batch's bronze step ~2.5 s against ~1.2 s
     (docs/performance.md, stop 32). Here the appender knows which batch bronze holds
     last: the one it appended itself; after a start or a failed batch (`forget`) it reads the
-    newest batch id recorded by bronze's latest commits, once, and skips every batch up to it.
+    newest batch id recorded by bronze's latest commits, once, and skips every batch up to it. That
+    read is a Spark job (Delta's history, ~0.5 s cold): a restart's resume makes it for both
+    (`recorded_before`), and a driver that has just created bronze makes none (`holds_no_batch`).
 
     What this gives up: Delta refused an idempotent append whose batch a concurrent writer committed
     first; a plain append is never refused. Two drivers of one deployment appending one batch at once
@@ -143,9 +148,21 @@ class BronzeAppender:
         self.table_path = table_path
         self._holds_through: object | int | None = self._UNKNOWN
 
+    def holds_no_batch(self) -> None:
+        """Bronze is known to hold no batch (this driver just created it): the first append need not
+        read bronze's commits (a Spark job of ~0.5 s in a new deployment's first batch)."""
+        self._holds_through = None
+
     def forget(self) -> None:
         """Read what bronze holds again before the next append (after a failed or redone batch)."""
         self._holds_through = self._UNKNOWN
+
+    def recorded_before(self, spark: SparkSession, batch_id: int) -> dict[str, Any] | None:
+        """What `recorded_bronze_batch_metadata` returns, from one read of bronze's latest commits that
+        also tells the next `append` which batch bronze holds: a restart reads them once, not twice."""
+        recent = _recent_bronze_batches(spark, self.table_path)
+        self._holds_through = max((m["batch_id"] for m in recent), default=None)
+        return _newest_before(recent, batch_id)
 
     def append(self, rows: DataFrame, batch_id: int, metadata: dict[str, Any] | None = None) -> bool:
         """Append `rows` as batch `batch_id` unless bronze holds it already; True when appended.
@@ -209,5 +226,9 @@ def recorded_bronze_batch_metadata(
     """The metadata recorded by the bronze append of the newest batch before `before_batch`
     (`BronzeAppender.append`), if it is among bronze's latest commits; None otherwise (no such
     commit, or one written without it). Reads only the newest commits of the log, never the data."""
-    earlier = [m for m in _recent_bronze_batches(spark, table_path) if m["batch_id"] < before_batch]
+    return _newest_before(_recent_bronze_batches(spark, table_path), before_batch)
+
+
+def _newest_before(recorded: list[dict[str, Any]], before_batch: int) -> dict[str, Any] | None:
+    earlier = [m for m in recorded if m["batch_id"] < before_batch]
     return max(earlier, key=lambda m: int(m["batch_id"]), default=None)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_apps.storage import bronze
 from spark_apps.storage.bronze import (
     BRONZE_CHECKPOINT_INTERVAL,
     BronzeAppender,
@@ -58,6 +60,56 @@ def test_a_batch_run_again_is_appended_once_by_the_same_or_a_restarted_driver(
     # What a restart resumes from: the batch before it, with the metadata its append recorded.
     assert recorded_bronze_batch_metadata(spark, table, 2) == {"batch_id": 1, "watermark_us": 20}
     assert recorded_bronze_batch_metadata(spark, table, 0) is None
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables whose latest commits were read (the real reads, counted)."""
+    tables: list[str] = []
+    real_read = bronze._recent_bronze_batches
+
+    def counted_read(spark: SparkSession, table_path: str) -> list[dict[str, object]]:
+        tables.append(table_path)
+        return real_read(spark, table_path)
+
+    monkeypatch.setattr(bronze, "_recent_bronze_batches", counted_read)
+    return tables
+
+
+def test_a_restart_reads_bronzes_commits_once_for_the_watermark_and_the_append(
+    spark: SparkSession, tmp_path: Path, reads: list[str]
+) -> None:
+    table = str(tmp_path / "bronze")
+    ensure_bronze_table(spark, table)
+    before_the_crash = BronzeAppender(table)
+    before_the_crash.append(_batch_rows(spark, 0, 2), 0, {"watermark_us": 10})
+    before_the_crash.append(_batch_rows(spark, 1, 3), 1, {"watermark_us": 20})  # then the driver dies
+    reads.clear()
+
+    restarted = BronzeAppender(table)
+    # Spark redoes batch 1 (its offsets were not committed): the state resumes after batch 0.
+    assert restarted.recorded_before(spark, 1) == {"batch_id": 0, "watermark_us": 10}
+    assert not restarted.append(_batch_rows(spark, 1, 3), 1, {"watermark_us": 20})
+    assert restarted.append(_batch_rows(spark, 2, 4), 2, {"watermark_us": 30})
+    assert reads == [table]
+    assert _batches_in_bronze(spark, table) == {0: 2, 1: 3, 2: 4}
+
+
+def test_a_driver_that_created_bronze_appends_its_first_batch_without_reading_bronzes_commits(
+    spark: SparkSession, tmp_path: Path, reads: list[str]
+) -> None:
+    table = str(tmp_path / "bronze")
+    assert ensure_bronze_table(spark, table)  # created here
+    appender = BronzeAppender(table)
+    appender.holds_no_batch()
+    assert appender.append(_batch_rows(spark, 0, 2), 0)
+    assert reads == []
+    # The next driver finds the table: it does not know what bronze holds, and reads it.
+    assert not ensure_bronze_table(spark, table)
+    restarted = BronzeAppender(table)
+    assert not restarted.append(_batch_rows(spark, 0, 2), 0)
+    assert reads == [table]
+    assert _batches_in_bronze(spark, table) == {0: 2}
 
 
 def test_a_new_bronze_table_checkpoints_every_hundred_commits_not_every_ten(
