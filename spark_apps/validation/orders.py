@@ -132,7 +132,7 @@ def _wrong_type_checks(json: Column) -> list[tuple[Column, str]]:
     return [(~F.coalesce(is_ok, F.lit(False)), DlqReason.wrong_type(name)) for name, is_ok in ok.items()]
 
 
-def _ordered_at(text: Column) -> Column:
+def ordered_at_from_text(text: Column) -> Column:
     """orderedDateTime text as a UTC instant; null when it does not match ORDERED_AT_PATTERN."""
     return F.try_to_timestamp(F.concat(text, F.lit("Z")), F.lit(ORDERED_AT_PATTERN))
 
@@ -145,15 +145,18 @@ def _typed_order(json: Column) -> Column:
         F.try_variant_get(json, "$.finalAmount", MONEY_DDL).alias("final_amount"),
         F.try_variant_get(json, "$.orderType", "string").alias("order_type"),
         F.try_variant_get(json, "$.orderLineItems", _LINE_ITEMS_TYPE).alias("order_line_items"),
-        _ordered_at(F.try_variant_get(json, "$.orderedDateTime", "string")).alias("ordered_at"),
+        ordered_at_from_text(F.try_variant_get(json, "$.orderedDateTime", "string")).alias("ordered_at"),
     )
 
 
 def _typed_fast_order(fast: Column) -> Column:
-    """The typed order struct of a record the fast path certified (same fields as _typed_order)."""
+    """The typed order struct of a record the fast path certified (same fields as _typed_order).
+    The event time is the fast path's when it read the text's plain form, else Spark's parse."""
     return F.struct(
         *(fast[name].alias(name) for name in ORDER_COLUMNS if name != "ordered_at"),
-        _ordered_at(fast["ordered_at_text"]).alias("ordered_at"),
+        F.coalesce(
+            F.timestamp_micros(fast["ordered_at_us"]), ordered_at_from_text(fast["ordered_at_text"])
+        ).alias("ordered_at"),
     )
 
 

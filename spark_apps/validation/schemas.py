@@ -116,6 +116,7 @@ ORDER_FAST_PATH_SCHEMA = StructType(
     [
         *(f for f in ORDER_SCHEMA.fields if f.name != "ordered_at"),
         _field("ordered_at_text", StringType()),
+        _field("ordered_at_us", LongType()),
     ]
 )
 

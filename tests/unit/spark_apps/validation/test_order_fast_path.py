@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +38,7 @@ from revenue_platform.orders_generator import (
 from spark_apps.validation.orders import (
     FAST_PATH_FUNCTION,
     exact_order_validation,
+    ordered_at_from_text,
     parse_and_validate_orders,
     register_order_fast_path,
 )
@@ -456,6 +458,77 @@ def test_edge_cases_validate_identically_and_fall_back_where_intended(kafka_df: 
     values = [value for value, _ in EDGE_CASES]
     certified = compare(kafka_df, values)
     assert certified == [expected for _, expected in EDGE_CASES]
+
+
+# orderedDateTime texts around the plain form the fast path reads itself (the others are Spark's).
+EVENT_TIME_EDGES = [
+    "2026-11-22T09:00:00",
+    "2026-11-22T09:00:00.1",
+    "2026-11-22T09:00:00.000001",
+    "2026-11-22T09:00:00.123456",
+    "0001-01-01T00:00:00",
+    "9999-12-31T23:59:59.999999",
+    "1969-12-31T23:59:59.5",
+    "2000-02-29T12:00:00",
+    "2024-02-29T00:00:00",
+    "1900-02-29T00:00:00",
+    "2023-02-29T00:00:00",
+    "2026-04-31T00:00:00",
+    "2026-13-01T00:00:00",
+    "2026-00-10T00:00:00",
+    "2026-11-00T00:00:00",
+    "0000-01-01T00:00:00",
+    "2026-11-22T24:00:00",
+    "2026-11-22T23:60:00",
+    "2026-11-22T23:59:60",
+    "2026-11-22T09:00:00.",
+    "2026-11-22T09:00:00.1234567",
+    "2026-11-22T09:00:00,1",
+    "2026-11-22T09:00:00.-1",
+    "2026-11-22T09:00:00.+1",
+    "2026-1-22T09:00:00",
+    "+2026-11-22T09:00:00",
+    "12026-11-22T09:00:00",
+    "2026-11-22t09:00:00",
+    "2026-11-22 09:00:00",
+    "2026-11-22T09:00:00Z",
+    "2026-11-22T09:00:00 ",
+    "2026-11-22T9:00:00",
+    "\uff12026-11-22T09:00:00",
+    "2026-11-22T09:00",
+    "",
+]
+PLAIN_FORM = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?", re.ASCII)
+PLAIN_EVENT_TIMES = st.builds(
+    lambda t, digits: (
+        t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond:06d}"[: digits + 1] if digits else "")
+    ),
+    st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)),
+    st.integers(0, 6),
+)
+
+
+def test_the_fast_path_reads_a_plain_event_time_as_spark_parses_it(kafka_df: Any) -> None:
+    """Where the fast path reads orderedDateTime itself (`ordered_at_us`), it reads Spark's instant;
+    where Spark's parse finds none, it reads none; and it does read every plain form."""
+    texts = [*EVENT_TIME_EDGES, *drawn(st.lists(PLAIN_EVENT_TIMES, min_size=1, max_size=20))]
+    values = [with_text(orderedDateTime=json.dumps(text)) for text in texts]
+    frame = kafka_df([{"value": value} for value in values])
+    register_order_fast_path(frame.sparkSession)
+    fast = F.call_function(FAST_PATH_FUNCTION, F.col("value"))
+    rows = frame.select(
+        "offset",
+        fast["ordered_at_us"].alias("fast_us"),
+        F.unix_micros(ordered_at_from_text(fast["ordered_at_text"])).alias("spark_us"),
+    ).collect()
+    by_offset = {row["offset"]: (row["fast_us"], row["spark_us"]) for row in rows}
+    for offset, text in enumerate(texts):
+        fast_us, spark_us = by_offset[offset]
+        assert fast_us is None or fast_us == spark_us, f"{text!r}: fast {fast_us}, Spark {spark_us}"
+        plain = (
+            PLAIN_FORM.fullmatch(text) is not None and not text.startswith("0000") and spark_us is not None
+        )
+        assert (fast_us is not None) == plain, f"{text!r}: fast {fast_us}, Spark {spark_us}"
 
 
 def test_registration_is_idempotent_and_names_make_jvm_when_the_class_is_missing(
