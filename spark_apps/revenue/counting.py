@@ -34,12 +34,17 @@ def watermark_event_us() -> Column:
     return F.least(F.unix_micros("ordered_at"), F.unix_micros("timestamp"))
 
 
-# Event times compared with the watermark as DECIMAL(18, 0) microseconds (exact up to year 33658).
+# Event times compared with the watermark as DECIMAL(19, 0) microseconds. Every long fits, so no
+# event time a validated order can carry overflows the cast (with ANSI on, DECIMAL(18, 0) failed the
+# batch on every retry for an order dated in the year 40000); and Spark does not count long ->
+# DECIMAL(19, 0) as a widening, so its optimizer does not unwrap the comparison back into a long
+# one with a long literal, as it does for DECIMAL(20, 0). A value below 10^18 stays a long inside
+# Spark's Decimal.
 # Spark writes a long literal into the Java source it generates for a stage, so a watermark that moves
 # every batch made every batch's counting and bronze stages compile anew, and run as fresh classes
 # the JIT had not seen; a decimal literal is passed to the generated class as a reference instead,
 # and the class compiled for the first batch serves every later one (docs/performance.md, stop 33).
-_MICROS = DecimalType(18, 0)
+_MICROS = DecimalType(19, 0)
 
 
 def at_or_before(event_us: Column, watermark_us: int) -> Column:

@@ -279,6 +279,21 @@ def test_a_late_order_and_a_repeat_are_not_counted(spark: SparkSession) -> None:
     assert counted.windows[0][4:] == (2, 200)
 
 
+def test_an_order_dated_in_the_year_40000_fails_neither_its_batch_nor_the_next(spark: SparkSession) -> None:
+    # A valid order's event time is bounded only by its Kafka timestamp (which a producer sets on a
+    # CreateTime topic): the watermark comparisons must hold every long, or with ANSI on the batch
+    # fails on every retry and live revenue stalls.
+    state = RevenueState(TUMBLING, 10 * S)
+    base = {"location_id": "L", "order_type": "GENERAL", "cents": 100}
+    far = 1_200_000_000_000 * S  # ~1.2e18 microseconds: the year 40000
+    state.apply(_count(spark, state, [{**base, "ordered_at_us": 100 * S, "timestamp_us": 100 * S}]))
+    ahead = state.apply(_count(spark, state, [{**base, "ordered_at_us": far, "timestamp_us": far}]))
+    assert ahead.windows == [("L", "GENERAL", far, far + 15 * S, 1, 100)]
+    assert state.watermark_us == far - 10 * S
+    behind = state.apply(_count(spark, state, [{**base, "ordered_at_us": 200 * S, "timestamp_us": far}]))
+    assert (behind.late, behind.windows) == (1, [])
+
+
 def test_an_order_dated_ahead_of_the_broker_moves_the_watermark_only_to_its_kafka_timestamp(
     spark: SparkSession,
 ) -> None:
