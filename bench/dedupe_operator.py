@@ -4,7 +4,8 @@ One process, one local SparkSession. Generated Kafka order records (the bench's 
 once, multiplied into `--orders` rows with distinct order ids (so the state grows by every row, as
 in a replay whose history falls inside one horizon) and Kafka timestamps 1 ms apart, and written as
 parquet files of `--batch` rows. Each variant then streams those files, one file per micro-batch,
-through `foreachBatch` (a count of the rows it would count and a hash of all their columns):
+through `foreachBatch`, which persists the batch as the app does and counts the rows it would count
+and a hash of all their columns:
 
 - `none`: the validated rows as they are (the floor every variant pays);
 - `operator`: `spark_apps.revenue.dedupe.with_repeats`, the app's dedupe in Spark's state store;
@@ -101,9 +102,14 @@ def run_variant(
         stream = with_repeats(stream, horizon_s=3600, delay_s=30)
     counted: list[int] = []
 
-    def count(frame: DataFrame, _batch_id: int) -> None:
-        if REPEAT_COLUMN in frame.columns:
-            frame = frame.filter(~F.col(REPEAT_COLUMN))
+    def count(batch: DataFrame, _batch_id: int) -> None:
+        batch.persist()  # as the app does with every batch (its writes read it several times)
+        try:
+            counted_rows(batch.filter(~F.col(REPEAT_COLUMN)) if REPEAT_COLUMN in batch.columns else batch)
+        finally:
+            batch.unpersist()
+
+    def counted_rows(frame: DataFrame) -> None:
         # A hash of every column, so that each variant reads the whole row (a plain count would let
         # Spark skip the columns the operator has to carry).
         columns = [c for c in frame.columns if c != REPEAT_COLUMN]
@@ -165,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         extra_conf={
             "spark.sql.shuffle.partitions": str(args.cores),
             "spark.driver.memory": "2g",
+            # The batch is persisted as the app persists it: without compression (its session's setting).
+            "spark.sql.inMemoryColumnarStorage.compressed": "false",
             # e.g. a JFR recording of the run: -XX:StartFlightRecording=filename=/tmp/run.jfr
             "spark.driver.extraJavaOptions": os.environ.get("DEDUPE_BENCH_JAVA_OPTIONS", ""),
         },
