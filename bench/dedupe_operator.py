@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "--drop-columns", default="", help="comma-separated columns every variant reads without"
     )
     args = parser.parse_args(argv)
-    from spark_apps.engine.session import build_spark_session, local_jar_paths
+    from spark_apps.engine.session import BATCH_CACHE_CONF, build_spark_session, local_jar_paths
 
     variants = [v for v in args.variants.split(",") if v]
     unknown = sorted(set(variants) - set(VARIANTS))
@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         extra_conf={
             "spark.sql.shuffle.partitions": str(args.cores),
             "spark.driver.memory": "2g",
-            # The batch is persisted as the app persists it: without compression (its session's setting).
-            "spark.sql.inMemoryColumnarStorage.compressed": "false",
+            # The batch is persisted as the app persists it.
+            **BATCH_CACHE_CONF,
             # e.g. a JFR recording of the run: -XX:StartFlightRecording=filename=/tmp/run.jfr
             "spark.driver.extraJavaOptions": os.environ.get("DEDUPE_BENCH_JAVA_OPTIONS", ""),
         },

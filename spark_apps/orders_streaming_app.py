@@ -46,7 +46,7 @@ from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topi
 from spark_apps.engine.checkpoints import CheckpointMigrationError
 from spark_apps.engine.observability import query_failure
 from spark_apps.engine.queries import PreparedQueries, prepare_queries
-from spark_apps.engine.session import DELTA_CONF, build_spark_session
+from spark_apps.engine.session import BATCH_CACHE_CONF, DELTA_CONF, build_spark_session
 from spark_apps.storage.tables import delta_rs_storage_options
 
 LOG = logging.getLogger("orders_streaming_app")
@@ -74,10 +74,7 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # of the driver: FAIR shares the executors among their jobs instead of queueing the
             # small ones behind the largest.
             "spark.scheduler.mode": "FAIR",
-            # The ingest batch is cached once and read by the bronze append and the Kafka write:
-            # compressing the cache cost ~2.5 s per 500,000 records (docs/performance.md, stop 15),
-            # more than the memory it saves is worth for a batch that lives a few seconds.
-            "spark.sql.inMemoryColumnarStorage.compressed": "false",
+            **BATCH_CACHE_CONF,
             # Spark keeps the last 100 generated classes (default). A batch pair runs ~130 distinct
             # ones, plus a few per batch whose code holds the batch's literals (batch ids, the
             # watermark, gold's window range), so the stable ones were evicted and compiled again

@@ -9,9 +9,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from revenue_platform import processes
 from revenue_platform.paths import REPO_ROOT
 
 DEMO_SUMMARY = re.compile(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)")
@@ -52,3 +54,21 @@ def run_stack(command: str, env: dict[str, str], timeout_s: float = 600) -> subp
 def run_demo(env: dict[str, str], timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
     """The demo against the running stack (`make demo` after its `up`)."""
     return _run_module(["revenue_platform.demo"], env, timeout_s)
+
+
+def left_running(state_dir: Path, wait_s: float = 10.0) -> list[str]:
+    """Processes still alive after `wait_s` that were started for the stack of `state_dir` (their
+    environment names it, as every process the stack's commands start and their children inherit:
+    services, Airflow's task processes, a task's spark-submit), as "pid: command line"."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = [
+            f"{pid}: {processes.cmdline(pid)}"
+            for pid in (int(path.name) for path in Path("/proc").glob("[0-9]*"))
+            if pid != os.getpid()
+            and processes.is_alive(pid)
+            and processes.environment(pid).get("PLATFORM_STATE_DIR") == str(state_dir)
+        ]
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)

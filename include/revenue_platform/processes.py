@@ -7,6 +7,7 @@ contain an expected fragment, so a recycled pid never gets signalled by mistake.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import shutil
@@ -130,36 +131,60 @@ def read_live_pid(pid_path: Path, expected_cmdline_fragment: str) -> int | None:
 
 def group_members(group: int) -> list[int]:
     """Live (non-zombie) processes whose process group is `group`."""
+    return _members(_PGRP_FIELD, group)
+
+
+def session_members(session: int) -> list[int]:
+    """Live (non-zombie) processes of session `session`, whatever their process group."""
+    return _members(_SESSION_FIELD, session)
+
+
+# Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, session, ...
+_PGRP_FIELD = 2
+_SESSION_FIELD = 3
+
+
+def _members(field: int, value: int) -> list[int]:
     members = []
     for stat_path in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat_path.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        # After the command name: state, ppid, pgrp, ...
-        if fields[0] != "Z" and int(fields[2]) == group:
+        if fields[0] != "Z" and int(fields[field]) == value:
             members.append(int(stat_path.parent.name))
     return members
 
 
 def terminate(
-    pid: int, grace_s: float, first_signal: signal.Signals = signal.SIGTERM, signal_pid: int | None = None
+    pid: int,
+    grace_s: float,
+    first_signal: signal.Signals = signal.SIGTERM,
+    signal_pid: int | None = None,
+    whole_session: bool = False,
 ) -> bool:
     """Ask `pid` to stop with `first_signal`, wait for its whole process group, then SIGKILL leftovers.
 
     Only the leader (or `signal_pid`, a member that owns the shutdown, e.g. a Python driver under
     its JVM) gets the polite signal: it stops and reaps its own children (a group-wide signal would
-    orphan them, and not every init reaps orphans). Returns True if anything had to be SIGKILLed.
+    orphan them, and not every init reaps orphans). `whole_session`: wait for and kill every
+    process of `pid`'s session instead, also those in process groups of their own (Airflow runs
+    each task in one, and a task's spark-submit with it). Returns True if anything had to be
+    SIGKILLed.
     """
     try:
-        group = os.getpgid(pid)
+        members = (
+            functools.partial(session_members, os.getsid(pid))
+            if whole_session
+            else functools.partial(group_members, os.getpgid(pid))
+        )
         os.kill(signal_pid or pid, first_signal)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and group_members(group):
+    while time.monotonic() < deadline and members():
         time.sleep(0.2)
-    leftovers = group_members(group)
+    leftovers = members()
     for leftover in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(leftover, signal.SIGKILL)

@@ -59,6 +59,13 @@ def loopback_driver_conf(master: str) -> dict[str, str]:
     return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 
 
+# The streaming app caches each micro-batch once and reads it for bronze and the Kafka side outputs:
+# compressing the cache cost ~2.5 s per 500,000 records (docs/performance.md, stop 15), more than
+# the memory it saves is worth for a batch that lives a few seconds. (`bench.dedupe_operator` caches
+# its batches with the same setting.)
+BATCH_CACHE_CONF: Mapping[str, str] = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+
+
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",

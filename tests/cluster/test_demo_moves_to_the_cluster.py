@@ -30,7 +30,7 @@ from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from spark_apps.contract.naming import DeploymentNames
 from tests.object_store_helpers import in_the_bucket, local_paths_naming
-from tests.stack_helpers import DEMO_SUMMARY, run_demo, run_stack, user_environment
+from tests.stack_helpers import DEMO_SUMMARY, left_running, run_demo, run_stack, user_environment
 
 pytestmark = pytest.mark.cluster
 
@@ -121,6 +121,9 @@ def test_the_demo_runs_on_the_cluster_after_it_ran_on_the_one_broker_stack(tmp_p
         _expect_ok("make cluster-down", run_stack("cluster-down", env))
         assert LocalObjectStore(store).pid() is None, "make cluster-down left the cluster's store running"
         assert not LocalObjectStore(store).answers_http()
+        # Nothing started for this stack outlives it: services, Airflow's task processes and what
+        # they started (a scheduled reprocess job's spark-submit once did).
+        assert left_running(state_dir) == []
     finally:
         run_stack("down", env)  # the cluster while its marker exists, else the one-broker stack
         run_stack("cluster-down", env)  # whatever of the cluster a failed start left behind

@@ -32,7 +32,7 @@ from revenue_platform.local_stack.airflow_local import (
     local_admin_password,
 )
 from revenue_platform.paths import REPO_ROOT
-from tests.stack_helpers import DEMO_SUMMARY, run_demo, run_stack, user_environment
+from tests.stack_helpers import DEMO_SUMMARY, left_running, run_demo, run_stack, user_environment
 
 pytestmark = pytest.mark.e2e
 
@@ -564,3 +564,6 @@ def test_down_stops_everything(demo_stack: DemoStack) -> None:
     for pid_file in demo_stack.state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
         assert pid is None, f"{pid_file} still names a live process {pid}: {processes.cmdline(pid)}"
+    # Also what has no pid file: Airflow's task processes and what they started (a reprocess job's
+    # spark-submit once outlived `make down` that way).
+    assert left_running(demo_stack.state_dir) == []

@@ -341,7 +341,10 @@ class LocalAirflow:
             self.pid_path.unlink(missing_ok=True)
             return
         progress(f"[airflow] stopping pid {pid} and its components ...")
-        # standalone treats SIGINT like Ctrl-C: it stops each component and waits for it.
-        processes.terminate(pid, grace_s, signal.SIGINT)
+        # standalone treats SIGINT like Ctrl-C: it stops each component and waits for it. Airflow runs
+        # each task in a process group of its own, and a task's children (a reprocess job's
+        # spark-submit, its JVM and Python driver) in it: the whole session goes, or they outlive
+        # Airflow. A streaming app its DAGs deployed has a session of its own and keeps running.
+        processes.terminate(pid, grace_s, signal.SIGINT, whole_session=True)
         self.pid_path.unlink(missing_ok=True)
         progress("[airflow] stopped")

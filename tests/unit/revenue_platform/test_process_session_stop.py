@@ -1,0 +1,79 @@
+"""Stopping a service with everything it started: Airflow runs each task in a process group of its own
+(and a task's spark-submit in that group), so stopping Airflow's process group left a reprocess job's
+driver running after `make down`. `terminate(..., whole_session=True)` stops the whole session; a
+process that started a session of its own (a deployed streaming app) is not part of it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from revenue_platform import processes
+
+# A leader that starts two children in process groups of their own (bash job control, as Airflow's
+# setpgid per task) and one in a session of its own (setsid, as a deployed streaming app; started
+# first, while job control is off, so that it is no group leader and setsid need not fork), then waits.
+# Each child records its pid; SIGINT ends only the leader.
+_SCRIPT = """
+setsid sleep 300 & echo $! > {dir}/own-session
+set -m
+sleep 300 & echo $! > {dir}/grouped-1
+sleep 300 & echo $! > {dir}/grouped-2
+wait
+"""
+
+
+def _start(tmp_path: Path) -> tuple[int, dict[str, int]]:
+    leader = processes.spawn_detached(
+        ["bash", "-c", _SCRIPT.format(dir=tmp_path)], tmp_path / "leader.pid", tmp_path / "leader.log"
+    )
+    names = ("grouped-1", "grouped-2", "own-session")
+    deadline = time.monotonic() + 10
+    while not all((tmp_path / n).exists() and (tmp_path / n).read_text().strip() for n in names):
+        assert time.monotonic() < deadline, (tmp_path / "leader.log").read_text()
+        time.sleep(0.05)
+    children = {n: int((tmp_path / n).read_text()) for n in names}
+    # The setsid child may still be between fork and setsid; wait until it leads its own session.
+    while os.getsid(children["own-session"]) != children["own-session"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return leader, children
+
+
+def _kill(*pids: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_whole_session_stops_but_not_a_process_with_a_session_of_its_own(tmp_path: Path) -> None:
+    leader, children = _start(tmp_path)
+    try:
+        assert os.getpgid(children["grouped-1"]) != os.getpgid(leader)  # groups of their own, as tasks
+        in_session = {leader, children["grouped-1"], children["grouped-2"]}
+        assert set(processes.session_members(leader)) >= in_session
+
+        processes.terminate(leader, 2.0, signal.SIGINT, whole_session=True)
+
+        assert processes.session_members(leader) == []
+        assert not processes.is_alive(children["grouped-1"])
+        assert not processes.is_alive(children["grouped-2"])
+        assert processes.is_alive(children["own-session"])
+    finally:
+        _kill(leader, *children.values())
+
+
+def test_stopping_only_the_group_leaves_children_in_groups_of_their_own(tmp_path: Path) -> None:
+    """What `make down` did before: the leader's process group only."""
+    leader, children = _start(tmp_path)
+    try:
+        processes.terminate(leader, 2.0, signal.SIGINT)
+
+        assert not processes.is_alive(leader)
+        assert processes.is_alive(children["grouped-1"])
+        assert processes.is_alive(children["grouped-2"])
+    finally:
+        _kill(leader, *children.values())
