@@ -60,6 +60,33 @@ ROWS: list[tuple[Any, ...]] = [
         "+41",
         2**40,
     ),
+    # Bounds with microseconds (milliseconds are written, truncated), one naive (read as UTC), money
+    # of scale 0 and 1, and control characters, a backslash and a quote in the texts.
+    (
+        "store\t3",
+        "GENERAL",
+        datetime(2026, 11, 22, 9, 0, 15, 999_999, tzinfo=UTC),
+        datetime(2026, 11, 22, 9, 0, 30, 1_500),
+        4,
+        Decimal("5"),
+        'line "1"\x01',
+        "\u2028",
+        "back\\slash",
+        "\x7f",
+        "\r\n",
+        "",
+        1,
+    ),
+    (
+        "store_4",
+        "RESTAURANT",
+        datetime(2026, 11, 22, 9, 0, 15, 1_000, tzinfo=UTC),
+        datetime(2026, 11, 22, 9, 0, 30, 999, tzinfo=UTC),
+        1,
+        Decimal("1.5"),
+        *(None,) * 6,  # no address
+        2,
+    ),
 ]
 
 
