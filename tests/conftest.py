@@ -95,6 +95,14 @@ def kafka_bootstrap() -> Iterator[str]:
         yield TEST_KAFKA.bootstrap_servers
 
 
+@pytest.fixture
+def kafka_broker_pid(kafka_bootstrap: str) -> int:
+    """PID of the session's broker, for a test that pauses it (SIGSTOP, then SIGCONT)."""
+    pid = LocalKafkaBroker(TEST_KAFKA).pid()
+    assert pid is not None, "the session's broker runs"
+    return pid
+
+
 @pytest.fixture(scope="session")
 def object_store() -> Iterator[ObjectStoreSettings]:
     """A real S3-compatible server (S3Proxy) on loopback, with its bucket and credentials, fresh for this

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Context, Decimal
@@ -32,6 +33,10 @@ from spark_apps.storage.kafka import kafka_admin_config
 
 LOG = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_S = 60.0
+# Records produced and not yet acknowledged that the producer holds (librdkafka's
+# `queue.buffering.max.messages`, its default): ~20-40 MB of window records.
+QUEUE_FULL_MESSAGES = 100_000
+_QUEUE_FULL_WAIT_S = 0.1
 _CENT = Decimal(1).scaleb(-MONEY_SCALE)
 _WIDE = Context(prec=60)  # gold's DECIMAL(38,2) has more digits than Python's default 28
 
@@ -88,6 +93,10 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+class RevenueTopicStalledError(RuntimeError):
+    """The broker took none of a batch's revenue records for the whole transaction timeout."""
+
+
 class ProducerFencedError(LeaseRejectedError):
     """A newer driver of this deployment initialised the revenue topic's producer: this one is stale."""
 
@@ -130,6 +139,7 @@ class RevenueTopicWriter:
                 "acks": "all",
                 "linger.ms": 5,
                 "compression.type": "lz4",
+                "queue.buffering.max.messages": QUEUE_FULL_MESSAGES,
                 "error_cb": self._on_error,
             }
         )
@@ -144,9 +154,10 @@ class RevenueTopicWriter:
         producer = self._producer
         try:
             producer.begin_transaction()
+            deadline = time.monotonic() + TRANSACTION_TIMEOUT_S
             for row in rows:
                 key, value = revenue_record(row)
-                producer.produce(self.topic, value=value, key=key)
+                self._produce(key, value, deadline)
                 producer.poll(0)  # delivery reports; a fenced producer's first failed send raises here
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except BaseException as error:
@@ -155,6 +166,26 @@ class RevenueTopicWriter:
                 raise fenced from error
             self._abort()
             raise
+
+    def _produce(self, key: bytes, value: bytes, deadline: float) -> None:
+        """Queue one record; while librdkafka's local queue is full (`QUEUE_FULL_MESSAGES` records not yet
+        acknowledged: a broker that lags, pauses or moves a leader), serve delivery reports until there
+        is room. A batch may change far more windows than the queue holds (up to one per order read),
+        so a full queue is a wait, not the batch's failure. Bounded: past `deadline` (the transaction's
+        timeout from its start), the batch fails with the reason."""
+        while True:
+            try:
+                self._producer.produce(self.topic, value=value, key=key)
+                return
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise RevenueTopicStalledError(
+                        f"the revenue topic {self.topic}: the broker did not take this batch's records "
+                        f"within the transaction's timeout ({TRANSACTION_TIMEOUT_S:.0f} s; "
+                        f"{QUEUE_FULL_MESSAGES:,} were waiting for its acknowledgement); check the broker "
+                        "(kafka.bootstrap_servers) and its logs"
+                    ) from None
+                self._producer.poll(_QUEUE_FULL_WAIT_S)
 
     def _on_error(self, error: Any) -> None:
         # librdkafka reports a fatal error (a fenced producer) here once; later calls only say "fatal".

@@ -1,0 +1,84 @@
+"""The revenue topic takes a batch with more windows than the producer's local queue holds.
+
+A batch changes up to one window per order (sparse traffic, thousands of stores, sliding windows):
+with `kafka.max_offsets_per_trigger` at 500,000 that can be far more than librdkafka's local queue of
+100,000 messages. While the broker keeps up, deliveries empty the queue as fast as the driver fills
+it; when it does not (a leader moving, a busy or paused broker), a send into the full queue raises
+BufferError. Before the writer waited for deliveries there, such a batch failed, and failed again on
+every retry for as long as the broker lagged. Here the test's broker is paused (SIGSTOP) for the
+first seconds of a 150,000-window transaction, and a read_committed reader then sees each window once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from spark_apps.contract.config import load_config
+from spark_apps.contract.records import GOLD_COLUMNS
+from spark_apps.storage.revenue_topic import RevenueTopicWriter
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
+
+pytestmark = pytest.mark.integration
+
+# Over librdkafka's default queue.buffering.max.messages (100,000).
+WINDOWS = 150_000
+# Long enough for the driver to fill the queue (~1 s for 100,000 windows), far within the transaction's
+# and the messages' timeouts (60 s).
+BROKER_PAUSE_S = 3.0
+
+
+def _gold_rows(count: int) -> list[tuple[object, ...]]:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    rows = []
+    for i in range(count):
+        window_start = start + timedelta(seconds=15 * (i // 1_000))
+        row = {
+            "location_id": f"store-{i % 1_000}",
+            "order_type": "GENERAL",
+            "window_start": window_start,
+            "window_end": window_start + timedelta(seconds=15),
+            "order_count": 1,
+            "revenue": Decimal("12.34"),
+            "batch_id": 7,
+        }
+        rows.append(tuple(row.get(column) for column in GOLD_COLUMNS))
+    return rows
+
+
+def test_a_batch_with_more_windows_than_the_producer_queue_is_written_once(
+    kafka_bootstrap: str, kafka_broker_pid: int, tmp_path: Path
+) -> None:
+    suffix = unique_suffix()
+    create_app_topics(kafka_bootstrap, suffix)
+    topics = app_topic_overrides(suffix)
+    config = load_config(
+        overrides={
+            "deployment_id": f"many-windows-{suffix}",
+            "lake_root": str(tmp_path),
+            "kafka.bootstrap_servers": kafka_bootstrap,
+            **topics,
+        }
+    )
+    writer = RevenueTopicWriter(config)
+    rows = _gold_rows(WINDOWS)
+    broker = kafka_broker_pid
+    resume = threading.Timer(BROKER_PAUSE_S, os.kill, (broker, signal.SIGCONT))
+    os.kill(broker, signal.SIGSTOP)
+    resume.start()
+    try:
+        writer.write(rows)
+    finally:
+        resume.cancel()
+        os.kill(broker, signal.SIGCONT)  # whatever happened, the session's broker runs on
+        writer.close()
+    records = read_topic(kafka_bootstrap, topics["kafka.revenue_topic"], timeout_s=60)
+    keys = [record.key for record in records]
+    assert len(keys) == WINDOWS
+    assert len(set(keys)) == WINDOWS

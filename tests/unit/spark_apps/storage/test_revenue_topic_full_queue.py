@@ -1,0 +1,78 @@
+"""The revenue topic writer's wait for room in a full producer queue is bounded (pure logic: a stub
+producer; tests/integration/test_revenue_topic_large_batch.py pauses a real broker)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from spark_apps.contract.records import GOLD_COLUMNS
+from spark_apps.storage import revenue_topic
+from spark_apps.storage.revenue_topic import RevenueTopicStalledError, RevenueTopicWriter
+
+
+class _QueueFull:
+    """A producer whose local queue has room for `room` records, then none until `freed_after` polls."""
+
+    def __init__(self, room: int, freed_after: int | None) -> None:
+        self.room, self.freed_after = room, freed_after
+        self.sent: list[bytes] = []
+        self.polls = 0
+        self.aborted = False
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, topic: str, value: bytes, key: bytes) -> None:
+        if len(self.sent) >= self.room:
+            raise BufferError("Local: Queue full")
+        self.sent.append(key)
+
+    def poll(self, timeout: float) -> int:
+        self.polls += 1
+        if timeout > 0 and self.freed_after is not None and self.polls >= self.freed_after:
+            self.room += 10  # deliveries acknowledged: room again
+        return 0
+
+    def commit_transaction(self, timeout: float) -> None:
+        pass
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.aborted = True
+
+
+def _writer(producer: Any) -> RevenueTopicWriter:
+    writer = RevenueTopicWriter.__new__(RevenueTopicWriter)
+    writer.topic, writer.transactional_id, writer._fatal, writer._producer = "revenue", "t", None, producer
+    return writer
+
+
+def _rows(count: int) -> list[tuple[Any, ...]]:
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    values = {"order_type": "GENERAL", "window_start": start, "window_end": start, "order_count": 1}
+    return [
+        tuple({**values, "location_id": f"store-{i}"}.get(column) for column in GOLD_COLUMNS)
+        for i in range(count)
+    ]
+
+
+def test_a_full_queue_is_waited_out_and_every_record_is_sent_once() -> None:
+    producer = _QueueFull(room=5, freed_after=3)
+    _writer(producer).write(_rows(30))
+    assert len(producer.sent) == 30
+    assert len(set(producer.sent)) == 30
+    assert not producer.aborted
+
+
+def test_a_queue_that_never_drains_fails_the_batch_after_the_transaction_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(revenue_topic, "TRANSACTION_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(revenue_topic, "_QUEUE_FULL_WAIT_S", 0.0)
+    producer = _QueueFull(room=5, freed_after=None)
+    with pytest.raises(RevenueTopicStalledError, match=r"did not take this batch's records.*0 s"):
+        _writer(producer).write(_rows(30))
+    assert len(producer.sent) == 5
+    assert producer.aborted  # nothing of the batch is committed
