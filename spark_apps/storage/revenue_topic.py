@@ -94,7 +94,7 @@ def _utc(moment: datetime) -> datetime:
 
 
 class RevenueTopicStalledError(RuntimeError):
-    """The broker took none of a batch's revenue records for the whole transaction timeout."""
+    """The broker did not acknowledge a batch's revenue records within the transaction's timeout."""
 
 
 class ProducerFencedError(LeaseRejectedError):
