@@ -74,30 +74,39 @@ class _LocalService(Protocol):
 
 
 @contextlib.contextmanager
-def _fresh_for_the_session(service: _LocalService, data_dir: Path) -> Generator[None, None, None]:
+def _fresh_for_the_session(service: _LocalService, data_dir: Path) -> Generator[bool, None, None]:
     """Run `service` for the session on a fresh data dir (tests never see an earlier run's topics,
-    offsets or objects) and stop it afterwards; one already running (another session's) is reused."""
+    offsets or objects) and stop it afterwards; one already running (another session's) is reused.
+    Yields whether this session started it."""
     started_here = service.pid() is None
     if started_here:
         shutil.rmtree(data_dir, ignore_errors=True)
     service.start()
     try:
-        yield
+        yield started_here
     finally:
         if started_here:
             service.stop()
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
+def _kafka_broker_started_here() -> Iterator[bool]:
+    with _fresh_for_the_session(LocalKafkaBroker(TEST_KAFKA), TEST_KAFKA.data_dir) as started_here:
+        yield started_here
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(_kafka_broker_started_here: bool) -> str:
     """Bootstrap servers of a real single-node KRaft broker, fresh for this session."""
-    with _fresh_for_the_session(LocalKafkaBroker(TEST_KAFKA), TEST_KAFKA.data_dir):
-        yield TEST_KAFKA.bootstrap_servers
+    return TEST_KAFKA.bootstrap_servers
 
 
 @pytest.fixture
-def kafka_broker_pid(kafka_bootstrap: str) -> int:
-    """PID of the session's broker, for a test that pauses it (SIGSTOP, then SIGCONT)."""
+def kafka_broker_pid(_kafka_broker_started_here: bool) -> int:
+    """PID of the session's broker, for a test that pauses it (SIGSTOP, then SIGCONT). Only a broker
+    this session started: pausing another session's would stall that session's tests."""
+    if not _kafka_broker_started_here:
+        pytest.skip("the test broker belongs to another test session")
     pid = LocalKafkaBroker(TEST_KAFKA).pid()
     assert pid is not None, "the session's broker runs"
     return pid

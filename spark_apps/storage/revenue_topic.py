@@ -36,7 +36,14 @@ TRANSACTION_TIMEOUT_S = 60.0
 # Records produced and not yet acknowledged that the producer holds (librdkafka's
 # `queue.buffering.max.messages`, its default): ~20-40 MB of window records.
 QUEUE_FULL_MESSAGES = 100_000
-_QUEUE_FULL_WAIT_S = 0.1
+# How long a batch waits for room in a full queue, counted from its transaction's start: inside the
+# transaction's timeout, which librdkafka also gives each queued record (`message.timeout.ms`), so
+# the batch fails with the reason before its records expire.
+QUEUE_WAIT_S = TRANSACTION_TIMEOUT_S - 5.0
+_QUEUE_FULL_POLL_S = 0.1
+# Aborting after a stall waits on the same broker: a short wait, since the next driver's
+# `init_transactions` aborts a transaction left open anyway.
+_ABORT_AFTER_STALL_S = 5.0
 _CENT = Decimal(1).scaleb(-MONEY_SCALE)
 _WIDE = Context(prec=60)  # gold's DECIMAL(38,2) has more digits than Python's default 28
 
@@ -154,7 +161,7 @@ class RevenueTopicWriter:
         producer = self._producer
         try:
             producer.begin_transaction()
-            deadline = time.monotonic() + TRANSACTION_TIMEOUT_S
+            deadline = time.monotonic() + QUEUE_WAIT_S
             for row in rows:
                 key, value = revenue_record(row)
                 self._produce(key, value, deadline)
@@ -164,15 +171,17 @@ class RevenueTopicWriter:
             fenced = self._fenced(error, "write a transaction")
             if fenced is not None:
                 raise fenced from error
-            self._abort()
+            self._abort(_ABORT_AFTER_STALL_S if isinstance(error, RevenueTopicStalledError) else None)
             raise
 
     def _produce(self, key: bytes, value: bytes, deadline: float) -> None:
         """Queue one record; while librdkafka's local queue is full (`QUEUE_FULL_MESSAGES` records not yet
         acknowledged: a broker that lags, pauses or moves a leader), serve delivery reports until there
-        is room. A batch may change far more windows than the queue holds (up to one per order read),
-        so a full queue is a wait, not the batch's failure. Bounded: past `deadline` (the transaction's
-        timeout from its start), the batch fails with the reason."""
+        is room. A batch may change more windows than the queue holds (each order read adds to
+        window.size / window.slide windows: one with tumbling windows), so a full queue is a wait, not
+        the batch's failure. Bounded: past `deadline` (`QUEUE_WAIT_S` after the transaction began),
+        the batch fails with the reason. A record that raised BufferError was never queued, so sending
+        it again neither duplicates nor reorders anything."""
         while True:
             try:
                 self._producer.produce(self.topic, value=value, key=key)
@@ -181,11 +190,10 @@ class RevenueTopicWriter:
                 if time.monotonic() > deadline:
                     raise RevenueTopicStalledError(
                         f"the revenue topic {self.topic}: the broker did not take this batch's records "
-                        f"within the transaction's timeout ({TRANSACTION_TIMEOUT_S:.0f} s; "
-                        f"{QUEUE_FULL_MESSAGES:,} were waiting for its acknowledgement); check the broker "
-                        "(kafka.bootstrap_servers) and its logs"
+                        f"within {QUEUE_WAIT_S:.0f} s ({QUEUE_FULL_MESSAGES:,} were waiting for its "
+                        "acknowledgement); check the broker (kafka.bootstrap_servers) and its logs"
                     ) from None
-                self._producer.poll(_QUEUE_FULL_WAIT_S)
+                self._producer.poll(_QUEUE_FULL_POLL_S)
 
     def _on_error(self, error: Any) -> None:
         # librdkafka reports a fatal error (a fenced producer) here once; later calls only say "fatal".
@@ -203,9 +211,9 @@ class RevenueTopicWriter:
                 self._fatal = reported.args[0]
         return fenced_error(error, self.transactional_id, what, self._fatal)
 
-    def _abort(self) -> None:
+    def _abort(self, timeout_s: float | None = None) -> None:
         try:
-            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S if timeout_s is None else timeout_s)
         except Exception as error:  # the batch's own error is the one to report
             LOG.warning("revenue topic: aborting the transaction failed: %s", error)
 
