@@ -171,7 +171,10 @@ class RevenueTopicWriter:
             fenced = self._fenced(error, "write a transaction")
             if fenced is not None:
                 raise fenced from error
-            self._abort(_ABORT_AFTER_STALL_S if isinstance(error, RevenueTopicStalledError) else None)
+            if isinstance(error, RevenueTopicStalledError):
+                self._abort(_ABORT_AFTER_STALL_S)
+            else:
+                self._abort()
             raise
 
     def _produce(self, key: bytes, value: bytes, deadline: float) -> None:
@@ -211,9 +214,9 @@ class RevenueTopicWriter:
                 self._fatal = reported.args[0]
         return fenced_error(error, self.transactional_id, what, self._fatal)
 
-    def _abort(self, timeout_s: float | None = None) -> None:
+    def _abort(self, timeout_s: float = TRANSACTION_TIMEOUT_S) -> None:
         try:
-            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S if timeout_s is None else timeout_s)
+            self._producer.abort_transaction(timeout_s)
         except Exception as error:  # the batch's own error is the one to report
             LOG.warning("revenue topic: aborting the transaction failed: %s", error)
 
