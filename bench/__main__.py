@@ -81,6 +81,13 @@ def argument_parser() -> argparse.ArgumentParser:
         help="where the apps' lake is: local disk (default), an S3 server the run starts (object-store), "
         "or both, one whole run each, then a comparison with ratios (<stamp>-lakes.{json,md})",
     )
+    parser.add_argument(
+        "--app-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an app config override for every app the bench starts, e.g. warm_up.orders=50000 (repeatable)",
+    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
 
@@ -115,6 +122,11 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
         settings = replace(settings, dedupe_horizon=args.dedupe_horizon)
     if args.kafka_time:
         settings = replace(settings, kafka_time=args.kafka_time)
+    if args.app_set:
+        pairs = [item.split("=", 1) for item in args.app_set]
+        if any(len(pair) != 2 for pair in pairs):
+            raise SystemExit("--app-set takes KEY=VALUE")
+        settings = replace(settings, app_settings=tuple((key, value) for key, value in pairs))
     return settings
 
 

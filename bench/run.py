@@ -58,6 +58,9 @@ class BenchSettings:
     the history as they do through a month of real traffic; with "append" they cannot, since the
     dedupe's Kafka-time watermark trails by the window's watermark delay (30 s) and the whole
     history is stamped within about a minute."""
+    app_settings: tuple[tuple[str, str], ...] = ()
+    """Extra `--set key=value` overrides for every app the bench starts (e.g. `warm_up.orders`): a
+    setting measured against a run without it."""
     kafka_port: int = 23092
     controller_port: int = 23093
     bootstrap_servers: str = ""

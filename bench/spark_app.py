@@ -40,6 +40,7 @@ def app_overrides(run: BenchRun, deployment_id: str, orders_topic: str, mode: st
         "trigger.mode": mode,
         "trigger.interval": f"{run.settings.trigger_interval_s} seconds",
         **({"dedupe.horizon": horizon} if horizon else {}),
+        **dict(run.settings.app_settings),
     }
 
 

@@ -469,6 +469,22 @@ def test_a_dedupe_horizon_reaches_every_app_the_bench_starts() -> None:
     assert app_overrides(scaled, "d", "orders", "available_now")["dedupe.horizon"] == "2 seconds"
 
 
+def test_app_settings_reach_every_app_the_bench_starts_and_need_a_value() -> None:
+    from bench.__main__ import QUICK, argument_parser, with_arguments
+    from bench.run import BenchRun
+    from bench.spark_app import app_overrides
+
+    args = argument_parser().parse_args(
+        ["--quick", "--app-set", "kafka.max_offsets_per_trigger=100000", "--app-set", "trigger.interval=1 second"]
+    )
+    overrides = app_overrides(BenchRun(with_arguments(QUICK, args), "stamp"), "d", "orders", "processing_time")
+    assert overrides["kafka.max_offsets_per_trigger"] == "100000"
+    assert overrides["trigger.interval"] == "1 second"  # the bench's own value gives way to the named one
+    assert overrides["deployment_id"] == "d"
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        with_arguments(QUICK, argument_parser().parse_args(["--quick", "--app-set", "warm"]))
+
+
 def test_chunk_records_carry_their_place_on_the_event_time_line(tmp_path: Path) -> None:
     settings = GeneratorSettings(
         orders=40,
