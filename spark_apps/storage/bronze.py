@@ -161,7 +161,7 @@ class BronzeAppender:
         """What `recorded_bronze_batch_metadata` returns, from one read of bronze's latest commits that
         also tells the next `append` which batch bronze holds: a restart reads them once, not twice."""
         recent = _recent_bronze_batches(spark, self.table_path)
-        self._holds_through = max((m["batch_id"] for m in recent), default=None)
+        self._holds_through = _newest_batch(recent)
         return _newest_before(recent, batch_id)
 
     def append(self, rows: DataFrame, batch_id: int, metadata: dict[str, Any] | None = None) -> bool:
@@ -217,7 +217,7 @@ def recorded_batches(user_metadata: list[str | None]) -> list[dict[str, Any]]:
 
 def newest_bronze_batch(spark: SparkSession, table_path: str) -> int | None:
     """The newest batch id among bronze's latest commits; None when none records one."""
-    return max((m["batch_id"] for m in _recent_bronze_batches(spark, table_path)), default=None)
+    return _newest_batch(_recent_bronze_batches(spark, table_path))
 
 
 def recorded_bronze_batch_metadata(
@@ -227,6 +227,10 @@ def recorded_bronze_batch_metadata(
     (`BronzeAppender.append`), if it is among bronze's latest commits; None otherwise (no such
     commit, or one written without it). Reads only the newest commits of the log, never the data."""
     return _newest_before(_recent_bronze_batches(spark, table_path), before_batch)
+
+
+def _newest_batch(recorded: list[dict[str, Any]]) -> int | None:
+    return max((int(m["batch_id"]) for m in recorded), default=None)
 
 
 def _newest_before(recorded: list[dict[str, Any]], before_batch: int) -> dict[str, Any] | None:

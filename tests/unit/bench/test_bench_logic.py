@@ -475,11 +475,17 @@ def test_app_settings_reach_every_app_the_bench_starts_and_need_a_value() -> Non
     from bench.spark_app import app_overrides
 
     args = argument_parser().parse_args(
-        ["--quick", "--app-set", "kafka.max_offsets_per_trigger=100000", "--app-set", "trigger.interval=1 second"]
+        [
+            "--quick",
+            *("--app-set", "kafka.max_offsets_per_trigger=100000"),
+            *("--app-set", "trigger.interval=1 second"),
+        ]
     )
-    overrides = app_overrides(BenchRun(with_arguments(QUICK, args), "stamp"), "d", "orders", "processing_time")
+    run = BenchRun(with_arguments(QUICK, args), "stamp")
+    overrides = app_overrides(run, "d", "orders", "processing_time")
     assert overrides["kafka.max_offsets_per_trigger"] == "100000"
-    assert overrides["trigger.interval"] == "1 second"  # the bench's own value gives way to the named one
+    # The bench's own value gives way to the named one.
+    assert overrides["trigger.interval"] == "1 second"
     assert overrides["deployment_id"] == "d"
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         with_arguments(QUICK, argument_parser().parse_args(["--quick", "--app-set", "warm"]))
