@@ -86,7 +86,8 @@ def argument_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an app config override for every app the bench starts, e.g. warm_up.orders=50000 (repeatable)",
+        help="an app config override for every app the bench starts (repeatable), e.g. "
+        "kafka.max_offsets_per_trigger=100000",
     )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser

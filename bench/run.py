@@ -59,8 +59,8 @@ class BenchSettings:
     dedupe's Kafka-time watermark trails by the window's watermark delay (30 s) and the whole
     history is stamped within about a minute."""
     app_settings: tuple[tuple[str, str], ...] = ()
-    """Extra `--set key=value` overrides for every app the bench starts (e.g. `warm_up.orders`): a
-    setting measured against a run without it."""
+    """Extra `--set key=value` overrides for every app the bench starts (e.g.
+    `kafka.max_offsets_per_trigger`): a setting measured against a run without it."""
     kafka_port: int = 23092
     controller_port: int = 23093
     bootstrap_servers: str = ""
