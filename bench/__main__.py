@@ -124,10 +124,15 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
     if args.kafka_time:
         settings = replace(settings, kafka_time=args.kafka_time)
     if args.app_set:
-        pairs = [item.split("=", 1) for item in args.app_set]
-        if any(len(pair) != 2 for pair in pairs):
-            raise SystemExit("--app-set takes KEY=VALUE")
-        settings = replace(settings, app_settings=tuple((key, value) for key, value in pairs))
+        from spark_apps.contract.config import AppConfigError, parse_override
+
+        try:  # the app's own rule for `--set`, checked before anything starts
+            keys = [parse_override(item)[0] for item in args.app_set]
+        except AppConfigError as error:
+            raise SystemExit(f"--app-set takes KEY=VALUE: {error}") from None
+        # The value as given: the app reads it as YAML itself.
+        values = [item.partition("=")[2] for item in args.app_set]
+        settings = replace(settings, app_settings=tuple(zip(keys, values, strict=True)))
     return settings
 
 
