@@ -114,8 +114,8 @@ def is_alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    # Field 3 is the state; a zombie has exited and only waits to be reaped.
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    # Field 3 is the state.
+    return stat.rsplit(")", 1)[1].split()[0] not in _ENDED_STATES
 
 
 def read_live_pid(pid_path: Path, expected_cmdline_fragment: str) -> int | None:
@@ -139,6 +139,9 @@ def session_members(session: int) -> list[int]:
     return _members(_SESSION_FIELD, session)
 
 
+# States of /proc/<pid>/stat of a process that has exited: Z (zombie, waits to be reaped), X (dead).
+_ENDED_STATES = frozenset({"Z", "X"})
+
 # Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, session, ...
 _PGRP_FIELD = 2
 _SESSION_FIELD = 3
@@ -151,7 +154,7 @@ def _members(field: int, value: int) -> list[int]:
             fields = stat_path.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] != "Z" and int(fields[field]) == value:
+        if fields[0] not in _ENDED_STATES and int(fields[field]) == value:
             members.append(int(stat_path.parent.name))
     return members
 
@@ -188,9 +191,19 @@ def terminate(
     for leftover in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(leftover, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously: on a loaded machine a killed process can stay visible
+    # (and hold its ports and files) for a moment. Return only once it is gone, or after a bound.
+    kill_deadline = time.monotonic() + _SIGKILL_WAIT_S
+    while leftovers and time.monotonic() < kill_deadline and members():
+        time.sleep(0.05)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     return bool(leftovers)
+
+
+# How long `terminate` waits for SIGKILLed processes to disappear (the kernel normally needs
+# milliseconds; a process in uninterruptible I/O on a stalled disk can take longer).
+_SIGKILL_WAIT_S = 10.0
 
 
 def stop_recorded(
