@@ -14,7 +14,7 @@ backfill's concurrency. Recompute a range shorter than an hour, or not on the ho
 form (`range_start`, `range_end`, `source`): backfill only creates whole hourly intervals that ended.
 The reconciliation report of every range is written under `<lake>/reports/reconciliation/` (objects
 in the bucket for a lake on the object store: the submit task then adds S3A's jars and settings, and
-its pre_execute the store's credentials to the task's environment) and summarized in the
+the store's credentials to spark-submit's environment only) and summarized in the
 `summarize_reconciliation` task log; the gold Asset event triggers the checks.
 """
 
@@ -139,15 +139,15 @@ def reprocess_revenue() -> None:
         conn_id=SPARK_CONN_ID,
         application=str(REPROCESS_JOB),
         name="reprocess-revenue",
-        application_args=_plan_field("spark_args"),  # type: ignore[arg-type]
+        application_args=_plan_field("spark_args"),
         # The connector jars, plus S3A's for a lake on the object store (the plan's; nothing secret).
         jars="{{ spark_jars_csv(ti.xcom_pull(task_ids='plan_reprocessing')['object_store_jars']) }}",
-        env_vars="{{ spark_env() }}",  # type: ignore[arg-type]
-        # The job's Kafka login and the object store's credentials reach spark-submit in the task's
-        # environment, never a template field.
-        pre_execute=_export_task_secrets,
+        env_vars="{{ spark_env() }}",
+        # The job's Kafka login and the object store's credentials reach spark-submit's environment
+        # only: neither a template field nor the task process's environment.
+        secret_environment=_task_secrets,
         # The UI off, plus S3A's settings (no credentials) for a lake on the object store.
-        conf=_plan_field("spark_conf"),  # type: ignore[arg-type]
+        conf=_plan_field("spark_conf"),
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
         # backfill has its own max_active_runs (default 10) and ignores the DAG's.
         max_active_tis_per_dag=SPARK_JOBS_AT_ONCE,
@@ -168,13 +168,15 @@ def reprocess_revenue() -> None:
     wait_until_windows_closed(plan) >> submit_reprocess_job >> summarize_reconciliation(plan)
 
 
-def _export_task_secrets(context: Any) -> None:
-    from revenue_platform.kafka_connection import export_client_security
-    from revenue_platform.reprocessing import export_object_store_credentials
+def _task_secrets(context: Any) -> dict[str, str]:
+    from revenue_platform.kafka_connection import client_security_environment
+    from revenue_platform.reprocessing import object_store_credentials_environment
 
-    export_client_security(context, KAFKA_CONN_ID)
     plan = context["ti"].xcom_pull(task_ids="plan_reprocessing")
-    export_object_store_credentials(plan["lake_root"])
+    return {
+        **client_security_environment(KAFKA_CONN_ID),
+        **object_store_credentials_environment(plan["lake_root"]),
+    }
 
 
 reprocess_revenue()

@@ -58,11 +58,11 @@ ALLOWED_NAMES: frozenset[str] = frozenset(
         "TOPIC_SPEC_PATH",
         "JVM_ARTIFACTS_DIR",
         # The Kafka connection's security settings for the driver: set by the launcher, or by the
-        # reprocess task's pre_execute (kafka_connection.export_client_security).
+        # reprocess task (kafka_connection.client_security_environment), or the worker's own.
         "REVENUE_PLATFORM_KAFKA_SECURITY",
         # The lake's object-store credentials, the two names S3A's EnvironmentVariableCredentialsProvider
-        # reads (spark_apps.contract.object_store): set by the launcher, or by the reprocess task's
-        # pre_execute (reprocessing.export_object_store_credentials). No other AWS_* name: a site that
+        # reads (spark_apps.contract.object_store): set by the launcher, or by the reprocess task
+        # (reprocessing.object_store_credentials_environment). No other AWS_* name: a site that
         # needs one (a session token, a profile) allows it in REVENUE_PLATFORM_CHILD_ENV_ALLOW.
         ACCESS_KEY_ENV,
         SECRET_KEY_ENV,

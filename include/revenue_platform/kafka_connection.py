@@ -31,8 +31,8 @@ __all__ = [
     "client_config_from_airflow",
     "client_config_from_extra",
     "client_security",
+    "client_security_environment",
     "client_security_from_airflow",
-    "export_client_security",
     "optional_bootstrap_servers",
     "optional_client_config",
     "without_consumer_settings",
@@ -180,18 +180,20 @@ def client_security_from_airflow(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> KafkaC
     return client_security(client_config, conn_id=conn_id)
 
 
-def export_client_security(context: Any = None, conn_id: str = DEFAULT_KAFKA_CONN_ID) -> None:
-    """``pre_execute`` of a ``SparkSubmitOperator`` task: put the connection's security settings into
-    this task process's environment, which the spark-submit child inherits.
+def client_security_environment(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, str]:
+    """The connection's security settings as the variable a driver reads ({} for plaintext or no
+    connection), for a spark-submit child's environment only
+    (`spark_submit_operator.PlatformSparkSubmitOperator`'s `secret_environment`).
 
     Not ``env_vars``: that is a rendered template field, stored in the metadata DB and shown in the UI.
-    The task process ends with the task, and with it the variable.
+    Not this process's ``os.environ`` either: a process that runs more than one task (``dag.test()``,
+    ``airflow dags test``) would keep one task's login for the next, also when that one's connection
+    is plaintext.
     """
-    import os
-
     security = client_security_from_airflow(conn_id)
-    if security is not None and security.protocol != "PLAINTEXT":
-        os.environ.update(security.environment())
+    if security is None or security.protocol == "PLAINTEXT":
+        return {}
+    return security.environment()
 
 
 def optional_client_config(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any] | None:

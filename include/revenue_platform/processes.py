@@ -118,6 +118,16 @@ def is_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in _ENDED_STATES
 
 
+def is_stopped(pid: int) -> bool:
+    """True for a process stopped by a signal (SIGSTOP, SIGTSTP, a tty read in the background) or
+    held by a debugger: it lives, holds its ports, and answers nothing until SIGCONT."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in _STOPPED_STATES
+
+
 def read_live_pid(pid_path: Path, expected_cmdline_fragment: str) -> int | None:
     """The pid in `pid_path` if that process is alive and is the one we started."""
     try:
@@ -141,6 +151,9 @@ def session_members(session: int) -> list[int]:
 
 # States of /proc/<pid>/stat of a process that has exited: Z (zombie, waits to be reaped), X (dead).
 _ENDED_STATES = frozenset({"Z", "X"})
+
+# States of a process stopped by a signal (T) or by a debugger (t).
+_STOPPED_STATES = frozenset({"T", "t"})
 
 # Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, session, ...
 _PGRP_FIELD = 2
@@ -265,17 +278,24 @@ def wait_until_answering(
     """Poll `answers` until True and return the seconds it took, or None after `timeout_s`.
 
     Reports every 5 s while waiting; raises PrerequisiteError with the log's last lines as soon as the
-    process has exited (a start-up failure should not wait out the timeout)."""
+    process has exited (a start-up failure should not wait out the timeout), and at once, naming
+    the fix, when it is stopped (SIGSTOP: it would hold its ports and answer nothing until resumed)."""
     started = time.monotonic()
     last_report = started
+    what = f"{service.name[0].upper()}{service.name[1:]}"
     while time.monotonic() - started < timeout_s:
-        alive = (
-            is_alive(service.spawned) if service.spawned is not None else service.recorded_pid() is not None
-        )
+        pid = service.spawned if service.spawned is not None else service.recorded_pid()
+        alive = is_alive(service.spawned) if service.spawned is not None else pid is not None
         if not alive:
             raise PrerequisiteError(
-                f"{service.name[0].upper()}{service.name[1:]} exited during start-up. Last lines of "
+                f"{what} exited during start-up. Last lines of "
                 f"{service.log_path}:\n{tail(service.log_path, 25)}"
+            )
+        if pid is not None and is_stopped(pid):
+            raise PrerequisiteError(
+                f"{what} (pid {pid}) is stopped (SIGSTOP, or held by a debugger), so it answers nothing "
+                f"and keeps its ports: resume it with `kill -CONT {pid}`, or end it with `kill {pid}` "
+                "and start again."
             )
         if answers():
             return time.monotonic() - started

@@ -159,8 +159,8 @@ def plan_reprocessing(
         "watermark": config.window.watermark,
         "spark_args": args,
         # For the submit task (template fields, stored and shown: nothing secret). A lake on the object
-        # store adds S3A's jars and settings; its credentials reach spark-submit through the task
-        # process's environment (`export_object_store_credentials`), never through these.
+        # store adds S3A's jars and settings; its credentials reach only spark-submit's environment
+        # (`object_store_credentials_environment`), never these.
         "lake_root": lake_root,
         "object_store_jars": list(object_store.jars),
         "spark_conf": {**JOB_SPARK_CONF, **driver_class_archive_conf(), **object_store.conf},
@@ -259,14 +259,12 @@ def spark_jars_csv(extra_jars: list[str] | None = None) -> str:
     return ",".join([*spark_jars(), *(extra_jars or [])])
 
 
-def export_object_store_credentials(lake_root: str) -> None:
-    """``pre_execute`` part of the submit task: put the object store's credentials into this task
-    process's environment, which spark-submit inherits (`child_env` lets exactly those names through)
-    and S3A reads; nothing for a local lake. Not ``env_vars`` or ``conf``: those are rendered template
-    fields, stored in the metadata DB and shown in the UI. The variables end with the task process."""
-    import os
-
-    os.environ.update(spark_object_store_access(lake_root).environment)
+def object_store_credentials_environment(lake_root: str) -> dict[str, str]:
+    """The object store's credentials as the variables S3A reads, for the submit task's spark-submit
+    only ({} for a local lake). Not ``env_vars`` or ``conf``: those are rendered template fields,
+    stored in the metadata DB and shown in the UI; not this process's environment, which a process
+    running several tasks would keep (`kafka_connection.client_security_environment`)."""
+    return dict(spark_object_store_access(lake_root).environment)
 
 
 def spark_env() -> dict[str, str]:

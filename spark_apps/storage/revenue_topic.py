@@ -128,6 +128,12 @@ def fenced_error(
     )
 
 
+# Records queued between two polls of the producer's events (each poll is a call into librdkafka, 1-2
+# microseconds, and a window-heavy batch writes ~100,000 records): a fenced producer still fails within the
+# first records it sends, and a full queue polls on its own (`_produce`).
+_POLL_EVERY = 256
+
+
 class RevenueTopicWriter:
     """A transactional producer of one deployment's revenue topic (see the module docstring)."""
 
@@ -162,10 +168,12 @@ class RevenueTopicWriter:
         try:
             producer.begin_transaction()
             deadline = time.monotonic() + QUEUE_WAIT_S
-            for row in rows:
+            for index, row in enumerate(rows):
                 key, value = revenue_record(row)
                 self._produce(key, value, deadline)
-                producer.poll(0)  # delivery reports; a fenced producer's first failed send raises here
+                if index % _POLL_EVERY == 0:
+                    # Delivery reports; a fenced producer's first failed send raises here.
+                    producer.poll(0)
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except BaseException as error:
             fenced = self._fenced(error, "write a transaction")

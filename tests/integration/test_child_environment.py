@@ -100,16 +100,24 @@ def test_a_launched_streaming_driver_gets_no_airflow_secret(
     assert json.loads(environment[KAFKA_SECURITY_ENV])["sasl_username"] == "platform"
 
 
-def test_the_reprocess_job_s_spark_submit_gets_no_airflow_secret(
+def test_the_reprocess_job_s_spark_submit_gets_no_airflow_secret_and_only_this_run_s_login(
     secrets_in_the_task: dict[str, str], tmp_path: Path
 ) -> None:
+    """The DAG's operator class with its `secret_environment`: the login reaches spark-submit and
+    never the task process's environment, and a later run of the same operator object without one
+    (a plaintext connection, as `dag.test()` runs the next task in the same process) hands none on."""
+    import os
+
     from revenue_platform.reprocessing import JOB_SPARK_CONF, spark_env, spark_jars_csv
 
     submit = load_dags("reprocess_revenue")["reprocess_revenue"].get_task("submit_reprocess_job")
+    assert submit._secret_environment is not None  # the DAG wires its secrets this way
     app = tmp_path / "dump_env.py"
     app.write_text(DUMP_ENV_APP)
     dumped = tmp_path / "environment.json"
-    # The DAG's own operator class and settings; only the application is the environment dump.
+    kafka_login = json.dumps({"protocol": "SASL_PLAINTEXT", "sasl_password": secrets.token_hex(8)})
+    logins = iter([{KAFKA_SECURITY_ENV: kafka_login}, {}])
+    # The DAG's own operator class and settings; only the application and the secrets differ.
     operator = type(submit)(
         task_id="submit_reprocess_job",
         conn_id=submit._conn_id,
@@ -119,14 +127,17 @@ def test_the_reprocess_job_s_spark_submit_gets_no_airflow_secret(
         env_vars=spark_env(),
         # The plan's settings for a local lake (the DAG renders them from the plan's XCom).
         conf=dict(JOB_SPARK_CONF),
+        secret_environment=lambda _context: next(logins),
     )
-    kafka_login = json.dumps({"protocol": "SASL_PLAINTEXT", "sasl_password": secrets.token_hex(8)})
-    with pytest.MonkeyPatch.context() as patch:
-        # What the task's pre_execute (kafka_connection.export_client_security) puts there.
-        patch.setenv(KAFKA_SECURITY_ENV, kafka_login)
-        operator.execute(context={})
+    assert KAFKA_SECURITY_ENV not in os.environ
+    operator.execute(context={})
 
     environment = json.loads(dumped.read_text())
     assert_nothing_leaked(environment, secrets_in_the_task)
     assert environment[KAFKA_SECURITY_ENV] == kafka_login
     assert environment["PYSPARK_PYTHON"] == sys.executable
+    assert KAFKA_SECURITY_ENV not in os.environ
+
+    dumped.unlink()
+    operator.execute(context={})
+    assert KAFKA_SECURITY_ENV not in json.loads(dumped.read_text())

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from revenue_platform.reprocessing import (
-    export_object_store_credentials,
     job_config_path,
+    object_store_credentials_environment,
     report_path,
     spark_jars_csv,
 )
@@ -46,7 +46,7 @@ def test_a_local_lake_exports_no_credentials_and_adds_no_jars(
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
     before = dict(os.environ)
-    export_object_store_credentials(str(tmp_path / "lake"))
+    assert object_store_credentials_environment(str(tmp_path / "lake")) == {}
     assert dict(os.environ) == before
     assert spark_jars_csv(["/jars/hadoop-aws.jar"]).endswith(",/jars/hadoop-aws.jar")
     assert spark_jars_csv() == spark_jars_csv([])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import sys
 import time
@@ -76,3 +78,29 @@ def test_a_start_that_fails_stops_the_broker_it_spawned(
         broker.start(timeout_s=1.0, progress=lambda _: None)
     assert not processes.is_alive(spawned[0]), "the broker that never answered was left running"
     assert not broker.pid_path.exists()
+
+
+def test_a_stopped_broker_found_running_is_reported_at_once_with_the_fix_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker paused with SIGSTOP holds its ports and answers nothing: the start used to wait its
+    whole timeout for it (90 s by default), then blame the broker's log."""
+    broker = _broker(tmp_path)
+    stopped = _spawn(broker, 60)
+    try:
+        os.kill(stopped, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not processes.is_stopped(stopped):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # Found running: its pid file names it (the stand-in's command line is not the broker's).
+        monkeypatch.setattr(LocalKafkaBroker, "pid", lambda self: stopped)
+        started = time.monotonic()
+        with pytest.raises(PrerequisiteError, match=rf"pid {stopped}\) is stopped.*kill -CONT {stopped}"):
+            broker.start(timeout_s=60.0, progress=lambda _: None)
+        assert time.monotonic() - started < 30  # not the start's 60 s timeout
+        assert processes.is_alive(stopped), "a broker the start did not spawn was ended"
+        assert broker.pid_path.exists()
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+        processes.terminate(stopped, 5.0)

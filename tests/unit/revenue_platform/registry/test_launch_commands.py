@@ -170,12 +170,12 @@ def test_the_connection_s_credentials_reach_a_driver_s_environment_only(
         client_security({"bootstrap.servers": "b:1", "sasl.oauthbearer.config": "x"})
 
 
-def test_the_reprocess_job_s_login_goes_into_the_task_environment_not_a_template_field(
+def test_the_reprocess_job_s_login_is_returned_for_spark_submit_and_not_exported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import os
 
-    from revenue_platform.kafka_connection import export_client_security
+    from revenue_platform.kafka_connection import client_security_environment
     from spark_apps.contract.kafka_security import KAFKA_SECURITY_ENV, KafkaClientSecurity
 
     extra = {
@@ -186,21 +186,17 @@ def test_the_reprocess_job_s_login_goes_into_the_task_environment_not_a_template
         "sasl.password": "s3cret-pw",
     }
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps({"conn_type": "kafka", "extra": extra}))
-    # setenv first, so the teardown restores the variable's state from before the test. A delenv of an
-    # unset variable records nothing, and the delenv below would then restore the exported login:
-    # it leaked into later tests (a stack they started talked SASL to a plaintext broker).
-    monkeypatch.setenv(KAFKA_SECURITY_ENV, "unset by this test")
-    monkeypatch.delenv(KAFKA_SECURITY_ENV)
-    export_client_security({}, "kafka_secured")
-    exported = KafkaClientSecurity.from_environment()
-    monkeypatch.delenv(KAFKA_SECURITY_ENV)
-    assert exported is not None
-    assert exported.librdkafka_config()["sasl.password"] == "s3cret-pw"
+    before = dict(os.environ)
+    environment = client_security_environment("kafka_secured")
+    assert dict(os.environ) == before
+    login = KafkaClientSecurity.from_environment(environment)
+    assert login is not None
+    assert login.librdkafka_config()["sasl.password"] == "s3cret-pw"
 
     plaintext = {"conn_type": "kafka", "extra": {"bootstrap.servers": "broker:9092"}}
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps(plaintext))
-    export_client_security({}, "kafka_secured")
-    assert KAFKA_SECURITY_ENV not in os.environ
+    assert client_security_environment("kafka_secured") == {}
+    assert KAFKA_SECURITY_ENV not in client_security_environment("no_such_connection")
 
 
 def test_a_driver_of_a_lake_on_the_object_store_gets_s3a_and_its_login_in_its_environment_only(
