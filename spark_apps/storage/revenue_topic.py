@@ -129,8 +129,9 @@ def fenced_error(
 
 
 # Records queued between two polls of the producer's events (each poll is a call into librdkafka, 1-2
-# microseconds, and a window-heavy batch writes ~100,000 records): a fenced producer still fails within the
-# first records it sends, and a full queue polls on its own (`_produce`).
+# microseconds, and a window-heavy batch writes ~100,000 records). A fenced producer's error is
+# served by the next poll, and the commit refuses a fenced transaction in any case; a full queue
+# polls on its own (`_produce`).
 _POLL_EVERY = 256
 
 
