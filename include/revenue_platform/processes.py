@@ -108,24 +108,25 @@ def environment(pid: int) -> dict[str, str]:
     return {key: value for key, _, value in pairs}
 
 
-def is_alive(pid: int) -> bool:
-    """True for a running (non-zombie) process."""
+def _state(pid: int) -> str | None:
+    """The state letter of `pid` (field 3 of /proc/<pid>/stat); None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    # Field 3 is the state.
-    return stat.rsplit(")", 1)[1].split()[0] not in _ENDED_STATES
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def is_alive(pid: int) -> bool:
+    """True for a running (non-zombie) process."""
+    state = _state(pid)
+    return state is not None and state not in _ENDED_STATES
 
 
 def is_stopped(pid: int) -> bool:
     """True for a process stopped by a signal (SIGSTOP, SIGTSTP, a tty read in the background) or
     held by a debugger: it lives, holds its ports, and answers nothing until SIGCONT."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] in _STOPPED_STATES
+    return _state(pid) in _STOPPED_STATES
 
 
 def read_live_pid(pid_path: Path, expected_cmdline_fragment: str) -> int | None:
@@ -197,21 +198,25 @@ def terminate(
         os.kill(signal_pid or pid, first_signal)
     except ProcessLookupError:
         return False
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and members():
-        time.sleep(0.2)
+    _wait_until_none(members, grace_s, 0.2)
     leftovers = members()
     for leftover in leftovers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(leftover, signal.SIGKILL)
-    # SIGKILL is delivered asynchronously: on a loaded machine a killed process can stay visible
-    # (and hold its ports and files) for a moment. Return only once it is gone, or after a bound.
-    kill_deadline = time.monotonic() + _SIGKILL_WAIT_S
-    while leftovers and time.monotonic() < kill_deadline and members():
-        time.sleep(0.05)
+    if leftovers:
+        # SIGKILL is delivered asynchronously: on a loaded machine a killed process can stay visible
+        # (and hold its ports and files) for a moment. Return only once it is gone, or after a bound.
+        _wait_until_none(members, _SIGKILL_WAIT_S, 0.05)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     return bool(leftovers)
+
+
+def _wait_until_none(members: Callable[[], list[int]], seconds: float, poll_s: float) -> None:
+    """Poll `members` every `poll_s` until it lists none, for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and members():
+        time.sleep(poll_s)
 
 
 # How long `terminate` waits for SIGKILLed processes to disappear (the kernel normally needs
