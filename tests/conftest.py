@@ -165,14 +165,20 @@ def auth(airflow_api: TestClient) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The session's only SparkSession: local[2], UTC, Kafka connector and Delta on the classpath."""
-    from spark_apps.engine.session import build_spark_session, local_jar_paths
+    """The session's only SparkSession: local[2], UTC, Kafka connector and Delta on the classpath, and
+    the app's batch cache."""
+    from spark_apps.engine.session import BATCH_CACHE_CONF, build_spark_session, local_jar_paths
 
     session = build_spark_session(
         "revenue-platform-tests",
         master="local[2]",
         jars=local_jar_paths(),
-        extra_conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        # The app's cache (its serializer is a static setting): every cache in the tests uses it.
+        extra_conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            **BATCH_CACHE_CONF,
+        },
     )
     session.sparkContext.setLogLevel("WARN")
     try:

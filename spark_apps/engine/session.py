@@ -59,11 +59,18 @@ def loopback_driver_conf(master: str) -> dict[str, str]:
     return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 
 
-# The streaming app caches each micro-batch once and reads it for bronze and the Kafka side outputs:
-# compressing the cache cost ~2.5 s per 500,000 records (docs/performance.md, stop 15), more than
-# the memory it saves is worth for a batch that lives a few seconds. (`bench.dedupe_operator` caches
-# its batches with the same setting.)
-BATCH_CACHE_CONF: Mapping[str, str] = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+# The streaming app caches each micro-batch once and reads it whole for bronze and the Kafka side
+# outputs. Spark's default cache stores columns: it builds them from the rows and rows from them on
+# every read, and with compression cost ~2.5 s more per 500,000 records (docs/performance.md, stop
+# 15). The batch is cached as Spark's row bytes instead (include/jvm/order-validator,
+# `UnsafeRowBatches`: a copy in, a pointer per row out; docs/performance.md, stop 39), uncompressed
+# for a batch that lives a few seconds. The serializer is a static setting (before the session).
+# (`bench.dedupe_operator` and the tests' session cache with the same settings.)
+ROW_CACHE_SERIALIZER = "io.github.revenueplatform.cache.UnsafeRowBatches"
+BATCH_CACHE_CONF: Mapping[str, str] = {
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    "spark.sql.cache.serializer": ROW_CACHE_SERIALIZER,
+}
 
 
 DELTA_CONF: Mapping[str, str] = {
