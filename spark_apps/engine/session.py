@@ -61,16 +61,13 @@ def loopback_driver_conf(master: str) -> dict[str, str]:
 
 # The streaming app caches each micro-batch once and reads it whole for bronze and the Kafka side
 # outputs. Spark's default cache stores columns: it builds them from the rows and rows from them on
-# every read, and with compression cost ~2.5 s more per 500,000 records (docs/performance.md, stop
-# 15). The batch is cached as Spark's row bytes instead (include/jvm/order-validator,
-# `UnsafeRowBatches`: a copy in, a pointer per row out; docs/performance.md, stop 39), uncompressed
-# for a batch that lives a few seconds. The serializer is a static setting (before the session).
-# (`bench.dedupe_operator` and the tests' session cache with the same settings.)
+# every read (and compressed them, at ~2.5 s per 500,000 records: docs/performance.md, stop 15). The
+# batch is cached as Spark's row bytes instead, uncompressed, for a batch that lives a few seconds
+# (include/jvm/order-validator, `UnsafeRowBatches`: a copy in, a pointer per row out;
+# docs/performance.md, stop 39). A static setting: it must be set before the session starts.
+# (`bench.dedupe_operator` and the tests' session cache the same way.)
 ROW_CACHE_SERIALIZER = "io.github.revenueplatform.cache.UnsafeRowBatches"
-BATCH_CACHE_CONF: Mapping[str, str] = {
-    "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    "spark.sql.cache.serializer": ROW_CACHE_SERIALIZER,
-}
+BATCH_CACHE_CONF: Mapping[str, str] = {"spark.sql.cache.serializer": ROW_CACHE_SERIALIZER}
 
 
 DELTA_CONF: Mapping[str, str] = {
