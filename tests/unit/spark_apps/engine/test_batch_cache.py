@@ -5,10 +5,11 @@ the tests' session, which caches as the app does."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_apps.engine.session import ROW_CACHE_SERIALIZER
+from tests.row_helpers import line_items
 
 ROWS = 40_000  # ~9 MB of rows: several batches of ~4 MiB in each of the two partitions
 
@@ -16,13 +17,6 @@ ROWS = 40_000  # ~9 MB of rows: several batches of ~4 MiB in each of the two par
 def _orders_like(spark: SparkSession, rows: int) -> DataFrame:
     """Every kind of column the app's batch carries: nulls in each, decimals (compact and not),
     timestamps, binary, nested line items, a map."""
-    item: Column = F.struct(
-        F.concat(F.lit("item-"), (F.col("id") % 13).cast("string")).alias("name"),
-        F.when(F.col("id") % 11 == 0, None)
-        .otherwise((F.col("id") % 500 / 100).cast("decimal(10,2)"))
-        .alias("price"),
-        (F.col("id") % 4).cast("int").alias("quantity"),
-    )
     return spark.range(rows, numPartitions=2).select(
         F.col("id").alias("offset"),
         F.when(F.col("id") % 7 == 0, None)
@@ -32,7 +26,7 @@ def _orders_like(spark: SparkSession, rows: int) -> DataFrame:
         (F.col("id") * 1_000_003).cast("decimal(38,6)").alias("wide_amount"),
         F.timestamp_micros(F.col("id") * 1_000_001).alias("timestamp"),
         F.col("id").cast("string").cast("binary").alias("value"),
-        F.when(F.col("id") % 5 == 0, F.array()).otherwise(F.array(item, item, item)).alias("line_items"),
+        line_items(F.col("id")).alias("line_items"),
         F.create_map(F.lit("partition"), (F.col("id") % 4).cast("int")).alias("meta"),
         F.when(F.col("id") % 3 == 0, F.lit("no_store")).alias("dlq_reason"),
         (F.col("id") % 2 == 0).alias("repeat"),

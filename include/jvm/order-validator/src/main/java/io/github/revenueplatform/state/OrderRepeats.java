@@ -5,6 +5,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Set;
 
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
@@ -23,6 +24,7 @@ import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 import scala.Tuple2;
@@ -77,6 +79,10 @@ public final class OrderRepeats
      */
     public static final int BUCKETS = 4096;
     private static final String BUCKET_COLUMN = "_order_bucket";
+    /** The columns the operator reads; the others cross it packed ({@link #apply}). */
+    private static final Set<String> READ_COLUMNS =
+            Set.of("order_id", "timestamp", "partition", "offset", "dlq_reason");
+    private static final String PACKED_COLUMN = "_passed_through";
 
     private final long horizonMs;
     private final long recheckMs;
@@ -113,10 +119,44 @@ public final class OrderRepeats
 
     /**
      * {@code rows} (needs order_id, timestamp, partition, offset, dlq_reason; a watermark on
-     * timestamp) with {@code repeat}. {@code initial}, when not null, is the state a new query
-     * starts from: one row per order id of (order_id long, last_arrival_ms long).
+     * timestamp) with {@code repeat}: the same columns in the same order, then {@code repeat}.
+     * {@code initial}, when not null, is the state a new query starts from: one row per order id of
+     * (order_id long, last_arrival_ms long).
+     *
+     * <p>The columns the operator does not read cross it packed into one binary column
+     * ({@link RowBytes}): Spark converts the operator's input and output rows to Java {@code Row}s and
+     * back, and a byte array costs a copy where line items cost a conversion per field.
      */
     public static Dataset<Row> apply(Dataset<Row> rows, long horizonMs, Dataset<Row> initial) {
+        StructType input = rows.schema();
+        List<Column> read = new ArrayList<>();
+        List<Column> passed = new ArrayList<>();
+        StructType passedSchema = new StructType();
+        for (StructField field : input.fields()) {
+            if (READ_COLUMNS.contains(field.name())) {
+                read.add(functions.col(field.name()));
+            } else {
+                passed.add(functions.col(field.name()));
+                passedSchema = passedSchema.add(field);
+            }
+        }
+        if (passed.isEmpty()) {
+            return judge(rows, horizonMs, initial);
+        }
+        read.add(RowBytes.pack(functions.struct(passed.toArray(new Column[0]))).alias(PACKED_COLUMN));
+        Dataset<Row> judged = judge(rows.select(read.toArray(new Column[0])), horizonMs, initial);
+        Column unpacked = RowBytes.unpack(functions.col(PACKED_COLUMN), passedSchema);
+        List<Column> restored = new ArrayList<>();
+        for (StructField field : input.fields()) {
+            restored.add(READ_COLUMNS.contains(field.name())
+                    ? functions.col(field.name())
+                    : unpacked.getField(field.name()).alias(field.name()));
+        }
+        restored.add(functions.col(REPEAT_COLUMN));
+        return judged.select(restored.toArray(new Column[0]));
+    }
+
+    private static Dataset<Row> judge(Dataset<Row> rows, long horizonMs, Dataset<Row> initial) {
         StructType input = rows.schema();
         Encoder<Row> output = Encoders.row(input.add(REPEAT_COLUMN, DataTypes.BooleanType, false));
         // The key is a column, not a function of the row: a key function would make Spark turn every
