@@ -10,7 +10,7 @@ and a hash of all their columns:
 - `none`: the validated rows as they are (the floor every variant pays);
 - `operator`: `spark_apps.revenue.dedupe.with_repeats`, the app's dedupe in Spark's state store;
 - `operator_narrow`: the same on only the columns the operator reads (what carrying the rest of the
-  row through it costs);
+  row through it costs; the operator carries it packed as one binary column, `RowBytes`);
 - `operator_routed`: the operator on rows whose line items are replaced by the split topics' JSON
   of the order, made before it.
 

@@ -79,9 +79,14 @@ public final class OrderRepeats
      */
     public static final int BUCKETS = 4096;
     private static final String BUCKET_COLUMN = "_order_bucket";
-    /** The columns the operator reads; the others cross it packed ({@link #apply}). */
+    // The columns the operator reads; the others cross it packed ({@link #apply}).
+    private static final String ORDER_ID = "order_id";
+    private static final String KAFKA_TIMESTAMP = "timestamp";
+    private static final String PARTITION = "partition";
+    private static final String OFFSET = "offset";
+    private static final String INVALID_REASON = "dlq_reason";
     private static final Set<String> READ_COLUMNS =
-            Set.of("order_id", "timestamp", "partition", "offset", "dlq_reason");
+            Set.of(ORDER_ID, KAFKA_TIMESTAMP, PARTITION, OFFSET, INVALID_REASON);
     private static final String PACKED_COLUMN = "_passed_through";
 
     private final long horizonMs;
@@ -104,11 +109,11 @@ public final class OrderRepeats
         }
         this.horizonMs = horizonMs;
         this.recheckMs = Math.max(1L, horizonMs / 4);
-        this.timestampIdx = input.fieldIndex("timestamp");
-        this.partitionIdx = input.fieldIndex("partition");
-        this.offsetIdx = input.fieldIndex("offset");
-        this.invalidReasonIdx = input.fieldIndex("dlq_reason");
-        this.orderIdIdx = input.fieldIndex("order_id");
+        this.timestampIdx = input.fieldIndex(KAFKA_TIMESTAMP);
+        this.partitionIdx = input.fieldIndex(PARTITION);
+        this.offsetIdx = input.fieldIndex(OFFSET);
+        this.invalidReasonIdx = input.fieldIndex(INVALID_REASON);
+        this.orderIdIdx = input.fieldIndex(ORDER_ID);
         this.width = input.length();
     }
 
@@ -162,9 +167,9 @@ public final class OrderRepeats
         // The key is a column, not a function of the row: a key function would make Spark turn every
         // row into a Java Row once more just to compute it. An invalid row never touches state, so
         // its bucket only spreads it; the column is last, so the rows' fields keep their positions.
-        Column valid = functions.col("dlq_reason").isNull().and(functions.col("order_id").isNotNull());
-        Column key = functions.when(valid, bucket(functions.col("order_id")))
-                .otherwise(functions.pmod(functions.col("offset"), functions.lit(BUCKETS)));
+        Column valid = functions.col(INVALID_REASON).isNull().and(functions.col(ORDER_ID).isNotNull());
+        Column key = functions.when(valid, bucket(functions.col(ORDER_ID)))
+                .otherwise(functions.pmod(functions.col(OFFSET), functions.lit(BUCKETS)));
         KeyValueGroupedDataset<Long, Row> byBucket = rows.withColumn(BUCKET_COLUMN, key)
                 .groupBy(functions.col(BUCKET_COLUMN))
                 .as(Encoders.LONG(), Encoders.row(input.add(BUCKET_COLUMN, DataTypes.LongType, true)));
