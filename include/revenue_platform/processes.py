@@ -198,6 +198,7 @@ def terminate(
         os.kill(signal_pid or pid, first_signal)
     except ProcessLookupError:
         return False
+    _continue_stopped(members())
     _wait_until_none(members, grace_s, 0.2)
     leftovers = members()
     for leftover in leftovers:
@@ -210,6 +211,15 @@ def terminate(
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     return bool(leftovers)
+
+
+def _continue_stopped(pids: list[int]) -> None:
+    """SIGCONT the stopped ones among `pids`: a stopped process (SIGSTOP, a frozen driver) keeps a
+    SIGTERM pending and would only go at SIGKILL, after the whole grace period, without its shutdown
+    (flushing, removing its pid file). Continued, it handles the pending signal first."""
+    for stopped in filter(is_stopped, pids):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGCONT)
 
 
 def _wait_until_none(members: Callable[[], list[int]], seconds: float, poll_s: float) -> None:

@@ -77,3 +77,30 @@ def test_stopping_only_the_group_leaves_children_in_groups_of_their_own(tmp_path
         assert processes.is_alive(children["grouped-2"])
     finally:
         _kill(leader, *children.values())
+
+
+def test_a_stopped_process_is_continued_to_shut_down_on_its_signal(tmp_path: Path) -> None:
+    """A frozen process (SIGSTOP) keeps SIGTERM pending: `terminate` continues it, so it runs its own
+    shutdown within the grace period instead of waiting all of it out for SIGKILL."""
+    shut_down = tmp_path / "shut-down"
+    script = (
+        f"trap 'echo clean > {shut_down}; exit 0' TERM; echo > {tmp_path}/ready; while :; do sleep 0.1; done"
+    )
+    pid = processes.spawn_detached(["bash", "-c", script], tmp_path / "p.pid", tmp_path / "p.log")
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "ready").exists():
+            assert time.monotonic() < deadline, (tmp_path / "p.log").read_text()
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGSTOP)
+        while not processes.is_stopped(pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+        had_to_kill = processes.terminate(pid, 30.0)
+
+        assert not had_to_kill
+        assert shut_down.read_text().strip() == "clean"
+        assert not processes.is_alive(pid)
+    finally:
+        _kill(pid, *processes.group_members(pid))
