@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -92,7 +93,29 @@ def _fresh_for_the_session(service: _LocalService, data_dir: Path) -> Generator[
 @pytest.fixture(scope="session")
 def _kafka_broker_started_here() -> Iterator[bool]:
     with _fresh_for_the_session(LocalKafkaBroker(TEST_KAFKA), TEST_KAFKA.data_dir) as started_here:
-        yield started_here
+        try:
+            yield started_here
+        finally:
+            _close_spark_kafka_producers()
+
+
+def _close_spark_kafka_producers(session: SparkSession | None = None) -> None:
+    """Close the Kafka producers that Spark's Kafka sink keeps cached in the JVM (`session`'s, or the
+    active session's if there is one), while the broker still answers: once it is gone they log a
+    connection warning every second until the JVM exits. Called by whichever of the broker and the
+    SparkSession the test session stops first."""
+    if session is None:
+        if "pyspark.sql" not in sys.modules:
+            return
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is None:
+            return
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    producer_pool = getattr(jvm.org.apache.spark.sql.kafka010.producer, "InternalKafkaProducerPool$")
+    getattr(producer_pool, "MODULE$").reset()
 
 
 @pytest.fixture(scope="session")
@@ -184,6 +207,7 @@ def spark() -> Iterator[SparkSession]:
     try:
         yield session
     finally:
+        _close_spark_kafka_producers(session)
         session.stop()
 
 
