@@ -12,6 +12,8 @@ offline and reproducibly; a lake on an object store adds Hadoop's S3A jars from 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -23,7 +25,7 @@ DEFAULT_SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark-jars"
 SPARK_S3_JARS_DIR_ENV = "SPARK_S3_JARS_DIR"
 DEFAULT_SPARK_S3_JARS_DIR = REPO_ROOT / ".jvm" / "spark-s3"
 DRIVER_CLASS_ARCHIVE_ENV = "SPARK_DRIVER_CLASS_ARCHIVE"
-DEFAULT_DRIVER_CLASS_ARCHIVE = REPO_ROOT / ".jvm" / "class-archive" / "spark-driver.jsa"
+DRIVER_CLASS_ARCHIVE_DIR = REPO_ROOT / ".jvm" / "class-archive"
 
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
@@ -115,11 +117,41 @@ def object_store_jar_paths(jar_dir: Path | None = None) -> list[str]:
     return jars
 
 
+def drivers_java() -> Path | None:
+    """The `java` a Spark driver starts with: spark-submit's choice (and pyspark's, for a session this
+    process starts), $JAVA_HOME/bin/java when JAVA_HOME is set, else the one on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        return Path(java_home) / "bin" / "java"
+    found = shutil.which("java")
+    return Path(found) if found else None
+
+
+def java_feature_version(java: Path) -> int | None:
+    """The JDK's feature version (17, 21, 25) from the `release` file next to its `bin/`, without
+    starting a JVM; None when there is no such file."""
+    release = java.resolve().parent.parent / "release"
+    try:
+        text = release.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r'^JAVA_VERSION="(?:1\.)?(\d+)', text, flags=re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
 def driver_class_archive() -> Path:
-    """``$SPARK_DRIVER_CLASS_ARCHIVE`` if set, else ``<repo>/.jvm/class-archive/spark-driver.jsa``
-    (written by `make jvm`: revenue_platform.local_stack.class_archive)."""
+    """``$SPARK_DRIVER_CLASS_ARCHIVE`` if set, else the archive `make jvm` writes for the driver's JDK:
+    ``<repo>/.jvm/class-archive/spark-driver-jdk<N>.jsa`` (revenue_platform.local_stack.class_archive).
+
+    One file per JDK feature version: a JVM maps only an archive its own build wrote, so drivers on
+    JDK 17 and JDK 25 on one machine (JAVA_HOME chooses; docs/local-stack.md) each keep theirs."""
     from_env = os.environ.get(DRIVER_CLASS_ARCHIVE_ENV)
-    return Path(from_env) if from_env else DEFAULT_DRIVER_CLASS_ARCHIVE
+    if from_env:
+        return Path(from_env)
+    java = drivers_java()
+    version = java_feature_version(java) if java is not None else None
+    name = f"spark-driver-jdk{version if version is not None else ''}.jsa"
+    return DRIVER_CLASS_ARCHIVE_DIR / name
 
 
 def driver_class_archive_options(archive: Path | None = None) -> str:

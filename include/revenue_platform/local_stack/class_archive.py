@@ -6,14 +6,14 @@ loaded into an archive (`-XX:ArchiveClassesAtExit`) that later JVMs with the sam
 instead (`-XX:SharedArchiveFile`, which `spark_apps.engine.session.driver_class_archive_options`
 adds to every driver started on this machine). The archive is written once, by a training run of
 `spark_apps/class_archive_training_job.py`, and again whenever a jar it was made from or the JDK is
-newer than it. It is an optimisation only: a driver without it, or with a stale one, starts as
-before (the JVM checks the classpath and says when it refuses the archive).
+newer than it. There is one archive per JDK feature version (`driver_class_archive`): run `make
+jvm` with the JAVA_HOME the drivers use. It is an optimisation only: a driver without it, or with a
+stale one, starts as before (the JVM checks the classpath and says when it refuses the archive).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -23,9 +23,11 @@ from pathlib import Path
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.paths import SPARK_APPS_DIR, SPARK_JARS_DIR
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.engine.session import driver_class_archive
+from spark_apps.engine.session import DRIVER_CLASS_ARCHIVE_DIR, driver_class_archive, drivers_java
 
 TRAINING_JOB = "class_archive_training_job.py"
+# Where `make jvm` wrote the one archive before archives were kept per JDK; ~200 MB nothing maps any more.
+SINGLE_ARCHIVE_OF_OLD = DRIVER_CLASS_ARCHIVE_DIR / "spark-driver.jsa"
 # The training run is a few seconds of Spark work after a cold start; far more means something hangs.
 TRAINING_TIMEOUT_S = 600
 
@@ -34,21 +36,11 @@ def _newest_mtime(paths: Iterable[Path]) -> float:
     return max((path.stat().st_mtime for path in paths if path.exists()), default=0.0)
 
 
-def _drivers_java() -> Path | None:
-    """The `java` a Spark driver starts with: spark-submit's choice, $JAVA_HOME/bin/java when
-    JAVA_HOME is set, else the one on PATH. An archive is only valid for the JVM that wrote it."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        return Path(java_home) / "bin" / "java"
-    found = shutil.which("java")
-    return Path(found) if found else None
-
-
 def archive_inputs() -> list[Path]:
     """What the archive is made from: Spark's jars, the connector jars, the JDK, the training job."""
     from revenue_platform.local_stack.jvm import pyspark_jars_dir
 
-    java = _drivers_java()
+    java = drivers_java()
     jdk = [java.resolve()] if java else []
     return [
         *pyspark_jars_dir().glob("*.jar"),
@@ -108,6 +100,8 @@ def build_driver_class_archive(force: bool = False, archive: Path | None = None)
             f"without it, only slower to start. Its output:\n{(done.stdout + done.stderr)[-4000:]}"
         )
     os.replace(staged, target)
+    if target != SINGLE_ARCHIVE_OF_OLD:
+        SINGLE_ARCHIVE_OF_OLD.unlink(missing_ok=True)
     size_mib = target.stat().st_size / 2**20
     print(f"[jvm] {target.name}: {size_mib:.0f} MiB in {time.monotonic() - started:.0f} s", flush=True)
     return True

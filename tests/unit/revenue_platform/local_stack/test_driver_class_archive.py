@@ -108,3 +108,61 @@ def test_the_reprocess_job_s_driver_maps_the_archive_through_its_spark_conf(arch
     assert driver_class_archive_conf() == {}
     archive.write_bytes(b"archive")
     assert f"-XX:SharedArchiveFile={archive}" in driver_class_archive_conf()["spark.driver.extraJavaOptions"]
+
+
+def _fake_jdk(root: Path, release: str | None) -> Path:
+    java = root / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("")
+    if release is not None:
+        (root / "release").write_text(release)
+    return root
+
+
+def test_drivers_on_different_jdks_each_map_their_own_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JVM maps only an archive its own build wrote: JDK 17 and JDK 25 drivers on one machine
+    (JAVA_HOME chooses spark-submit's java) must not share, or rewrite each other's, archive."""
+    from spark_apps.engine import session
+
+    monkeypatch.delenv(DRIVER_CLASS_ARCHIVE_ENV, raising=False)
+    monkeypatch.setattr(session, "DRIVER_CLASS_ARCHIVE_DIR", tmp_path / "class-archive")
+    jdk17 = _fake_jdk(tmp_path / "jdk17", 'IMPLEMENTOR="Debian"\nJAVA_VERSION="17.0.15"\n')
+    jdk25 = _fake_jdk(tmp_path / "jdk25", 'JAVA_VERSION="25.0.3"\nJAVA_RUNTIME_VERSION="25.0.3+9-LTS"\n')
+    monkeypatch.setenv("JAVA_HOME", str(jdk17))
+    assert driver_class_archive() == tmp_path / "class-archive" / "spark-driver-jdk17.jsa"
+    monkeypatch.setenv("JAVA_HOME", str(jdk25))
+    archive_25 = driver_class_archive()
+    assert archive_25 == tmp_path / "class-archive" / "spark-driver-jdk25.jsa"
+    archive_25.parent.mkdir()
+    archive_25.write_bytes(b"archive")
+    assert (
+        f"-XX:SharedArchiveFile={archive_25}"
+        in _driver_java_options(spark_submit_command("orders_streaming_app.py", [])).split()
+    )
+    monkeypatch.setenv("JAVA_HOME", str(jdk17))  # JDK 17's archive is not written yet: no option
+    no_archive_yet = _driver_java_options(spark_submit_command("orders_streaming_app.py", []))
+    assert "SharedArchiveFile" not in no_archive_yet
+
+
+def test_a_jdk_s_feature_version_comes_from_its_release_file(tmp_path: Path) -> None:
+    from spark_apps.engine.session import java_feature_version
+
+    assert java_feature_version(_fake_jdk(tmp_path / "a", 'JAVA_VERSION="21.0.4"\n') / "bin" / "java") == 21
+    assert java_feature_version(_fake_jdk(tmp_path / "b", 'JAVA_VERSION="1.8.0_402"\n') / "bin" / "java") == 8
+    assert java_feature_version(_fake_jdk(tmp_path / "c", None) / "bin" / "java") is None
+    # A JDK without a release file still gets an archive, under a name no versioned one uses.
+    assert java_feature_version(_fake_jdk(tmp_path / "d", "garbage") / "bin" / "java") is None
+
+
+def test_the_real_jdk_s_archive_is_named_by_its_version() -> None:
+    from spark_apps.engine.session import drivers_java, java_feature_version
+
+    java = drivers_java()
+    assert java is not None
+    version = java_feature_version(java)
+    assert version is not None
+    assert version >= 17
+    if not os.environ.get(DRIVER_CLASS_ARCHIVE_ENV):
+        assert driver_class_archive().name == f"spark-driver-jdk{version}.jsa"
