@@ -139,23 +139,43 @@ def java_feature_version(java: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def driver_class_archive() -> Path:
+# The class archive is for JDK 17-23. From JDK 24 on, a driver given a dynamic archive logs "[error][cds]"
+# lines at every start (Spark's launcher passes module options, --add-modules and
+# --enable-native-access, that the JDK's own base archive was dumped without), and on JDK 25 it did
+# not help where it counts: live 20,000/s p99 21.4-37.6 s with it (median of four 29.0 s) against
+# 25.3 and 25.8 s without it in the same 20 minutes, although it started ~5 s sooner
+# (docs/performance.md, stop 42).
+LAST_JDK_WITH_CLASS_ARCHIVE = 23
+
+
+def class_archive_helps(java: Path | None) -> bool:
+    """Whether drivers on `java` get a class archive: a JDK up to LAST_JDK_WITH_CLASS_ARCHIVE, or one
+    whose version is unknown (the JVM refuses a foreign archive)."""
+    version = java_feature_version(java) if java is not None else None
+    return version is None or version <= LAST_JDK_WITH_CLASS_ARCHIVE
+
+
+def driver_class_archive() -> Path | None:
     """``$SPARK_DRIVER_CLASS_ARCHIVE`` if set, else the archive `make jvm` writes for the driver's JDK:
-    ``<repo>/.jvm/class-archive/spark-driver-jdk<N>.jsa`` (revenue_platform.local_stack.class_archive).
+    ``<repo>/.jvm/class-archive/spark-driver-jdk<N>.jsa`` (revenue_platform.local_stack.class_archive),
+    None for a JDK it does not help (`class_archive_helps`).
 
     One file per JDK feature version: a JVM maps only an archive its own build wrote, so drivers on
-    JDK 17 and JDK 25 on one machine (JAVA_HOME chooses; docs/local-stack.md) each keep theirs."""
+    JDK 17 and JDK 21 on one machine (JAVA_HOME chooses; docs/local-stack.md) each keep theirs."""
     from_env = os.environ.get(DRIVER_CLASS_ARCHIVE_ENV)
     if from_env:
         return Path(from_env)
     java = drivers_java()
+    if not class_archive_helps(java):
+        return None
     version = java_feature_version(java) if java is not None else None
     name = f"spark-driver-jdk{version if version is not None else ''}.jsa"
     return DRIVER_CLASS_ARCHIVE_DIR / name
 
 
 def driver_class_archive_options(archive: Path | None = None) -> str:
-    """JVM options for a driver started on this machine: map the class archive, when there is one.
+    """JVM options for a driver started on this machine: map the class archive, when there is one
+    and the driver's JDK is one it helps (`class_archive_helps`).
 
     A driver then maps ~16,000 classes of Spark, Delta and the Kafka connector from the archive
     instead of loading and verifying them from the jars: a trivial Spark + Delta driver starts in
@@ -165,7 +185,7 @@ def driver_class_archive_options(archive: Path | None = None) -> str:
     archive too.
     """
     path = archive if archive is not None else driver_class_archive()
-    if not path.is_file():
+    if path is None or not path.is_file():
         return ""
     return f"-XX:SharedArchiveFile={path} -Xlog:disable -Xlog:all=warning:stderr"
 

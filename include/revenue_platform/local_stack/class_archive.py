@@ -7,8 +7,9 @@ instead (`-XX:SharedArchiveFile`, which `spark_apps.engine.session.driver_class_
 adds to every driver started on this machine). The archive is written once, by a training run of
 `spark_apps/class_archive_training_job.py`, and again whenever a jar it was made from or the JDK is
 newer than it. There is one archive per JDK feature version (`driver_class_archive`): run `make
-jvm` with the JAVA_HOME the drivers use. It is an optimisation only: a driver without it, or with a
-stale one, starts as before (the JVM checks the classpath and says when it refuses the archive).
+jvm` with the JAVA_HOME the drivers use. JDK 24 and newer get none (`class_archive_helps`). It is
+an optimisation only: a driver without it, or with a stale one, starts as before (the JVM checks
+the classpath and says when it refuses the archive).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from pathlib import Path
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.paths import SPARK_APPS_DIR, SPARK_JARS_DIR
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.engine.session import DRIVER_CLASS_ARCHIVE_DIR, driver_class_archive, drivers_java
+from spark_apps.engine.session import (
+    DRIVER_CLASS_ARCHIVE_DIR,
+    LAST_JDK_WITH_CLASS_ARCHIVE,
+    driver_class_archive,
+    drivers_java,
+)
 
 TRAINING_JOB = "class_archive_training_job.py"
 # Where `make jvm` wrote the one archive before archives were kept per JDK; ~200 MB nothing maps any more.
@@ -62,6 +68,13 @@ def build_driver_class_archive(force: bool = False, archive: Path | None = None)
     meanwhile maps the old one or none, never half of one.
     """
     target = archive if archive is not None else driver_class_archive()
+    if target is None:
+        print(
+            f"[jvm] no class archive for the driver's JDK ({drivers_java()}): one helps drivers on JDK 17-"
+            f"{LAST_JDK_WITH_CLASS_ARCHIVE} only (spark_apps.engine.session.class_archive_helps)",
+            flush=True,
+        )
+        return False
     if not force and archive_is_current(target, archive_inputs()):
         print(f"[jvm] {target.name} is up to date", flush=True)
         return False
