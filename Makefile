@@ -11,7 +11,8 @@ STACK       := $(PYTHON) -m revenue_platform.local_stack
 INSTALLED   := $(VENV)/.installed
 # One stamp per JAVA_HOME: the driver's class archive is per JDK, so a driver JDK chosen with
 # JAVA_HOME (docs/local-stack.md) gets its archive from the first target that needs the jars.
-JVM_STAMP   := .jvm/.fetched$(if $(JAVA_HOME),-$(subst /,_,$(abspath $(JAVA_HOME))))
+# (A checksum of the path, so a JAVA_HOME with spaces or quotes still names one file.)
+JVM_STAMP   := .jvm/.fetched$(if $(JAVA_HOME),-$(shell printf '%s' '$(subst ','"'"',$(JAVA_HOME))' | cksum | cut -d' ' -f1))
 OBJECT_STORE_STAMP := .jvm/.object-store-fetched
 PYTEST_ARGS ?=
 # The import map of docs/architecture.md, as tests (run by `make lint`): the layers of the project,
@@ -52,7 +53,7 @@ install: $(INSTALLED) ## Create .venv and install the pinned Python packages
 # The order validator's JVM fast path: compiled by `make jvm` into .jvm/spark-jars/order-validator.jar.
 ORDER_VALIDATOR_SOURCES := $(shell find include/jvm/order-validator/src -name '*.java')
 
-$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml $(ORDER_VALIDATOR_SOURCES) spark_apps/class_archive_training_job.py include/revenue_platform/local_stack/class_archive.py
+$(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml $(ORDER_VALIDATOR_SOURCES) spark_apps/class_archive_training_job.py include/revenue_platform/local_stack/class_archive.py spark_apps/engine/session.py
 	@$(STACK) jvm
 	@touch $@
 

@@ -11,6 +11,7 @@ offline and reproducibly; a lake on an object store adds Hadoop's S3A jars from 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -127,15 +128,20 @@ def drivers_java() -> Path | None:
     return Path(found) if found else None
 
 
-def java_feature_version(java: Path) -> int | None:
-    """The JDK's feature version (17, 21, 25) from the `release` file next to its `bin/`, without
-    starting a JVM; None when there is no such file."""
+def jdk_release(java: Path) -> dict[str, str]:
+    """The `release` file next to the JDK's `bin/` (JAVA_VERSION, JAVA_RUNTIME_VERSION, IMPLEMENTOR...),
+    read without starting a JVM; empty when there is none (a JRE without one, a version manager's shim)."""
     release = java.resolve().parent.parent / "release"
     try:
         text = release.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return None
-    match = re.search(r'^JAVA_VERSION="(?:1\.)?(\d+)', text, flags=re.MULTILINE)
+        return {}
+    return dict(re.findall(r'^([A-Z_]+)="([^"]*)"', text, flags=re.MULTILINE))
+
+
+def java_feature_version(java: Path) -> int | None:
+    """The JDK's feature version (17, 21, 25) from its `release` file; None when unknown."""
+    match = re.match(r"(?:1\.)?(\d+)", jdk_release(java).get("JAVA_VERSION", ""))
     return int(match.group(1)) if match else None
 
 
@@ -149,28 +155,33 @@ LAST_JDK_WITH_CLASS_ARCHIVE = 23
 
 
 def class_archive_helps(java: Path | None) -> bool:
-    """Whether drivers on `java` get a class archive: a JDK up to LAST_JDK_WITH_CLASS_ARCHIVE, or one
-    whose version is unknown (the JVM refuses a foreign archive)."""
+    """Whether drivers on `java` get a class archive: a JDK whose `release` file says 17 up to
+    LAST_JDK_WITH_CLASS_ARCHIVE. One whose version is unknown gets none: it may be 24 or newer."""
     version = java_feature_version(java) if java is not None else None
-    return version is None or version <= LAST_JDK_WITH_CLASS_ARCHIVE
+    return version is not None and version <= LAST_JDK_WITH_CLASS_ARCHIVE
 
 
 def driver_class_archive() -> Path | None:
-    """``$SPARK_DRIVER_CLASS_ARCHIVE`` if set, else the archive `make jvm` writes for the driver's JDK:
-    ``<repo>/.jvm/class-archive/spark-driver-jdk<N>.jsa`` (revenue_platform.local_stack.class_archive),
-    None for a JDK it does not help (`class_archive_helps`).
+    """``$SPARK_DRIVER_CLASS_ARCHIVE`` if set, else the archive `make jvm` writes for the driver's JDK
+    (revenue_platform.local_stack.class_archive), ``<repo>/.jvm/class-archive/spark-driver-jdk<N>-
+    <build>.jsa``; None for a JDK it does not help (`class_archive_helps`).
 
-    One file per JDK feature version: a JVM maps only an archive its own build wrote, so drivers on
-    JDK 17 and JDK 21 on one machine (JAVA_HOME chooses; docs/local-stack.md) each keep theirs."""
+    A JVM maps only an archive its own build wrote, so the name carries the JDK's build: drivers on
+    JDK 17 and JDK 21 on one machine (JAVA_HOME chooses; docs/local-stack.md) each keep theirs, and a
+    JDK upgraded in place (a new JAVA_RUNTIME_VERSION) gets a new one rather than one its mtime
+    wrongly calls current."""
     from_env = os.environ.get(DRIVER_CLASS_ARCHIVE_ENV)
     if from_env:
         return Path(from_env)
     java = drivers_java()
-    if not class_archive_helps(java):
+    if java is None or not class_archive_helps(java):
         return None
-    version = java_feature_version(java) if java is not None else None
-    name = f"spark-driver-jdk{version if version is not None else ''}.jsa"
-    return DRIVER_CLASS_ARCHIVE_DIR / name
+    release = jdk_release(java)
+    build = "|".join(
+        [release.get("IMPLEMENTOR", ""), release.get("JAVA_RUNTIME_VERSION", ""), str(java.resolve())]
+    )
+    tag = hashlib.sha256(build.encode()).hexdigest()[:10]
+    return DRIVER_CLASS_ARCHIVE_DIR / f"spark-driver-jdk{java_feature_version(java)}-{tag}.jsa"
 
 
 def driver_class_archive_options(archive: Path | None = None) -> str:

@@ -6,10 +6,10 @@ loaded into an archive (`-XX:ArchiveClassesAtExit`) that later JVMs with the sam
 instead (`-XX:SharedArchiveFile`, which `spark_apps.engine.session.driver_class_archive_options`
 adds to every driver started on this machine). The archive is written once, by a training run of
 `spark_apps/class_archive_training_job.py`, and again whenever a jar it was made from or the JDK is
-newer than it. There is one archive per JDK feature version (`driver_class_archive`): run `make
-jvm` with the JAVA_HOME the drivers use. JDK 24 and newer get none (`class_archive_helps`). It is
-an optimisation only: a driver without it, or with a stale one, starts as before (the JVM checks
-the classpath and says when it refuses the archive).
+newer than it. There is one archive per JDK build (`driver_class_archive`): run `make jvm` with the
+JAVA_HOME the drivers use. JDK 24 and newer get none (`class_archive_helps`). It is an optimisation
+only: a driver without it, or with a stale one, starts as before (the JVM checks the classpath and
+says when it refuses the archive).
 """
 
 from __future__ import annotations
@@ -32,14 +32,27 @@ from spark_apps.engine.session import (
 )
 
 TRAINING_JOB = "class_archive_training_job.py"
-# Where `make jvm` wrote the one archive before archives were kept per JDK; ~200 MB nothing maps any more.
-SINGLE_ARCHIVE_OF_OLD = DRIVER_CLASS_ARCHIVE_DIR / "spark-driver.jsa"
 # The training run is a few seconds of Spark work after a cold start; far more means something hangs.
 TRAINING_TIMEOUT_S = 600
 
 
 def _newest_mtime(paths: Iterable[Path]) -> float:
     return max((path.stat().st_mtime for path in paths if path.exists()), default=0.0)
+
+
+def superseded_archives(target: Path) -> list[Path]:
+    """Archives `target` replaces (~200 MB each, nothing maps them any more): the one archive `make jvm`
+    wrote before archives were kept per JDK, and other builds of the same JDK feature version (the
+    JDK upgraded in place, or another vendor's). One archive per feature version stays on disk."""
+    if target.parent != DRIVER_CLASS_ARCHIVE_DIR:
+        return []
+    feature = target.name.split("-")[2]  # spark-driver-jdk<N>-<build>.jsa
+    candidates = [
+        DRIVER_CLASS_ARCHIVE_DIR / "spark-driver.jsa",
+        DRIVER_CLASS_ARCHIVE_DIR / f"spark-driver-{feature}.jsa",
+        *DRIVER_CLASS_ARCHIVE_DIR.glob(f"spark-driver-{feature}-*.jsa"),
+    ]
+    return [path for path in candidates if path != target and path.is_file()]
 
 
 def archive_inputs() -> list[Path]:
@@ -71,7 +84,8 @@ def build_driver_class_archive(force: bool = False, archive: Path | None = None)
     if target is None:
         print(
             f"[jvm] no class archive for the driver's JDK ({drivers_java()}): one helps drivers on JDK 17-"
-            f"{LAST_JDK_WITH_CLASS_ARCHIVE} only (spark_apps.engine.session.class_archive_helps)",
+            f"{LAST_JDK_WITH_CLASS_ARCHIVE} only, told by the JDK's `release` file "
+            "(spark_apps.engine.session.class_archive_helps)",
             flush=True,
         )
         return False
@@ -113,8 +127,8 @@ def build_driver_class_archive(force: bool = False, archive: Path | None = None)
             f"without it, only slower to start. Its output:\n{(done.stdout + done.stderr)[-4000:]}"
         )
     os.replace(staged, target)
-    if target != SINGLE_ARCHIVE_OF_OLD:
-        SINGLE_ARCHIVE_OF_OLD.unlink(missing_ok=True)
+    for superseded in superseded_archives(target):
+        superseded.unlink(missing_ok=True)
     size_mib = target.stat().st_size / 2**20
     print(f"[jvm] {target.name}: {size_mib:.0f} MiB in {time.monotonic() - started:.0f} s", flush=True)
     return True

@@ -4,7 +4,6 @@ archive it wrote is one the JVM accepts for the classpath Spark's drivers really
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from spark_apps.engine.session import (
     DRIVER_CLASS_ARCHIVE_ENV,
     driver_class_archive,
     driver_class_archive_options,
+    drivers_java,
 )
 
 
@@ -85,17 +85,18 @@ def test_the_test_session_s_driver_accepts_make_jvm_s_archive(spark: SparkSessio
     """`-Xshare:on` makes the JVM fail instead of quietly starting without the archive: with the
     classpath of the running driver, the archive make jvm wrote must be accepted."""
     archive = driver_class_archive()
-    assert archive is not None, "the test session's JDK is one a class archive helps (17)"
+    if archive is None:  # `make test` under a JAVA_HOME of JDK 24+ (docs/local-stack.md)
+        pytest.skip(f"drivers on {drivers_java()} get no class archive (class_archive_helps)")
     assert archive.is_file(), "make jvm writes the driver's class archive"
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert f"-XX:SharedArchiveFile={archive}" in arguments
     classpath = jvm.System.getProperty("java.class.path")
-    java = shutil.which("java")
+    java = drivers_java()  # the JDK the test session's driver runs on, which wrote the archive
     assert java is not None
     done = subprocess.run(
-        [java, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath, "-version"],
+        [str(java), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath, "-version"],
         capture_output=True,
         text=True,
         check=False,
@@ -124,27 +125,88 @@ def test_drivers_on_different_jdks_each_map_their_own_archive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A JVM maps only an archive its own build wrote: JDK 17 and JDK 21 drivers on one machine
-    (JAVA_HOME chooses spark-submit's java) must not share, or rewrite each other's, archive."""
+    (JAVA_HOME chooses spark-submit's java), and two builds of JDK 17, must not share an archive, or
+    find another's current by its mtime."""
     from spark_apps.engine import session
 
     monkeypatch.delenv(DRIVER_CLASS_ARCHIVE_ENV, raising=False)
     monkeypatch.setattr(session, "DRIVER_CLASS_ARCHIVE_DIR", tmp_path / "class-archive")
-    jdk17 = _fake_jdk(tmp_path / "jdk17", 'IMPLEMENTOR="Debian"\nJAVA_VERSION="17.0.15"\n')
+    debian17 = _fake_jdk(tmp_path / "debian17", 'IMPLEMENTOR="Debian"\nJAVA_VERSION="17.0.15"\n')
+    temurin17 = _fake_jdk(tmp_path / "temurin17", 'IMPLEMENTOR="Eclipse Adoptium"\nJAVA_VERSION="17.0.15"\n')
     jdk21 = _fake_jdk(tmp_path / "jdk21", 'JAVA_VERSION="21.0.4"\nJAVA_RUNTIME_VERSION="21.0.4+7-LTS"\n')
-    monkeypatch.setenv("JAVA_HOME", str(jdk17))
-    assert driver_class_archive() == tmp_path / "class-archive" / "spark-driver-jdk17.jsa"
+    names = {}
+    for jdk in (debian17, temurin17, jdk21):
+        monkeypatch.setenv("JAVA_HOME", str(jdk))
+        archive = driver_class_archive()
+        assert archive is not None
+        assert archive.parent == tmp_path / "class-archive"
+        names[jdk.name] = archive.name
+    assert names["debian17"].startswith("spark-driver-jdk17-")
+    assert names["temurin17"].startswith("spark-driver-jdk17-")
+    assert names["jdk21"].startswith("spark-driver-jdk21-")
+    assert len(set(names.values())) == 3
+    # An in-place upgrade (same path, a new JAVA_RUNTIME_VERSION) names a new archive.
+    (jdk21 / "release").write_text('JAVA_VERSION="21.0.5"\nJAVA_RUNTIME_VERSION="21.0.5+11-LTS"\n')
     monkeypatch.setenv("JAVA_HOME", str(jdk21))
     archive_21 = driver_class_archive()
-    assert archive_21 == tmp_path / "class-archive" / "spark-driver-jdk21.jsa"
+    assert archive_21 is not None
+    assert archive_21.name != names["jdk21"]
     archive_21.parent.mkdir()
     archive_21.write_bytes(b"archive")
     assert (
         f"-XX:SharedArchiveFile={archive_21}"
         in _driver_java_options(spark_submit_command("orders_streaming_app.py", [])).split()
     )
-    monkeypatch.setenv("JAVA_HOME", str(jdk17))  # JDK 17's archive is not written yet: no option
+    monkeypatch.setenv("JAVA_HOME", str(debian17))  # JDK 17's archive is not written yet: no option
     no_archive_yet = _driver_java_options(spark_submit_command("orders_streaming_app.py", []))
     assert "SharedArchiveFile" not in no_archive_yet
+
+
+def test_a_new_archive_replaces_the_old_ones_of_its_feature_version_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.local_stack import class_archive
+
+    folder = tmp_path / "class-archive"
+    folder.mkdir()
+    monkeypatch.setattr(class_archive, "DRIVER_CLASS_ARCHIVE_DIR", folder)
+    files = {
+        name: folder / name
+        for name in (
+            "spark-driver.jsa",  # the single archive of old
+            "spark-driver-jdk17.jsa",  # one per feature version, before builds were told apart
+            "spark-driver-jdk17-aaaaaaaaaa.jsa",  # JDK 17 before an upgrade
+            "spark-driver-jdk17-bbbbbbbbbb.jsa",  # the new one
+            "spark-driver-jdk21-cccccccccc.jsa",  # another JDK's: kept
+        )
+    }
+    for path in files.values():
+        path.write_bytes(b"archive")
+    superseded = class_archive.superseded_archives(files["spark-driver-jdk17-bbbbbbbbbb.jsa"])
+    assert sorted(path.name for path in superseded) == [
+        "spark-driver-jdk17-aaaaaaaaaa.jsa",
+        "spark-driver-jdk17.jsa",
+        "spark-driver.jsa",
+    ]
+    assert class_archive.superseded_archives(tmp_path / "elsewhere" / "mine.jsa") == []
+
+
+@pytest.mark.parametrize(
+    ("release", "gets_one"),
+    [
+        ('JAVA_VERSION="17.0.15"\n', True),
+        ('JAVA_VERSION="23.0.2"\n', True),
+        ('JAVA_VERSION="24.0.1"\n', False),
+        ('JAVA_VERSION="25.0.3"\n', False),
+        (None, False),  # no release file (a JRE without one, a version manager's shim): may be 24+
+    ],
+)
+def test_which_jdks_get_a_class_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: str | None, gets_one: bool
+) -> None:
+    monkeypatch.delenv(DRIVER_CLASS_ARCHIVE_ENV, raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(_fake_jdk(tmp_path / "jdk", release)))
+    assert (driver_class_archive() is not None) is gets_one
 
 
 def test_a_driver_on_jdk_25_gets_no_archive_unless_one_is_named(
@@ -178,11 +240,12 @@ def test_a_jdk_s_feature_version_comes_from_its_release_file(tmp_path: Path) -> 
     assert java_feature_version(_fake_jdk(tmp_path / "a", 'JAVA_VERSION="21.0.4"\n') / "bin" / "java") == 21
     assert java_feature_version(_fake_jdk(tmp_path / "b", 'JAVA_VERSION="1.8.0_402"\n') / "bin" / "java") == 8
     assert java_feature_version(_fake_jdk(tmp_path / "c", None) / "bin" / "java") is None
-    # A JDK without a release file still gets an archive, under a name no versioned one uses.
     assert java_feature_version(_fake_jdk(tmp_path / "d", "garbage") / "bin" / "java") is None
 
 
-def test_the_real_jdk_s_archive_is_named_by_its_version() -> None:
+def test_this_machine_s_jdk_tells_its_version_by_its_release_file() -> None:
+    """The fakes above stand for real JDKs' `release` files: the JDK running the tests has one that
+    says 17 or newer (Spark 4's minimum), through the symlinks a Debian `java` on PATH goes through."""
     from spark_apps.engine.session import drivers_java, java_feature_version
 
     java = drivers_java()
@@ -190,8 +253,3 @@ def test_the_real_jdk_s_archive_is_named_by_its_version() -> None:
     version = java_feature_version(java)
     assert version is not None
     assert version >= 17
-    if not os.environ.get(DRIVER_CLASS_ARCHIVE_ENV):
-        archive = driver_class_archive()
-        assert (archive.name if archive else None) == (
-            f"spark-driver-jdk{version}.jsa" if version < 24 else None
-        )
