@@ -139,10 +139,14 @@ def jdk_release(java: Path) -> dict[str, str]:
     return dict(re.findall(r'^([A-Z_]+)="([^"]*)"', text, flags=re.MULTILINE))
 
 
+def _feature_version(release: Mapping[str, str]) -> int | None:
+    match = re.match(r"(?:1\.)?(\d+)", release.get("JAVA_VERSION", ""))
+    return int(match.group(1)) if match else None
+
+
 def java_feature_version(java: Path) -> int | None:
     """The JDK's feature version (17, 21, 25) from its `release` file; None when unknown."""
-    match = re.match(r"(?:1\.)?(\d+)", jdk_release(java).get("JAVA_VERSION", ""))
-    return int(match.group(1)) if match else None
+    return _feature_version(jdk_release(java))
 
 
 # The class archive is for JDK 17-23. From JDK 24 on, a driver given a dynamic archive logs "[error][cds]"
@@ -157,7 +161,10 @@ LAST_JDK_WITH_CLASS_ARCHIVE = 23
 def class_archive_helps(java: Path | None) -> bool:
     """Whether drivers on `java` get a class archive: a JDK whose `release` file says 17 up to
     LAST_JDK_WITH_CLASS_ARCHIVE. One whose version is unknown gets none: it may be 24 or newer."""
-    version = java_feature_version(java) if java is not None else None
+    return _archive_helps(_feature_version(jdk_release(java)) if java is not None else None)
+
+
+def _archive_helps(version: int | None) -> bool:
     return version is not None and version <= LAST_JDK_WITH_CLASS_ARCHIVE
 
 
@@ -174,14 +181,17 @@ def driver_class_archive() -> Path | None:
     if from_env:
         return Path(from_env)
     java = drivers_java()
-    if java is None or not class_archive_helps(java):
+    if java is None:
         return None
-    release = jdk_release(java)
+    release = jdk_release(java)  # read once: the version decides, the build names
+    version = _feature_version(release)
+    if not _archive_helps(version):
+        return None
     build = "|".join(
         [release.get("IMPLEMENTOR", ""), release.get("JAVA_RUNTIME_VERSION", ""), str(java.resolve())]
     )
     tag = hashlib.sha256(build.encode()).hexdigest()[:10]
-    return DRIVER_CLASS_ARCHIVE_DIR / f"spark-driver-jdk{java_feature_version(java)}-{tag}.jsa"
+    return DRIVER_CLASS_ARCHIVE_DIR / f"spark-driver-jdk{version}-{tag}.jsa"
 
 
 def driver_class_archive_options(archive: Path | None = None) -> str:
