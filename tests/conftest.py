@@ -45,6 +45,9 @@ TEST_KAFKA = KafkaBrokerSettings(
     controller_port=int(os.environ.get("TEST_KAFKA_CONTROLLER_PORT", "19093")),
     data_dir=TEST_STATE_DIR / "kafka",
     heap="768m",
+    # Fixtures carry fixed dates as Kafka timestamps: keep them whatever the calendar says
+    # (docs/testing.md, "Dates in test data").
+    retention_ms=-1,
 )
 TEST_OBJECT_STORE = ObjectStoreSettings(
     port=int(os.environ.get("TEST_OBJECT_STORE_PORT", "19400")), data_dir=TEST_STATE_DIR / "object-store"

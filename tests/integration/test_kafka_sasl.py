@@ -76,6 +76,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroke
         data_dir=tmp_path_factory.mktemp("sasl-kafka"),
         heap="512m",
         sasl=sasl,
+        retention_ms=-1,  # as the session's broker: test records never age out (docs/testing.md)
     )
     broker = LocalKafkaBroker(settings)
     try:

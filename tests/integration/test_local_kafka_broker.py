@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import psutil
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from revenue_platform import processes
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_stack.kafka_broker import (
+    FIRST_RETENTION_CHECK_MS,
+    RETENTION_CHECK_INTERVAL_MS,
     KafkaBrokerSettings,
     LocalKafkaBroker,
     broker_answers_metadata,
 )
+from revenue_platform.orders_generator import GeneratedRecord, produce
+from tests.kafka_helpers import create_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
 
@@ -48,3 +55,36 @@ def test_a_port_in_use_is_reported_before_starting(kafka_bootstrap: str, tmp_pat
     with pytest.raises(PrerequisiteError, match=f"Port {taken_port} is already in use"):
         broker.start()
     assert broker.pid() is None
+
+
+def test_the_test_broker_keeps_records_dated_a_year_before_the_run(
+    kafka_bootstrap: str, kafka_broker_pid: int
+) -> None:
+    """Fixtures carry fixed event times as Kafka timestamps (CreateTime). On a broker with Kafka's
+    default 7-day retention, a week after those dates every retention check deletes them within
+    seconds of the produce (CI went red that way on 2026-11-29). The test broker keeps them."""
+    topic = f"retention_guard_{unique_suffix()}"
+    create_topics(kafka_bootstrap, {topic: 1})  # the broker's default topic settings
+    a_year_ago_ms = int((time.time() - 365 * 86400) * 1000)
+    records = [
+        GeneratedRecord(key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp_ms=a_year_ago_ms + i)
+        for i in range(20)
+    ]
+    assert produce(kafka_bootstrap, topic, records) == len(records)
+    # Past two retention checks after the produce (the first comes FIRST_RETENTION_CHECK_MS after the
+    # broker's start): on a broker with a time limit the segment is gone by then.
+    first_check = psutil.Process(kafka_broker_pid).create_time() + FIRST_RETENTION_CHECK_MS / 1000
+    checked_twice = max(time.time(), first_check) + 2 * RETENTION_CHECK_INTERVAL_MS / 1000 + 1
+    time.sleep(max(0.0, checked_twice - time.time()))
+    low, high = _watermarks(kafka_bootstrap, topic)
+    assert (low, high) == (0, len(records)), f"the broker deleted the records before offset {low}"
+    assert [r.value for r in read_topic(kafka_bootstrap, topic)] == [r.value for r in records]
+
+
+def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"guard-{unique_suffix()}"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        return int(low), int(high)
+    finally:
+        consumer.close()

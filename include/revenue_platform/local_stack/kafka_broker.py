@@ -78,6 +78,16 @@ class KafkaBrokerSettings:
     """Shared cluster id every node of a multi-node cluster is formatted with (one-node: generated)."""
     sasl: BrokerSasl | None = None
     """None: a PLAINTEXT client listener without ACLs (the local stack); set: SASL/SCRAM and ACLs."""
+    retention_ms: int | None = None
+    """The broker's default `log.retention.ms` for topics that set none: None keeps Kafka's (7 days),
+    -1 keeps records whatever their timestamps. Test brokers use -1: their fixtures carry fixed event
+    times as Kafka timestamps, which a time-based retention would delete once the calendar passes them."""
+
+    def __post_init__(self) -> None:
+        if self.retention_ms is not None and self.retention_ms != -1 and self.retention_ms <= 0:
+            raise ConfigError(
+                f"retention_ms={self.retention_ms} is neither -1 (keep forever) nor a positive number of ms."
+            )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> KafkaBrokerSettings:
@@ -107,6 +117,12 @@ def _port(env: dict[str, str], name: str, default: int) -> int:
     if not raw.isdigit() or not 0 < int(raw) < 65536:
         raise ConfigError(f"{name}={raw!r} is not a TCP port (1-65535).")
     return int(raw)
+
+
+RETENTION_CHECK_INTERVAL_MS = 10_000
+"""How often the local broker deletes segments past their retention."""
+FIRST_RETENTION_CHECK_MS = 30_000
+"""How long after its start the broker first checks retention (Kafka's default, stated here)."""
 
 
 def server_properties(settings: KafkaBrokerSettings) -> str:
@@ -142,9 +158,12 @@ def server_properties(settings: KafkaBrokerSettings) -> str:
         "auto.create.topics.enable": "false",
         "group.initial.rebalance.delay.ms": "0",
         # Retention and compaction act within a minute locally, so retention tests stay short.
-        "log.retention.check.interval.ms": "10000",
+        "log.retention.check.interval.ms": str(RETENTION_CHECK_INTERVAL_MS),
+        "log.initial.task.delay.ms": str(FIRST_RETENTION_CHECK_MS),
         "log.cleaner.backoff.ms": "5000",
     }
+    if settings.retention_ms is not None:
+        lines["log.retention.ms"] = str(settings.retention_ms)
     if settings.sasl is not None:
         lines.update(_sasl_properties(settings))
     return "\n".join(f"{key}={value}" for key, value in lines.items()) + "\n"

@@ -96,6 +96,22 @@ def test_server_properties_are_single_node_kraft_on_the_configured_ports(tmp_pat
     assert properties["controller.quorum.bootstrap.servers"] == "localhost:19998"
     assert properties["log.dirs"] == str(tmp_path / "data")
     assert properties["auto.create.topics.enable"] == "false"
+    # Kafka's own retention (7 days) unless the settings ask for another.
+    assert "log.retention.ms" not in properties
+
+
+def test_a_broker_asked_to_keep_records_forever_sets_no_time_limit(tmp_path: Path) -> None:
+    settings = KafkaBrokerSettings(data_dir=tmp_path, retention_ms=-1)
+    properties = dict(line.split("=", 1) for line in server_properties(settings).splitlines())
+    assert properties["log.retention.ms"] == "-1"
+
+
+@pytest.mark.parametrize("retention_ms", [0, -2])
+def test_a_retention_that_is_neither_forever_nor_positive_is_refused(
+    tmp_path: Path, retention_ms: int
+) -> None:
+    with pytest.raises(ConfigError, match=f"retention_ms={retention_ms} is neither -1"):
+        KafkaBrokerSettings(data_dir=tmp_path, retention_ms=retention_ms)
 
 
 def test_a_sasl_broker_authenticates_its_client_listener_and_enforces_acls(tmp_path: Path) -> None:
