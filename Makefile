@@ -142,6 +142,10 @@ test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, un
 	  $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
 	  exit $$status
 
+.PHONY: test-fast
+test-fast: $(INSTALLED) promtool ## The inner loop: unit + DAG tests that start no JVM, broker or Airflow DB (~2 min; make test runs everything)
+	@$(PYTHON) -m pytest --fast -q tests/unit tests/dags $(PYTEST_ARGS)
+
 .PHONY: test-cluster
 test-cluster: jvm object-store-jars ## Fault tests on a cluster of its own with its lake store (broker, worker, driver and object store kills); starts and stops it
 	@status=0; $(PYTHON) -m pytest -m cluster tests/cluster $(PYTEST_ARGS) || status=$$?; \

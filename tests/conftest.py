@@ -71,6 +71,46 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
 
 
+# What `make test-fast` leaves out: a test that asks for one of these fixtures starts a JVM (Spark,
+# the broker, the object store) or needs the migrated Airflow DB. The selection follows what a test
+# uses, so a new test that takes `spark` is left out of the fast loop without a marker.
+STACK_FIXTURES = frozenset(
+    {
+        "spark",
+        "kafka_df",
+        "kafka_bootstrap",
+        "kafka_broker_pid",
+        "object_store",
+        "lake_connection",
+        "airflow_db",
+        "airflow_api",
+        "auth",
+    }
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="only tests that start no JVM, broker or Airflow DB (make test-fast)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--fast"):
+        return
+    kept, left_out = [], []
+    for item in items:
+        needs_stack = STACK_FIXTURES.intersection(getattr(item, "fixturenames", ())) or any(
+            item.get_closest_marker(name) for name in ("integration", "e2e", "cluster", "jvm")
+        )
+        (left_out if needs_stack else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
 class _LocalService(Protocol):
     def pid(self) -> int | None: ...
     def start(self) -> None: ...

@@ -59,6 +59,7 @@ def test_prune_keeps_only_jars_pyspark_lacks(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.jvm  # javac
 def test_the_order_validator_compiles_into_a_jar_and_is_rebuilt_only_when_its_source_changes(
     tmp_path: Path,
 ) -> None:
@@ -72,6 +73,7 @@ def test_the_order_validator_compiles_into_a_jar_and_is_rebuilt_only_when_its_so
     assert build_order_validator(jar=jar), "a source newer than the jar rebuilds it"
 
 
+@pytest.mark.jvm  # javac
 def test_the_order_validator_build_names_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(PrerequisiteError, match="No Java sources"):
         build_order_validator(source_dir=tmp_path / "nothing", jar=tmp_path / "x.jar")
