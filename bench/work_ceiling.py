@@ -12,8 +12,8 @@ benchmark's generated data): orderLineItems are not type-checked; a JSON number 
 (``2.7e1``) is accepted as exact when it has at most two decimals; duplicate keys are not refused
 (the last wins); NaN or Infinity outside finalAmount is not refused; and "first copy" is the first
 in the order this loop sees the records, not the app's arrival order (ingest batch, timestamp,
-partition, offset). The generator's copies of an order are byte-identical, so that order does not
-change any sum.
+partition, offset); and the size bounds (record bytes, locationId length, line-item count) are not
+checked. The generator's copies of an order are byte-identical, so that order does not change any sum.
 """
 
 from __future__ import annotations

@@ -81,31 +81,48 @@ class OrderRules:
     dated year 1 is not a late order but a broken one, and its windows and watermark would not
     fit a timestamp). Amounts are bounded per order so a single absurd order cannot dominate
     (or, unbounded, overflow) a window.
+
+    Sizes are bounded so every record the app writes for an order fits the Kafka clients' limits
+    (librdkafka's `message.max.bytes` 1,000,000, the Java producer's `max.request.size` 1,048,576):
+    one record over them fails its whole batch, and the restart meets the same record again, so an
+    unbounded order would stop live revenue for good. A record (key + value) of at most
+    `max_record_bytes` gives a split-topic record of at most that plus ~45 kB (`to_json` writes
+    every null and cent of at most `max_line_items` line items) and a dead letter of at most 4/3 of
+    it (base64; a larger record's dead letter carries its first bytes and its hash, see
+    `spark_apps.validation.routing`);
+    `max_location_id_chars` bounds the key of every gold row and revenue record of its store.
+    An order near the bounds is ~300x the size of a real one (~350 bytes, a few line items).
     """
 
     max_future_skew_s: int = 30
     max_order_amount: Decimal = Decimal("1000000.00")
     max_past_age_s: int = 3650 * 86400
+    max_record_bytes: int = 100_000
+    max_location_id_chars: int = 256
+    max_line_items: int = 1_000
 
 
 class DlqReason:
     """Machine-readable reasons an order record goes to the dead-letter topic.
 
     Checked in this order; the first that applies wins:
-    empty_value, not_utf8, invalid_json, missing_field:<f> (orderId, locationId,
-    finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
-    orderLineItems), non_finite_amount, unknown_order_type, negative_amount,
-    amount_too_large, unparseable_timestamp, event_time_in_future, event_time_too_old
-    (see ``OrderRules``).
+    empty_value, record_too_large, not_utf8, invalid_json, missing_field:<f> (orderId,
+    locationId, finalAmount, orderType, orderedDateTime), wrong_type:<f> (same order, then
+    orderLineItems), non_finite_amount, location_id_too_long, too_many_line_items,
+    unknown_order_type, negative_amount, amount_too_large, unparseable_timestamp,
+    event_time_in_future, event_time_too_old (see ``OrderRules``).
     The validator (spark_apps.validation.orders) and the bench's work-equivalent ceiling use these.
     """
 
     EMPTY_VALUE: Final = "empty_value"
+    RECORD_TOO_LARGE: Final = "record_too_large"
     NOT_UTF8: Final = "not_utf8"
     INVALID_JSON: Final = "invalid_json"
     MISSING_FIELD_PREFIX: Final = "missing_field:"
     WRONG_TYPE_PREFIX: Final = "wrong_type:"
     NON_FINITE_AMOUNT: Final = "non_finite_amount"
+    LOCATION_ID_TOO_LONG: Final = "location_id_too_long"
+    TOO_MANY_LINE_ITEMS: Final = "too_many_line_items"
     UNKNOWN_ORDER_TYPE: Final = "unknown_order_type"
     NEGATIVE_AMOUNT: Final = "negative_amount"
     AMOUNT_TOO_LARGE: Final = "amount_too_large"
@@ -124,11 +141,14 @@ class DlqReason:
 
 DLQ_REASON_KINDS: Final = (
     DlqReason.EMPTY_VALUE,
+    DlqReason.RECORD_TOO_LARGE,
     DlqReason.NOT_UTF8,
     DlqReason.INVALID_JSON,
     DlqReason.MISSING_FIELD_PREFIX.rstrip(":"),
     DlqReason.WRONG_TYPE_PREFIX.rstrip(":"),
     DlqReason.NON_FINITE_AMOUNT,
+    DlqReason.LOCATION_ID_TOO_LONG,
+    DlqReason.TOO_MANY_LINE_ITEMS,
     DlqReason.UNKNOWN_ORDER_TYPE,
     DlqReason.NEGATIVE_AMOUNT,
     DlqReason.AMOUNT_TOO_LARGE,

@@ -10,6 +10,11 @@ from pyspark.sql import functions as F
 from spark_apps.contract.records import STORE_ADDRESS_COLUMNS
 from spark_apps.validation.schemas import STORE_VALUE_SCHEMA
 
+MAX_STORE_RECORD_BYTES = 16_384
+"""A store record (key + value) larger than this is ignored, as if never sent: its address would go
+into every gold row and revenue record of the store, and one record over the Kafka clients' limit
+(1,000,000 bytes) fails every batch that writes it. A real store record is ~250 bytes."""
+
 
 # --------------------------------------------------------------------------------------------
 # Stores
@@ -19,10 +24,12 @@ def latest_stores(stores_raw: DataFrame) -> DataFrame:
 
     Latest record per key: highest offset within a partition (Kafka's order for a key),
     and across partitions (only after re-partitioning) the latest Kafka timestamp. Keys
-    whose latest record is a tombstone (null or empty value) are dropped. Returns
+    whose latest record is a tombstone (null or empty value) are dropped. A record over
+    ``MAX_STORE_RECORD_BYTES`` is ignored (the store keeps its previous record). Returns
     ``STORE_SCHEMA``; the key is the location id, a malformed value gives null fields.
     """
-    keyed = stores_raw.filter(F.col("key").isNotNull())
+    size = F.length("key") + F.coalesce(F.length("value"), F.lit(0))
+    keyed = stores_raw.filter(F.col("key").isNotNull() & (size <= MAX_STORE_RECORD_BYTES))
     per_partition = keyed.groupBy("key", "partition").agg(
         F.max_by(F.struct("timestamp", "value"), "offset").alias("latest")
     )

@@ -100,6 +100,11 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+class RevenueTopicDeliveryError(RuntimeError):
+    """The broker refused records of a batch (a missing topic, an ACL, a record over its limit): the
+    batch fails, naming the topic and the broker's reason."""
+
+
 class RevenueTopicStalledError(RuntimeError):
     """The broker did not acknowledge a batch's revenue records within the transaction's timeout."""
 
@@ -143,6 +148,7 @@ class RevenueTopicWriter:
 
         self.topic = config.kafka.revenue_topic
         self._fatal: Any = None
+        self._undelivered: str | None = None
         self.transactional_id = config.names.revenue_producer_id
         self._producer = Producer(
             {
@@ -166,6 +172,7 @@ class RevenueTopicWriter:
         if not rows:
             return
         producer = self._producer
+        self._undelivered = None
         try:
             producer.begin_transaction()
             deadline = time.monotonic() + QUEUE_WAIT_S
@@ -184,6 +191,9 @@ class RevenueTopicWriter:
                 self._abort(_ABORT_AFTER_STALL_S)
             else:
                 self._abort()
+            refused = self._refused(error)
+            if refused is not None:
+                raise refused from error
             raise
 
     def _produce(self, key: bytes, value: bytes, deadline: float) -> None:
@@ -196,7 +206,7 @@ class RevenueTopicWriter:
         it again neither duplicates nor reorders anything."""
         while True:
             try:
-                self._producer.produce(self.topic, value=value, key=key)
+                self._producer.produce(self.topic, value=value, key=key, on_delivery=self._on_delivery)
                 return
             except BufferError:
                 if time.monotonic() > deadline:
@@ -206,6 +216,33 @@ class RevenueTopicWriter:
                         "acknowledgement); check the broker (kafka.bootstrap_servers) and its logs"
                     ) from None
                 self._producer.poll(_QUEUE_FULL_POLL_S)
+
+    def _refused(self, error: BaseException) -> RevenueTopicDeliveryError | None:
+        """The batch's error as a refusal naming the topic and the reason, if the client or the broker
+        refused records (librdkafka's commit error only says "N message(s) failed delivery"); None
+        for any other error (a stall, a lost broker), which is raised as it is."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        if isinstance(error, RevenueTopicStalledError):
+            return None
+        kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
+        if isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            return self._refusal(f"a record over the producer's message.max.bytes: {kafka_error.str()}")
+        if self._undelivered is not None:
+            return self._refusal(self._undelivered)
+        return None
+
+    def _refusal(self, reason: str) -> RevenueTopicDeliveryError:
+        return RevenueTopicDeliveryError(
+            f"the revenue topic {self.topic}: this batch's records were refused ({reason}); check that "
+            "the topic exists (the provision_topics DAG creates the platform's topics), that the "
+            "deployment may write it"
+        )
+
+    def _on_delivery(self, error: Any, message: Any) -> None:
+        # Keep the first failure of the batch: the one that names the cause.
+        if error is not None and self._undelivered is None:
+            self._undelivered = f"partition {message.partition()}: {error.str()}"
 
     def _on_error(self, error: Any) -> None:
         # librdkafka reports a fatal error (a fenced producer) here once; later calls only say "fatal".

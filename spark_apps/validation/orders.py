@@ -160,6 +160,16 @@ def _typed_fast_order(fast: Column) -> Column:
     )
 
 
+def record_bytes(key: Column, value: Column) -> Column:
+    """Bytes of a Kafka record's key and value (a null one counts 0)."""
+    return F.coalesce(F.length(key), F.lit(0)) + F.coalesce(F.length(value), F.lit(0))
+
+
+def _record_size_check(rules: OrderRules) -> tuple[Column, str]:
+    """(is_refused, reason) of the record's size: checked before anything parses it."""
+    return (record_bytes(F.col("key"), F.col("value")) > rules.max_record_bytes, DlqReason.RECORD_TOO_LARGE)
+
+
 def _value_checks(typed: Column, rules: OrderRules) -> list[tuple[Column, str]]:
     """(is_refused, reason) of the value rules on a structurally valid order, in the documented order."""
     # Compared as epoch microseconds: plain long arithmetic, no interval parsing per record.
@@ -167,6 +177,9 @@ def _value_checks(typed: Column, rules: OrderRules) -> list[tuple[Column, str]]:
     latest_plausible_us = appended_us + F.lit(rules.max_future_skew_s * 1_000_000)
     earliest_plausible_us = appended_us - F.lit(rules.max_past_age_s * 1_000_000)
     return [
+        (F.length(typed["location_id"]) > rules.max_location_id_chars, DlqReason.LOCATION_ID_TOO_LONG),
+        # size() of a null array is -1: an order without line items passes.
+        (F.size(typed["order_line_items"]) > rules.max_line_items, DlqReason.TOO_MANY_LINE_ITEMS),
         (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
         (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),
         (typed["final_amount"] > F.lit(rules.max_order_amount).cast(MONEY_DDL), DlqReason.AMOUNT_TOO_LARGE),
@@ -199,6 +212,7 @@ def _dlq_reason(
     )
     checks: list[tuple[Column, str]] = [
         (value.isNull() | (F.length(value) == 0), DlqReason.EMPTY_VALUE),
+        _record_size_check(rules),
         (~F.is_valid_utf8(value), DlqReason.NOT_UTF8),
         (
             json.isNull() | ~F.schema_of_variant(json).startswith("OBJECT") | ~one_value,
@@ -252,7 +266,9 @@ def parse_and_validate_orders(raw: DataFrame, rules: OrderRules = DEFAULT_ORDER_
     duplicate keys, trailing content and NaN/Infinity outside finalAmount are
     invalid_json; orderedDateTime must be ``yyyy-MM-ddTHH:mm:ss[.ffffff]`` with no zone
     (a zone suffix is unparseable_timestamp) and is read as UTC. ``rules`` bounds the
-    amount and how far the event time may be ahead of the record's Kafka timestamp.
+    amount, how far the event time may be ahead of the record's Kafka timestamp, and the
+    sizes (record bytes, locationId characters, line items) that keep every output record
+    within the Kafka clients' limits.
 
     Fast path: a Java UDF (``FAST_PATH_CLASS``, one streaming JSON pass) first types each
     record it can certify as structurally valid under these rules; only its value rules
@@ -291,7 +307,9 @@ def _validate_orders(raw: DataFrame, rules: OrderRules, fast_path: Column) -> Da
             F.when(certified, _typed_fast_order(F.col(_FAST))).otherwise(_typed_order(F.col(_JSON))),
         )
     )
-    reason = F.when(certified, _first_reason(_value_checks(F.col(_TYPED), rules))).otherwise(
+    # A certified record passed every structural check, so its first reason is the size's or a value's.
+    certified_checks = [_record_size_check(rules), *_value_checks(F.col(_TYPED), rules)]
+    reason = F.when(certified, _first_reason(certified_checks)).otherwise(
         _dlq_reason(
             F.col("value"),
             F.when(F.col(_STRICT).isNotNull(), F.col(_TEXT)).otherwise(sanitized),

@@ -12,6 +12,13 @@ from spark_apps.contract.records import GENERAL
 from spark_apps.validation.orders import invalid_orders
 from spark_apps.validation.schemas import JSON_WRITE_OPTIONS, KAFKA_HEADERS_TYPE, ORDER_COLUMNS
 
+DEAD_LETTER_ORIGINAL_BYTES = 100_000
+"""How many of an original key's and value's bytes a dead letter carries. A record over the size
+bound (`OrderRules.max_record_bytes`, `record_too_large`) may be as large as the broker allows;
+its dead letter carries the first bytes, the full sizes and the value's SHA-256, so the dead letter
+itself (at most ~370 kB: the key, and base64 of key and value) stays within the Kafka clients'
+1,000,000-byte limit."""
+
 
 # --------------------------------------------------------------------------------------------
 # Dead letters
@@ -34,6 +41,11 @@ def _base64(binary: Column) -> Column:
     return F.regexp_replace(F.base64(binary), r"[\r\n]", "")
 
 
+def _first_bytes(binary: Column) -> Column:
+    """At most DEAD_LETTER_ORIGINAL_BYTES of `binary` (null stays null)."""
+    return F.substring(binary, 1, DEAD_LETTER_ORIGINAL_BYTES)
+
+
 def _header(name: str, value: Column) -> Column:
     return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
 
@@ -47,7 +59,8 @@ def _dlq_value(
     original_key: Column,
     original_value: Column,
 ) -> Column:
-    """JSON value of a dead letter: reason, source position, base64 of the original bytes."""
+    """JSON value of a dead letter: reason, source position, base64 of the original bytes (at most
+    DEAD_LETTER_ORIGINAL_BYTES of each), their full sizes and the value's SHA-256."""
     return F.to_json(
         F.struct(
             reason.alias("dlq_reason"),
@@ -55,8 +68,11 @@ def _dlq_value(
             source_partition.alias("source_partition"),
             source_offset.alias("source_offset"),
             source_timestamp.alias("source_timestamp"),
-            _base64(original_key).alias("original_key_base64"),
-            _base64(original_value).alias("original_value_base64"),
+            _base64(_first_bytes(original_key)).alias("original_key_base64"),
+            _base64(_first_bytes(original_value)).alias("original_value_base64"),
+            F.length(original_key).alias("original_key_bytes"),
+            F.length(original_value).alias("original_value_bytes"),
+            F.sha2(original_value, 256).alias("original_value_sha256"),
         ),
         JSON_WRITE_OPTIONS,
     )
@@ -77,12 +93,13 @@ def _dlq_headers(
 def to_dlq_kafka_records(dlq: DataFrame) -> DataFrame:
     """Kafka sink columns (key, value, headers) for ``orders_dlq``.
 
-    The key is the original key bytes (so a replay lands in the same partition); the
-    value is JSON carrying base64 of the original bytes, which may not be UTF-8;
-    headers repeat reason and source position for consumers that only read headers.
+    The key is the original key bytes (so a replay lands in the same partition; at most
+    DEAD_LETTER_ORIGINAL_BYTES of them); the value is JSON carrying base64 of the original bytes,
+    which may not be UTF-8; headers repeat reason and source position for consumers that only
+    read headers.
     """
     return dlq.select(
-        F.col("original_key").alias("key"),
+        _first_bytes(F.col("original_key")).alias("key"),
         _dlq_value(
             F.col("dlq_reason"),
             F.col("source_topic"),
@@ -125,7 +142,7 @@ def side_output_records(
     dlq_headers = _dlq_headers(F.col("dlq_reason"), F.col("topic"), F.col("partition"), F.col("offset"))
     return validated.select(
         topic.alias("topic"),
-        F.when(dead_letter, F.col("key"))
+        F.when(dead_letter, _first_bytes(F.col("key")))
         .otherwise(F.col("location_id").cast("string").cast("binary"))
         .alias("key"),
         F.when(dead_letter, dlq_value).otherwise(_order_value()).alias("value"),

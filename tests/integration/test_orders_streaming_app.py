@@ -7,6 +7,7 @@ from Spark, so a bug in the shared transformations cannot hide behind itself.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections import Counter
 from datetime import datetime, timedelta
@@ -34,7 +35,14 @@ from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS, 
 from spark_apps.engine.checkpoints import CheckpointMigrationError
 from spark_apps.orders_streaming_app import ONE_QUERY_MERGE_CONF, run
 from spark_apps.storage.gold import gold_frame
-from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
+from spark_apps.validation.routing import DEAD_LETTER_ORIGINAL_BYTES
+from tests.kafka_helpers import (
+    app_topic_overrides,
+    create_app_topics,
+    latest_revenue,
+    read_topic,
+    unique_suffix,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -220,6 +228,73 @@ def test_a_2099_order_first_and_the_two_largest_orders_neither_stall_nor_crash_r
         ]
         == "2099-01-01T00:00:00"
     )
+
+
+def test_oversized_records_are_dead_letters_and_revenue_goes_on(
+    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Before the size bounds, one record stopped live revenue for good: an 800 kB non-JSON record
+    made a 1,067,047-byte dead letter (over the Java producer's 1,048,576 `max.request.size`), a
+    valid-looking order with a 600 kB locationId a split-topic and a revenue record over librdkafka's
+    1,000,000 bytes, and a 1.01 MB store address every revenue record of its store: the batch failed,
+    its offsets were never committed, and every restart met the same record. Now the run ends, the
+    orders are dead letters with their reasons, and gold is the oracle of the honest orders."""
+    suffix = unique_suffix()
+    config = app_config(kafka_bootstrap, tmp_path / "lake", suffix)
+    create_app_topics(kafka_bootstrap, suffix)
+    honest = list(generate_orders(GeneratorSettings(orders=200, stores=3, span_seconds=60, seed=11)))
+    template = next(r.order for r in honest if r.order is not None)
+    not_json = bytes(range(256)) * 3_125  # 800,000 bytes
+    hostile = [
+        GeneratedRecord(key=b"store_1001", value=not_json),
+        GeneratedRecord(
+            key=b"store_1002",
+            value=order_json(template | {"orderId": 70_001, "locationId": "s" * 600_000}),
+        ),
+        GeneratedRecord(
+            key=b"store_1003", value=order_json(template | {"orderId": 70_002, "locationId": "s" * 300})
+        ),
+    ]
+    # The clients' own limit is 1,000,000 bytes: this test's producer may send more, as any may.
+    large = {"message.max.bytes": 2_000_000}
+    huge_store = store_record("store_1001", 0)
+    huge_store["address"]["city"] = "x" * 1_010_000
+    produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(3))
+    produce(
+        kafka_bootstrap,
+        config.kafka.stores_topic,
+        [GeneratedRecord(key=b"store_1001", value=json.dumps(huge_store).encode())],
+        extra_config=large,
+    )
+    produce(kafka_bootstrap, config.kafka.orders_topic, hostile, extra_config=large)
+    produce(kafka_bootstrap, config.kafka.orders_topic, honest)
+
+    run(config, spark)
+
+    expected = expected_windows(honest, window_seconds=15)
+    assert gold_as_dict(spark, config) == {key: (w.order_count, w.revenue) for key, w in expected.items()}
+    cities = {
+        row.location_id: row.city
+        for row in gold_frame(spark, config.names.gold_revenue_table).select("location_id", "city").collect()
+    }
+    assert cities["store_1001"] == store_record("store_1001", 0)["address"]["city"]
+    assert latest_revenue(kafka_bootstrap, config.kafka.revenue_topic) == {
+        f"{loc}|{typ}|{start.strftime('%Y-%m-%dT%H:%M:%SZ')}": (w.order_count, w.revenue)
+        for (loc, typ, start), w in expected.items()
+    }
+    dead_letters = {
+        json.loads(d.value)["original_value_sha256"]: json.loads(d.value)
+        for d in read_topic(kafka_bootstrap, config.kafka.dlq_topic)
+    }
+    by_value = {hashlib.sha256(r.value or b"").hexdigest(): r for r in hostile}
+    assert {digest: dead_letters[digest]["dlq_reason"] for digest in by_value} == {
+        hashlib.sha256(not_json).hexdigest(): "record_too_large",
+        hashlib.sha256(hostile[1].value or b"").hexdigest(): "record_too_large",
+        hashlib.sha256(hostile[2].value or b"").hexdigest(): "location_id_too_long",
+    }
+    carried = dead_letters[hashlib.sha256(not_json).hexdigest()]
+    assert carried["original_value_bytes"] == len(not_json)
+    assert base64.b64decode(carried["original_value_base64"]) == not_json[:DEAD_LETTER_ORIGINAL_BYTES]
 
 
 def _routed_content(order: dict[str, Any]) -> tuple[Any, ...]:

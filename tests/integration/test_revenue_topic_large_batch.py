@@ -25,7 +25,11 @@ import pytest
 
 from spark_apps.contract.config import load_config
 from spark_apps.contract.records import GOLD_COLUMNS
-from spark_apps.storage.revenue_topic import QUEUE_FULL_MESSAGES, RevenueTopicWriter
+from spark_apps.storage.revenue_topic import (
+    QUEUE_FULL_MESSAGES,
+    RevenueTopicDeliveryError,
+    RevenueTopicWriter,
+)
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
 pytestmark = pytest.mark.integration
@@ -97,3 +101,29 @@ def test_a_batch_with_more_windows_than_the_producer_queue_is_written_once(
     keys = [record.key for record in records]
     assert len(keys) == WINDOWS
     assert len(set(keys)) == WINDOWS
+
+
+def test_a_batch_for_a_missing_revenue_topic_fails_naming_the_topic_and_the_reason(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """librdkafka's commit error said only "1 message(s) failed delivery (see individual delivery
+    reports)": neither the topic nor why. The batch's error now names both."""
+    suffix = unique_suffix()
+    missing = f"revenue_windows_missing_{suffix}"
+    config = load_config(
+        overrides={
+            "deployment_id": f"no-topic-{suffix}",
+            "lake_root": str(tmp_path),
+            "kafka.bootstrap_servers": kafka_bootstrap,
+            **app_topic_overrides(suffix),
+            "kafka.revenue_topic": missing,
+        }
+    )
+    writer = RevenueTopicWriter(config)
+    try:
+        with pytest.raises(RevenueTopicDeliveryError) as refused:
+            writer.write(_gold_rows(2))
+    finally:
+        writer.close()
+    assert missing in str(refused.value)
+    assert "Unknown topic or partition" in str(refused.value)

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from spark_apps.revenue.stores import enrich_with_stores, latest_stores
+from spark_apps.revenue.stores import MAX_STORE_RECORD_BYTES, enrich_with_stores, latest_stores
 from spark_apps.storage.tables import local_table
 from spark_apps.validation.schemas import ENRICHED_REVENUE_SCHEMA, REVENUE_WINDOW_SCHEMA, STORE_SCHEMA
 
@@ -64,6 +64,26 @@ def test_latest_value_per_key_wins(spark: SparkSession, kafka_df: Any) -> None:
             STORE_SCHEMA,
         ),
     )
+
+
+def test_a_store_record_over_the_size_bound_is_ignored(kafka_df: Any) -> None:
+    """A 1.01 MB address would go into every revenue record of its store, each then over the Kafka
+    clients' 1,000,000-byte limit: the record is ignored and the store keeps its previous address."""
+    huge = store_value("store_1", "x" * 1_010_000)
+    # A one-letter city, grown until key + value are exactly the bound.
+    long_city = "y" * (MAX_STORE_RECORD_BYTES - len(store_value("store_2", "y")) - len(b"store_2") + 1)
+    at_bound = store_value("store_2", long_city)
+    raw = kafka_df(
+        [
+            store("store_1", store_value("store_1", "Old City"), offset=0),
+            store("store_1", huge, offset=1),
+            store("store_2", at_bound, offset=2),
+            store("store_3", store_value("store_3", "z" * MAX_STORE_RECORD_BYTES), offset=3),
+        ]
+    )
+    cities = {r["location_id"]: r["city"] for r in latest_stores(raw).collect()}
+    assert len(at_bound) + len(b"store_2") == MAX_STORE_RECORD_BYTES
+    assert cities == {"store_1": "Old City", "store_2": long_city}
 
 
 def test_tombstone_deletes_store(kafka_df: Any) -> None:

@@ -25,7 +25,7 @@ class _QueueFull:
     def begin_transaction(self) -> None:
         pass
 
-    def produce(self, topic: str, value: bytes, key: bytes) -> None:
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any = None) -> None:
         if len(self.sent) >= self.room:
             raise BufferError("Local: Queue full")
         self.sent.append(key)
@@ -46,6 +46,7 @@ class _QueueFull:
 def _writer(producer: Any) -> RevenueTopicWriter:
     writer = RevenueTopicWriter.__new__(RevenueTopicWriter)
     writer.topic, writer.transactional_id, writer._fatal, writer._producer = "revenue", "t", None, producer
+    writer._undelivered = None
     return writer
 
 

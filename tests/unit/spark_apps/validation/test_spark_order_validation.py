@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Iterator
 from datetime import datetime
@@ -23,7 +24,7 @@ from spark_apps.validation.orders import (
     parse_and_validate_orders,
     valid_orders,
 )
-from spark_apps.validation.routing import to_dlq_kafka_records, to_dlq_records
+from spark_apps.validation.routing import DEAD_LETTER_ORIGINAL_BYTES, to_dlq_kafka_records, to_dlq_records
 from spark_apps.validation.schemas import (
     DLQ_KAFKA_SINK_SCHEMA,
     DLQ_RECORD_SCHEMA,
@@ -100,7 +101,29 @@ def test_ordered_at_is_interpreted_as_utc(kafka_df: Any) -> None:
     assert out.select(F.unix_timestamp("ordered_at")).first()[0] == 1670230527  # type: ignore[index]
 
 
+# kafka_df's default key (b"store_1") counts toward the record's size.
+DEFAULT_KEY_BYTES = len(b"store_1")
+RULES = OrderRules()
+
+
+def padded_to(record_bytes: int) -> dict[str, Any]:
+    """Changes that make the example order a record (key + value) of exactly `record_bytes` bytes."""
+    unpadded = len(order_text(padding="").encode()) + DEFAULT_KEY_BYTES
+    return {"padding": "x" * (record_bytes - unpadded)}
+
+
 ACCEPTED_CASES = [
+    pytest.param(padded_to(RULES.max_record_bytes), {"order_id": 12345}, id="record-at-size-limit"),
+    pytest.param(
+        {"locationId": "s" * RULES.max_location_id_chars},
+        {"location_id": "s" * RULES.max_location_id_chars},
+        id="location-id-at-length-limit",
+    ),
+    pytest.param(
+        {"orderLineItems": [{}] * RULES.max_line_items},
+        {"order_id": 12345},
+        id="line-items-at-limit",
+    ),
     pytest.param(
         {"promoCode": "XMAS", "meta": {"a": [1, 2]}},
         {"order_id": 12345, "final_amount": Decimal("27.00")},
@@ -153,6 +176,28 @@ DLQ_CASES = [
     pytest.param(None, DlqReason.EMPTY_VALUE, id="null-value"),
     pytest.param(b"", DlqReason.EMPTY_VALUE, id="zero-length-value"),
     pytest.param(b'{"orderId": 1, "locationId": "\xff\xfe"}', DlqReason.NOT_UTF8, id="not-utf8"),
+    # Over the size bound, before anything parses it: neither UTF-8 nor JSON is looked at.
+    pytest.param(
+        b"\xff" * (RULES.max_record_bytes - DEFAULT_KEY_BYTES + 1),
+        DlqReason.RECORD_TOO_LARGE,
+        id="record-over-size-limit-not-json",
+    ),
+    # A well-formed order over the bound (the fast path certifies it: the size check still applies).
+    pytest.param(
+        order_text(**padded_to(RULES.max_record_bytes + 1)).encode(),
+        DlqReason.RECORD_TOO_LARGE,
+        id="order-over-size-limit",
+    ),
+    pytest.param(
+        order_text(locationId="s" * (RULES.max_location_id_chars + 1)).encode(),
+        DlqReason.LOCATION_ID_TOO_LONG,
+        id="location-id-over-length-limit",
+    ),
+    pytest.param(
+        order_text(orderLineItems=[{}] * (RULES.max_line_items + 1)).encode(),
+        DlqReason.TOO_MANY_LINE_ITEMS,
+        id="line-items-over-limit",
+    ),
     pytest.param(b"not json at all", DlqReason.INVALID_JSON, id="not-json"),
     pytest.param(b"[1, 2, 3]", DlqReason.INVALID_JSON, id="json-array"),
     pytest.param(b'"a string"', DlqReason.INVALID_JSON, id="json-string"),
@@ -437,6 +482,9 @@ def test_dlq_kafka_records_shape(kafka_df: Any) -> None:
         "source_timestamp": "2022-12-05T09:00:00.000Z",
         "original_key_base64": base64.b64encode(b"store_9").decode(),
         "original_value_base64": base64.b64encode(long_value).decode(),
+        "original_key_bytes": 7,
+        "original_value_bytes": len(long_value),
+        "original_value_sha256": hashlib.sha256(long_value).hexdigest(),
     }
     headers = {h["key"]: bytes(h["value"]) for h in row["headers"]}
     assert headers == {
@@ -445,6 +493,27 @@ def test_dlq_kafka_records_shape(kafka_df: Any) -> None:
         "source_partition": b"0",
         "source_offset": b"7",
     }
+
+
+def test_a_dead_letter_of_an_oversized_record_fits_the_kafka_clients_limit(kafka_df: Any) -> None:
+    """An 800 kB value under a 300 kB key: the dead letter carries the first bytes of each, their
+    full sizes and the value's hash, and is far below librdkafka's 1,000,000-byte message limit."""
+    key, value = b"k" * 300_000, bytes(range(256)) * 3_125  # 800,000 bytes, not UTF-8
+    dlq = to_dlq_records(parse_and_validate_orders(kafka_df([{"key": key, "value": value}])))
+    (row,) = to_dlq_kafka_records(dlq).collect()
+    payload = json.loads(row["value"])
+    assert payload["dlq_reason"] == DlqReason.RECORD_TOO_LARGE
+    assert base64.b64decode(payload["original_value_base64"]) == value[:DEAD_LETTER_ORIGINAL_BYTES]
+    assert base64.b64decode(payload["original_key_base64"]) == key[:DEAD_LETTER_ORIGINAL_BYTES]
+    assert (payload["original_key_bytes"], payload["original_value_bytes"]) == (300_000, 800_000)
+    assert payload["original_value_sha256"] == hashlib.sha256(value).hexdigest()
+    assert bytes(row["key"]) == key[:DEAD_LETTER_ORIGINAL_BYTES]
+    record_bytes = (
+        len(row["key"])
+        + len(row["value"].encode())
+        + sum(len(h["key"]) + len(h["value"]) for h in row["headers"])
+    )
+    assert record_bytes < 370_000  # the bound DEAD_LETTER_ORIGINAL_BYTES states
 
 
 def test_dlq_kafka_value_of_null_payload_is_explicit_null(kafka_df: Any) -> None:
