@@ -11,6 +11,9 @@ validity verdict (`dlq_reason` is null) is taken from bronze.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Generator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -106,6 +109,25 @@ def _parse_ordered_at(text: str) -> datetime:
     return parsed.replace(tzinfo=UTC)
 
 
+# How deep Spark's JSON parser (Jackson: StreamReadConstraints.maxNestingDepth) lets a value nest; a
+# deeper one is invalid_json, so a bronze-valid order nests at most this deep.
+SPARK_JSON_MAX_DEPTH = 1000
+
+
+@contextmanager
+def _room_to_nest(depth: int) -> Generator[None]:
+    """Let `json.loads` recurse `depth` levels deeper than the caller is: Python's json parser
+    recurses once per level and stops at the interpreter's recursion limit (1000), so an order
+    Spark accepted with an unknown field nested ~940 deep raised RecursionError here and failed
+    every quality run over its hour."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + depth)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def parse_order_value(value: bytes | None) -> dict[str, Any]:
     """The fields revenue depends on, from one raw order value; `parse_error` says why it failed."""
     empty: dict[str, Any] = dict.fromkeys(PARSED_ORDER_COLUMNS)
@@ -113,7 +135,8 @@ def parse_order_value(value: bytes | None) -> dict[str, Any]:
         if not value:
             raise ValueError("empty value")
         # parse_float=Decimal keeps 19.99 exact; an integer literal stays int and converts exactly.
-        order = json.loads(bytes(value).decode("utf-8"), parse_float=Decimal)
+        with _room_to_nest(SPARK_JSON_MAX_DEPTH):
+            order = json.loads(bytes(value).decode("utf-8"), parse_float=Decimal)
         amount = order["finalAmount"]
         if isinstance(amount, bool) or not isinstance(amount, int | Decimal):
             raise TypeError(f"finalAmount {amount!r} is not a number")
@@ -127,7 +150,7 @@ def parse_order_value(value: bytes | None) -> dict[str, Any]:
             "ordered_at": _parse_ordered_at(order["orderedDateTime"]),
             "parse_error": None,
         }
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as error:
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError, RecursionError) as error:
         return {**empty, "parse_error": f"{type(error).__name__}: {error}"}
 
 

@@ -103,6 +103,24 @@ def test_unparseable_values_report_why(value: bytes) -> None:
     assert parse_order_value(value)["parse_error"]
 
 
+def test_an_order_nested_as_deep_as_spark_accepts_parses_wherever_it_is_called() -> None:
+    """Spark accepts JSON nested up to 1000 deep; Python's parser stopped at its recursion limit, and
+    the RecursionError failed every quality run over the order's hour."""
+    nested = "[" * 990 + "]" * 990
+    value = (
+        '{"orderId": 7, "locationId": "s", "finalAmount": 1.00, "orderType": "GENERAL",'
+        f' "orderedDateTime": "2026-11-22T10:00:01", "extra": {nested}}}'
+    ).encode()
+
+    def parsed_at_depth(frames: int) -> dict[str, Any]:
+        return parse_order_value(value) if frames == 0 else parsed_at_depth(frames - 1)
+
+    parsed = parsed_at_depth(100)
+    assert (parsed["parse_error"], parsed["order_id"], parsed["final_amount"]) == (None, 7, Decimal("1.00"))
+    deeper = "[" * 5_000 + "]" * 5_000  # deeper than Spark accepts: an error, never a crash
+    assert parse_order_value(value.replace(nested.encode(), deeper.encode()))["parse_error"]
+
+
 def test_bronze_orders_are_valid_records_in_arrival_order(tmp_path: Path) -> None:
     orders = scenario_orders()
     names = write_tables(tmp_path, "blue", gold_rows(orders), bronze_rows(orders))
