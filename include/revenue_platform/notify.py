@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import traceback
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -35,6 +38,21 @@ SUBJECT_PREFIX = "[revenue platform]"
 MAX_SUBJECT_CHARS = 200
 MAX_ERROR_CHARS = 4000
 TRACEBACK_LINES = 40
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# What chat webhooks (Slack, Mattermost) read as markup in `text`: `<!channel>` and `<url|label>`
+# (escaped as Slack documents: &amp; &lt; &gt;) and @-mentions (a word joiner after the @ keeps the
+# text as it reads and notifies nobody). Alert texts echo values people typed (a refused form value,
+# an error message): they must not page a channel or show a disguised link.
+_CHAT_MARKUP = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_MENTION = re.compile(r"@(?=\w)")
+WORD_JOINER = "\u2060"
+
+
+def chat_text(text: str) -> str:
+    """`text` as a chat webhook shows it literally: no mention, no link markup."""
+    return _MENTION.sub("@" + WORD_JOINER, text.translate(_CHAT_MARKUP))
 
 
 def _no_line_breaks(value: str) -> str:
@@ -86,6 +104,11 @@ class WebhookChannel(BaseModel):
         # urllib would also open file:// or ftp:// URLs.
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
+            raise ValueError(
+                "must be https:// unless its host is this machine (localhost, 127.0.0.1, ::1): over "
+                "http:// the alert and the channel's headers, a token among them, cross the network in clear"
+            )
         return value
 
     @field_validator("headers")
@@ -126,8 +149,14 @@ class Alert:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def webhook_payload(self) -> dict[str, Any]:
-        """`text` first-class, so chat webhooks show the whole message without a template."""
-        return {"event": self.event, "subject": self.subject, "text": self.text, **self.facts}
+        """`text` first-class, so chat webhooks show the whole message without a template; subject and
+        text escaped for chat (`chat_text`), the facts as they are (data, not markup)."""
+        return {
+            "event": self.event,
+            "subject": chat_text(self.subject),
+            "text": chat_text(self.text),
+            **self.facts,
+        }
 
 
 def subject_line(*parts: str) -> str:
@@ -248,14 +277,27 @@ def send_email(server: SmtpServer, channel: EmailChannel, message: EmailMessage)
 
 
 def post_webhook(channel: WebhookChannel, payload: Mapping[str, Any]) -> None:
-    """POST `payload` as JSON; an HTTP error status raises (urllib's HTTPError)."""
-    import urllib.request
-
+    """POST `payload` as JSON; an HTTP error status raises (urllib's HTTPError), and so does a
+    redirect: urllib would follow it with the channel's headers (a token among them) to whatever host
+    the answer names."""
     body = json.dumps(payload, default=str).encode()
     headers = {**channel.headers, "Content-Type": "application/json"}
     request = urllib.request.Request(channel.url, data=body, headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=channel.timeout_s) as response:
+    opener = urllib.request.build_opener(_RefuseRedirects)
+    with opener.open(request, timeout=channel.timeout_s) as response:
         response.read()
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        raise urllib.error.HTTPError(
+            req.full_url,
+            code,
+            f"the webhook answered {code} {msg}, a redirect to {urlsplit(newurl).hostname!r}: not "
+            "followed (the channel's headers would go along); set the URL it redirects to",
+            headers,
+            fp,
+        )
 
 
 def load_alert_settings(conn_id: str = ALERTS_CONN_ID) -> tuple[SmtpServer | None, AlertChannels] | None:

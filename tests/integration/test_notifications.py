@@ -27,6 +27,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from revenue_platform.connections import ALERTS_CONN_ID, connection_env_var
+from revenue_platform.notify import chat_text
 from tests.approval_helpers import CAUGHT_UP, DIFF, QUALITY, REQUEST
 from tests.streaming_helpers import load_dags, task_states
 
@@ -154,7 +155,8 @@ def test_a_failed_task_is_mailed_and_posted_naming_dag_run_and_task_with_the_err
         "stop",
     )
     assert "unknown conf key(s)" in post["error"]
-    assert post["text"] == body.rstrip("\n")
+    # The same text, escaped for chat (nothing to escape here but what a URL may hold).
+    assert post["text"] == chat_text(body.rstrip("\n"))
 
 
 def test_a_failed_replay_alerts_once_naming_the_task_that_failed_not_the_watcher(

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
+import threading
 from email import message_from_bytes, policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.error import HTTPError
 
 import pytest
 from pydantic import ValidationError
 
 from revenue_platform.notify import (
     MAX_SUBJECT_CHARS,
+    WORD_JOINER,
     AlertChannels,
     EmailChannel,
+    WebhookChannel,
     approval_alert,
     describe_error,
     email_message,
     failure_alert,
+    post_webhook,
 )
 
 EMAIL = EmailChannel.model_validate(
@@ -122,6 +129,9 @@ def test_the_mail_is_plain_text_with_sender_recipients_and_date() -> None:
     [
         ({"webhook": {"url": "file:///etc/passwd"}}, "webhook.url"),
         ({"webhook": {"url": "https://"}}, "webhook.url"),
+        # A token in clear text over the network: http only to this machine.
+        ({"webhook": {"url": "http://hooks.example.com/alerts"}}, "webhook.url"),
+        ({"webhook": {"url": "http://10.0.0.7/alerts"}}, "webhook.url"),
         (
             {"webhook": {"url": "https://hooks.example.com", "headers": {"X-Token": "a\r\nb"}}},
             "webhook.headers",
@@ -166,3 +176,59 @@ def test_an_invalid_connection_is_logged_by_field_without_its_values(
     assert "webhook.url: Value error, must be an http:// or https:// URL" in caplog.text
     assert "webhook.headers" in caplog.text
     assert "s3cret-token" not in caplog.text
+
+
+@pytest.mark.parametrize("url", ["https://hooks.example.com/x", "http://127.0.0.1:9/x", "http://localhost/x"])
+def test_a_webhook_is_https_or_on_this_machine(url: str) -> None:
+    assert AlertChannels.model_validate({"webhook": {"url": url}}).webhook is not None
+
+
+def test_echoed_values_neither_mention_nor_link_in_chat() -> None:
+    """A refused form value lands in the alert's text; in Slack `<!channel>` pages everyone and
+    `<https://evil.example|the runbook>` shows a disguised link; in Mattermost `@channel` pages."""
+    typed = "<!channel> see <https://evil.example|the runbook> & @channel @here a@b.example"
+    alert = failure_alert("deploy_streaming_app", "manual__1", "validate", 1, f"refused: {typed}", LOG_URL)
+    payload = alert.webhook_payload()
+    assert "<" not in payload["text"]
+    assert ">" not in payload["text"]
+    assert "&lt;!channel&gt; see &lt;https://evil.example|the runbook&gt; &amp;" in payload["text"]
+    assert f"@{WORD_JOINER}channel @{WORD_JOINER}here a@{WORD_JOINER}b.example" in payload["text"]
+    # As read: the word joiner is invisible, and the escapes are how Slack shows < > & as text.
+    shown = payload["text"].replace(WORD_JOINER, "").replace("&lt;", "<").replace("&gt;", ">")
+    assert shown.replace("&amp;", "&") == alert.text
+    # The facts stay data, as typed; the mail is plain text, as typed.
+    assert typed in payload["error"]
+    assert typed in email_message(alert, EMAIL).get_content()
+
+
+def test_a_webhook_that_redirects_is_refused_and_its_headers_stay_home() -> None:
+    """urllib followed a redirect with the channel's headers (its token) to the host the answer named."""
+    seen: list[tuple[str, str | None]] = []
+
+    class Hooks(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.path == "/alerts":
+                self.send_response(307)
+                self.send_header("Location", f"http://127.0.0.1:{self.server.server_address[1]}/elsewhere")
+                self.send_header("Content-Length", "0")
+            else:
+                self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hooks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        channel = WebhookChannel(
+            url=f"http://127.0.0.1:{server.server_address[1]}/alerts",
+            headers={"Authorization": "Bearer s3cret"},
+        )
+        with pytest.raises(HTTPError, match=re.escape("a redirect to '127.0.0.1': not followed")):
+            post_webhook(channel, {"text": "hello"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [("/alerts", "Bearer s3cret")]
