@@ -40,15 +40,21 @@ APP_WAIT_S: Final = 300.0
 NO_RETRY_ON_VERDICT = fail_without_retry(QualityCheckFailed, QualityInputMissing, ConfigError)
 
 
-def rewritten_range(context: Any) -> tuple[datetime, datetime] | None:
-    """The span of the ranges the triggering gold asset events say were rewritten, or None.
+def rewritten_ranges(context: Any) -> list[tuple[datetime, datetime]]:
+    """The ranges the triggering gold asset events say were rewritten, as the fewest spans of at most
+    MAX_QUALITY_SPAN that cover them, in time order; [] when no event names a range.
 
     A reprocess or backfill run names its range in the event (`gold_asset_extra(range_start=...,
-    range_end=...)`); several queued events (a backfill's runs) give the span from the earliest start
-    to the latest end, so one check covers every rewritten window.
+    range_end=...)`). Several queued events (a backfill's runs) are merged where they fit one span, so
+    one check covers many rewritten hours; events far apart stay apart (two events 325 days apart
+    were one 325-day span, read into memory). An event whose own range is empty or longer than
+    MAX_QUALITY_SPAN (an event posted through the API with `range_start: 2000-01-01`) is refused,
+    naming it: nothing is read.
     """
+    from revenue_platform.forms import MAX_QUALITY_SPAN
+
     events = context.get("triggering_asset_events") or {}
-    ranges = [
+    ranges = sorted(
         (
             parse_utc(event.extra[RANGE_START_KEY], RANGE_START_KEY),
             parse_utc(event.extra[RANGE_END_KEY], RANGE_END_KEY),
@@ -56,29 +62,33 @@ def rewritten_range(context: Any) -> tuple[datetime, datetime] | None:
         for asset_events in events.values()
         for event in asset_events
         if event.extra and event.extra.get(RANGE_START_KEY) and event.extra.get(RANGE_END_KEY)
-    ]
-    if not ranges:
-        return None
-    return min(start for start, _ in ranges), max(end for _, end in ranges)
+    )
+    spans: list[tuple[datetime, datetime]] = []
+    for start, end in ranges:
+        if not start < end <= start + MAX_QUALITY_SPAN:
+            raise ConfigError(
+                f"a triggering asset event names the range {start.isoformat()}..{end.isoformat()}: a "
+                f"rewritten range is non-empty and at most {MAX_QUALITY_SPAN} (the reprocess form's "
+                "bound); check a longer one as several runs of revenue_quality_checks"
+            )
+        if spans and end <= spans[-1][0] + MAX_QUALITY_SPAN:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
 
 
 def resolve_interval(
     context: Any, interval_start: Any = None, interval_end: Any = None
 ) -> tuple[datetime, datetime]:
-    """Explicit bounds, else the params' interval_start/interval_end, else the range the triggering
-    asset events rewrote, else the run's data interval.
+    """Explicit bounds, else the params' interval_start/interval_end, else the run's data interval.
 
-    A run with none of these (asset-triggered by a producer that names no range) ends at its
-    `run_after` (when it was created, stable across retries; never the wall clock at check time) and
-    spans DEFAULT_INTERVAL.
+    A run with none of these ends at its `run_after` (when it was created, stable across retries;
+    never the wall clock at check time) and spans DEFAULT_INTERVAL.
     """
     params = context.get("params") or {}
     start = interval_start if interval_start is not None else params.get("interval_start")
     end = interval_end if interval_end is not None else params.get("interval_end")
-    rewritten = rewritten_range(context)
-    if start is None and end is None and rewritten is not None:
-        # Quality after a rewrite checks what was rewritten, however old (not the hour before now).
-        return rewritten
     if end is None:
         end = context.get("data_interval_end") or context["dag_run"].run_after
     end_time = parse_utc(end, "interval_end")
@@ -89,6 +99,25 @@ def resolve_interval(
         )
         start = data_start if use_data_interval else end_time - DEFAULT_INTERVAL
     return parse_utc(start, "interval_start"), end_time
+
+
+def intervals_to_check(
+    context: Any, interval_start: Any = None, interval_end: Any = None
+) -> list[tuple[datetime, datetime]]:
+    """What one run checks: the ranges its triggering asset events rewrote (`rewritten_ranges`;
+    quality after a rewrite checks what was rewritten, however old), unless bounds are given
+    explicitly or in the params; else its one interval (`resolve_interval`). Every interval is
+    non-empty and at most MAX_QUALITY_SPAN, whichever way the run was triggered: a check loads its
+    interval's bronze into memory."""
+    from revenue_platform.forms import validate_quality_interval
+
+    params = context.get("params") or {}
+    given = (interval_start, interval_end, params.get("interval_start"), params.get("interval_end"))
+    rewritten = rewritten_ranges(context) if all(bound is None for bound in given) else []
+    intervals = rewritten or [resolve_interval(context, interval_start, interval_end)]
+    for start, end in intervals:
+        validate_quality_interval(start, end)
+    return intervals
 
 
 def resolve_deployment(context: Any, deployment_id: str | None = None) -> str:
@@ -168,7 +197,7 @@ def check_revenue_quality(
     lake_root: str | None = None,
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
-    from revenue_platform.forms import validate_quality_form, validate_quality_interval
+    from revenue_platform.forms import validate_quality_form
     from revenue_platform.quality.runner import data_docs_link, run_revenue_checks
     from revenue_platform.trigger_conf import refuse_unknown_conf
 
@@ -185,26 +214,41 @@ def check_revenue_quality(
 
         # The hourly run at the first start of a stack: skipped (not failed), the log says why.
         raise AirflowSkipException(str(nothing)) from nothing
-    start, end = resolve_interval(context, interval_start, interval_end)
-    if form["interval_start"] is not None or form["interval_end"] is not None:
-        # A form's interval spans at most a day (bronze of the interval is loaded into memory).
-        validate_quality_interval(start, end)
+    # Each interval spans at most a day (bronze of an interval is loaded into memory), however the
+    # run was triggered; a run an asset's events triggered checks each range they rewrote.
+    intervals = intervals_to_check(context, interval_start, interval_end)
     overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
     root = lake_root or form["lake_root"] or default_lake_root()
     record = registered_deployment(root, deployment)
     app = record.app_config()
     config = QualityConfig.from_app_config(app).with_overrides(overrides)
-    wait_for_the_app(record, app, end)
+    wait_for_the_app(record, app, intervals[-1][1])
     dag_run = context["dag_run"]
-    run_name = f"{deployment}__{dag_run.dag_id}__{dag_run.run_id}"
-    log.info("Quality gate for deployment %r over [%s, %s), lake %s", deployment, start, end, root)
-    try:
-        report = run_revenue_checks(deployment, root, start, end, config, run_name=run_name, tables=app.names)
-    except QualityCheckFailed as failed:
-        log.error("Data Docs (open in a browser): %s", data_docs_link(failed.report.data_docs_index))
-        raise
-    log.info("Data Docs (open in a browser): %s", data_docs_link(report.data_docs_index))
-    return report.to_dict()
+    reports = []
+    for number, (start, end) in enumerate(intervals, start=1):
+        # One results row and one Data Docs page per interval: the run's name says which.
+        suffix = f"__{number}" if len(intervals) > 1 else ""
+        run_name = f"{deployment}__{dag_run.dag_id}__{dag_run.run_id}{suffix}"
+        log.info(
+            "Quality gate for deployment %r over [%s, %s) (%d of %d), lake %s",
+            deployment,
+            start,
+            end,
+            number,
+            len(intervals),
+            root,
+        )
+        try:
+            report = run_revenue_checks(
+                deployment, root, start, end, config, run_name=run_name, tables=app.names
+            )
+        except QualityCheckFailed as failed:
+            log.error("Data Docs (open in a browser): %s", data_docs_link(failed.report.data_docs_index))
+            raise
+        log.info("Data Docs (open in a browser): %s", data_docs_link(report.data_docs_index))
+        reports.append(report.to_dict())
+    # The last interval's report, as a run of one interval returns it, and every interval's.
+    return {**reports[-1], "intervals": reports} if len(reports) > 1 else reports[0]
 
 
 def quality_gate(

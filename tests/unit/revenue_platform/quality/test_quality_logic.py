@@ -299,43 +299,67 @@ def test_interval_defaults_to_the_data_interval_then_to_the_hour_before_run_afte
     assert resolve_interval(given) == (T0 - timedelta(hours=2), T0 - timedelta(hours=1))
 
 
+def _rewrite(start: str, end: str) -> SimpleNamespace:
+    return SimpleNamespace(extra={"deployment_id": "blue", "range_start": start, "range_end": end})
+
+
 def test_an_asset_triggered_run_checks_the_range_its_events_rewrote() -> None:
-    from revenue_platform.quality.airflow_tasks import resolve_interval
+    from revenue_platform.quality.airflow_tasks import intervals_to_check
 
     # A backfill's two runs, queued into one quality run; days before run_after (12:07 on the 22nd).
     events = {
         "gold": [
-            SimpleNamespace(
-                extra={
-                    "deployment_id": "blue",
-                    "range_start": "2026-11-20T10:00:00+00:00",
-                    "range_end": "2026-11-20T11:00:00+00:00",
-                }
-            ),
-            SimpleNamespace(
-                extra={
-                    "deployment_id": "blue",
-                    "range_start": "2026-11-20T09:00:00+00:00",
-                    "range_end": "2026-11-20T10:00:00+00:00",
-                }
-            ),
+            _rewrite("2026-11-20T10:00:00+00:00", "2026-11-20T11:00:00+00:00"),
+            _rewrite("2026-11-20T09:00:00+00:00", "2026-11-20T10:00:00+00:00"),
         ]
     }
     day = datetime(2026, 11, 20, tzinfo=UTC)
-    assert resolve_interval(_context(triggering_asset_events=events)) == (
-        day + timedelta(hours=9),
-        day + timedelta(hours=11),
-    )
+    assert intervals_to_check(_context(triggering_asset_events=events)) == [
+        (day + timedelta(hours=9), day + timedelta(hours=11))
+    ]
     # The form's explicit interval still wins over the event's range.
     given = _context(
         triggering_asset_events=events,
         params={"interval_start": "2026-11-22T08:00:00", "interval_end": "2026-11-22T09:00:00Z"},
     )
-    assert resolve_interval(given) == (T0 - timedelta(hours=2), T0 - timedelta(hours=1))
+    assert intervals_to_check(given) == [(T0 - timedelta(hours=2), T0 - timedelta(hours=1))]
     # An event without a range keeps the hour before run_after.
     bare = {"gold": [SimpleNamespace(extra={"deployment_id": "blue"})]}
     end = datetime(2026, 11, 22, 12, 7, tzinfo=UTC)
-    assert resolve_interval(_context(triggering_asset_events=bare)) == (end - timedelta(hours=1), end)
+    assert intervals_to_check(_context(triggering_asset_events=bare)) == [(end - timedelta(hours=1), end)]
+
+
+def test_every_interval_a_run_checks_is_at_most_a_day_however_it_was_triggered() -> None:
+    """Queued events merged into one span: two events 325 days apart were one 325-day check, and one
+    event posted through the API with range_start 2000-01-01 a 9,822-day one, read into pandas."""
+    from revenue_platform.errors import ConfigError
+    from revenue_platform.quality.airflow_tasks import intervals_to_check
+
+    far_apart = {
+        "gold": [
+            _rewrite("2025-12-31T10:00:00+00:00", "2025-12-31T11:00:00+00:00"),
+            _rewrite("2026-11-21T10:00:00+00:00", "2026-11-21T11:00:00+00:00"),
+        ]
+    }
+    assert intervals_to_check(_context(triggering_asset_events=far_apart)) == [
+        (datetime(2025, 12, 31, 10, tzinfo=UTC), datetime(2025, 12, 31, 11, tzinfo=UTC)),
+        (datetime(2026, 11, 21, 10, tzinfo=UTC), datetime(2026, 11, 21, 11, tzinfo=UTC)),
+    ]
+    # A three-day backfill's 72 hourly events: three checks of a day each, covering every hour.
+    hours = [datetime(2026, 11, 18, tzinfo=UTC) + timedelta(hours=h) for h in range(72)]
+    backfill = {"gold": [_rewrite(h.isoformat(), (h + timedelta(hours=1)).isoformat()) for h in hours]}
+    spans = intervals_to_check(_context(triggering_asset_events=backfill))
+    assert spans == [(hours[0] + timedelta(days=d), hours[0] + timedelta(days=d + 1)) for d in range(3)]
+
+    decades = {"gold": [_rewrite("2000-01-01T00:00:00+00:00", "2026-11-22T00:00:00+00:00")]}
+    with pytest.raises(ConfigError, match="names the range 2000-01-01T00:00:00"):
+        intervals_to_check(_context(triggering_asset_events=decades))
+    # Params that span more than a day are refused too, as the form refuses them.
+    long_params = _context(
+        params={"interval_start": "2026-11-20T00:00:00", "interval_end": "2026-11-22T00:00:00"}
+    )
+    with pytest.raises(ConfigError, match="more than the 1 day"):
+        intervals_to_check(long_params)
 
 
 def test_deployment_comes_from_the_asset_event_then_params_then_live(
