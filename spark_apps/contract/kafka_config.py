@@ -62,15 +62,22 @@ KAFKA_NUMERIC_OPTIONS = frozenset(
         "socket.connection.setup.timeout.max.ms",
     }
 )
+# acks, enable.idempotence and check.crcs only at their safe values: a release that set acks=0,
+# enable.idempotence=false or check.crcs=false lost dead letters and split-topic records silently
+# (an unacknowledged send, a duplicate or reordered retry, a corrupt fetch passed on).
 KAFKA_CHOICE_OPTIONS: dict[str, frozenset[str]] = {
     "compression.type": frozenset({"none", "gzip", "snappy", "lz4", "zstd"}),
-    "acks": frozenset({"all", "-1", "0", "1"}),
+    "acks": frozenset({"all", "-1"}),
     "isolation.level": frozenset({"read_committed", "read_uncommitted"}),
-    "enable.idempotence": frozenset({"true", "false"}),
-    "check.crcs": frozenset({"true", "false"}),
+    "enable.idempotence": frozenset({"true"}),
+    "check.crcs": frozenset({"true"}),
 }
-# Names the clients report to the brokers (quotas, logs, rack-aware fetching): a plain identifier.
+# Names the clients report to the brokers (quotas, logs, rack-aware fetching): a plain identifier,
+# not one of Kafka's own (the broker lets the client id `__admin_client` write internal topics).
 KAFKA_NAME_OPTIONS = frozenset({"client.id", "client.rack"})
+# Kafka's internal topics (`__consumer_offsets`, `__transaction_state`, `__share_group_state`, ...)
+# and its internal client ids begin with two underscores.
+KAFKA_INTERNAL_PREFIX = "__"
 KAFKA_OPTION_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_KAFKA_OPTION_VALUE = 2**31 - 1
 # Comma-separated host:port pairs (the connection's servers, or a config file's for a run by hand).
@@ -85,6 +92,19 @@ def validate_topic_name(value: str) -> str:
         raise ValueError(
             f"{value!r} is not a Kafka topic name: 1-249 characters of letters, digits, '.', '_' or '-', "
             "and not '.' or '..'"
+        )
+    return value
+
+
+def validate_app_topic(value: str) -> str:
+    """`value` if it is a topic name the app may read or write: not one of Kafka's internal topics
+    (`__consumer_offsets`, `__transaction_state`, ...), which a dead-letter or split-topic writer
+    would corrupt."""
+    validate_topic_name(value)
+    if value.startswith(KAFKA_INTERNAL_PREFIX):
+        raise ValueError(
+            f"{value!r} begins with {KAFKA_INTERNAL_PREFIX!r}: Kafka's internal topics are no topics of "
+            "the app (name one of include/topics/topics.yaml, or a deployment's own)"
         )
     return value
 
@@ -172,7 +192,7 @@ class KafkaConfig(StrictModel):
     @field_validator(*INPUT_TOPIC_FIELDS, *OUTPUT_TOPIC_FIELDS)
     @classmethod
     def _topic(cls, value: str) -> str:
-        return validate_topic_name(value)
+        return validate_app_topic(value)
 
 
 def kafka_option_value(key: str, value: str) -> str:
@@ -189,8 +209,11 @@ def kafka_option_value(key: str, value: str) -> str:
             raise ValueError(f"{key}: {value[:40]!r} must be one of {sorted(KAFKA_CHOICE_OPTIONS[name])}")
         return value
     if name in KAFKA_NAME_OPTIONS:
-        if not KAFKA_OPTION_NAME.fullmatch(value):
-            raise ValueError(f"{key}: {value[:40]!r} must be 1-64 letters, digits, '.', '_' or '-'")
+        if not KAFKA_OPTION_NAME.fullmatch(value) or value.startswith(KAFKA_INTERNAL_PREFIX):
+            raise ValueError(
+                f"{key}: {value[:40]!r} must be 1-64 letters, digits, '.', '_' or '-', not beginning "
+                f"with {KAFKA_INTERNAL_PREFIX!r} (Kafka's own clients)"
+            )
         return value
     if "server" in name or "host" in name or "url" in name or "dns" in name:
         why = "where to connect comes from the Airflow Kafka connection (kafka_default) only"

@@ -86,6 +86,33 @@ def test_kafka_options_are_an_allow_list_everywhere(options: dict[str, str]) -> 
         load_config(None, {"kafka.options": options})
 
 
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        # Kafka's internal topics: dead letters or split orders written into them corrupt the cluster.
+        ({"kafka.dlq_topic": "__consumer_offsets"}, "kafka.dlq_topic"),
+        ({"kafka.revenue_topic": "__transaction_state"}, "kafka.revenue_topic"),
+        ({"kafka.general_orders_topic": "__share_group_state"}, "kafka.general_orders_topic"),
+        ({"kafka.orders_topic": "__consumer_offsets"}, "kafka.orders_topic"),
+        # The client id the broker lets write internal topics.
+        ({"kafka.options": {"client.id": "__admin_client"}}, "client.id"),
+        # Silent loss of dead letters and split-topic records.
+        ({"kafka.options": {"acks": "0"}}, "acks"),
+        ({"kafka.options": {"acks": "1"}}, "acks"),
+        ({"kafka.options": {"enable.idempotence": "false"}}, "enable.idempotence"),
+        ({"kafka.options": {"check.crcs": "false"}}, "check.crcs"),
+    ],
+)
+def test_a_form_cannot_write_kafka_internals_or_weaken_delivery(
+    tmp_path: Path, overrides: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        _resolve(tmp_path, overrides)
+    assert _nothing_written(tmp_path)
+    with pytest.raises(AppConfigError, match=field.rsplit(".", 1)[-1]):
+        load_config(None, overrides)
+
+
 def test_a_release_cannot_name_a_host(tmp_path: Path) -> None:
     registry = DeploymentRegistry(str(tmp_path))
     for overrides in (
