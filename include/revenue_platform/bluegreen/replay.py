@@ -416,12 +416,23 @@ def rollback(
     actor: str,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Point live back at `target` (default: the deployment live before the current one); outputs are kept."""
+    """Point live back at `target` (default: the deployment live before the current one); outputs are kept.
+
+    Only to a deployment that was live before (a `live_switched` event to it in the audit trail): a
+    rollback skips catch-up, quality, diff and approval, which a deployment that never served has
+    not passed. A new one goes live through blue_green_replay's gates.
+    """
     current = registry.live_deployment()
     chosen = target or previous_live(registry.events(), current)
     if chosen is None:
         raise ConfigError(
             f"no previous live deployment in the audit trail (live is {current!r}); name a target"
+        )
+    if not any(e.kind == "live_switched" and e.to_value == chosen for e in registry.events(chosen)):
+        raise ConfigError(
+            f"target_deployment_id {chosen!r} was never live: a rollback returns only to a deployment "
+            "that served before, since it skips catch-up, quality, diff and approval; promote a new "
+            "one with blue_green_replay"
         )
     record_ = registry.get(chosen)
     if record_.desired_state != "running":

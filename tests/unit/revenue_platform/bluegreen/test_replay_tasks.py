@@ -203,3 +203,20 @@ def test_bronze_offset_bounds_are_per_partition_of_the_one_topic(tmp_path: Path)
 
     assert bronze_offset_bounds(bronze, "orders") == {0: (5, 9), 1: (2, 2)}
     assert bronze_offset_bounds(bronze, "orders' OR TRUE --") == {}
+
+
+def test_a_rollback_returns_only_to_a_deployment_that_was_live(registry: DeploymentRegistry) -> None:
+    """A rollback skips catch-up, quality, diff and approval: it made any registered deployment live
+    (one registered with a 1 s dedupe horizon and no amount cap served at once)."""
+    from revenue_platform.bluegreen.replay import rollback
+    from revenue_platform.errors import ConfigError
+
+    registry.register(DeploymentRecord("rogue", desired_state="running"), "mallory")
+    with pytest.raises(ConfigError, match="'rogue' was never live"):
+        rollback(registry, "rogue", "trust me", "airflow:rollback_live_deployment/x", lambda _: None)
+    assert registry.live_deployment() == "blue"
+    # green was live once: returning to it, and back to blue, are rollbacks.
+    registry.switch_live("green", "tester", "promoted")
+    registry.switch_live("blue", "tester", "back")
+    assert rollback(registry, "green", "blue is off", "airflow:x", lambda _: None)["to"] == "green"
+    assert rollback(registry, None, "green is off too", "airflow:x", lambda _: None)["to"] == "blue"
