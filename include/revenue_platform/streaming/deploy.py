@@ -62,6 +62,11 @@ LOG = logging.getLogger(__name__)
 STARTING_POSITIONS = ("earliest", "latest")
 DEFAULT_HEARTBEAT_STALE_S = 60.0
 # Bounds of the deploy form (the DAG's Params carry the same numbers).
+# Deployments meant to run at once in one lake: each is a supervised Spark driver (a JVM of up to
+# spark.driver.memory, 2 GiB by default, plus its Python worker) on the host that also runs the broker
+# and Airflow, and the local stack's host has 2 cores. Blue, green and a few more; a 9th is refused
+# until one is stopped.
+MAX_RUNNING_DEPLOYMENTS = 8
 MIN_START_TIMEOUT_S = 10
 MAX_START_TIMEOUT_S = 3600
 # Fields a form never sets: identity and lease come from the request and the registry, where to
@@ -548,6 +553,7 @@ def deploy(
     registered config, the security settings (credentials) only reach the driver. With a Kafka client
     config, output topics that do not exist yet (a deployment's own) are created.
     """
+    refuse_over_running_cap(registry, request.deployment_id)
     config = resolve_config(request, registry.lake_root, kafka_bootstrap, registry)
     fields = registration_fields(config, request.colour)
     deployment_id = request.deployment_id
@@ -581,6 +587,22 @@ def deploy(
         kafka_security=kafka_security,
     )
     return _outcome("launched", started)
+
+
+def refuse_over_running_cap(registry: DeploymentRegistry, deployment_id: str) -> None:
+    """ConfigError, before anything is written, when `deployment_id` would be one more deployment meant
+    to run than MAX_RUNNING_DEPLOYMENTS (one already meant to run is no more)."""
+    running = sorted(
+        r.deployment_id
+        for r in registry.deployments()
+        if r.desired_state == DesiredState.RUNNING.value and r.deployment_id != deployment_id
+    )
+    if len(running) >= MAX_RUNNING_DEPLOYMENTS:
+        raise ConfigError(
+            f"deployment_id {deployment_id!r} would be deployment {len(running) + 1} meant to run; at most "
+            f"{MAX_RUNNING_DEPLOYMENTS} run at once (each is a supervised driver on the host): "
+            f"{', '.join(running)} are. Stop one with stop_streaming_app first; nothing was registered"
+        )
 
 
 def _driver_running(existing: DeploymentRecord) -> bool:
