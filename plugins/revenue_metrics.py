@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from revenue_platform.serving.metrics import METRICS_URL_PREFIX, create_metrics_app
+from revenue_platform.serving.metrics import METRICS_URL_PREFIX, create_metrics_app, scrape_token
 
 
 class RevenueMetricsPlugin(AirflowPlugin):
     name = "revenue_metrics"
     fastapi_apps = [
-        {"app": create_metrics_app(), "url_prefix": METRICS_URL_PREFIX, "name": "Revenue metrics"}
+        {
+            "app": create_metrics_app(token=scrape_token()),
+            "url_prefix": METRICS_URL_PREFIX,
+            "name": "Revenue metrics",
+        }
     ]

@@ -13,7 +13,9 @@ docs/operations.md, "Metrics and alerts".
 
 from __future__ import annotations
 
+import hmac
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -419,17 +421,41 @@ class StreamingMetricsCollector(Collector):
         yield from metric_families(samples, quality, self.clock())
 
 
-def create_metrics_app(collector: StreamingMetricsCollector | None = None) -> FastAPI:
+METRICS_TOKEN_ENV = "REVENUE_METRICS_TOKEN"
+"""When set (on the Airflow API server), `/metrics` answers only `Authorization: Bearer <it>`: what
+Prometheus sends with `authorization: {credentials_file: ...}` in its scrape config."""
+
+
+def scrape_token(environ: Mapping[str, str] | None = None) -> str | None:
+    """The token scrapes must present (METRICS_TOKEN_ENV), or None: the endpoint is public."""
+    token = (os.environ if environ is None else environ).get(METRICS_TOKEN_ENV, "").strip()
+    return token or None
+
+
+def create_metrics_app(
+    collector: StreamingMetricsCollector | None = None, token: str | None = None
+) -> FastAPI:
     """`GET /metrics` in Prometheus' text format (OpenMetrics when the scraper asks for it).
 
-    Public like any Prometheus endpoint: it holds deployment ids, versions and numbers, no paths,
-    errors or revenue (docs/operations.md says how to keep it inside the network)."""
+    Public like any Prometheus endpoint unless `token` is given (the plugin passes METRICS_TOKEN_ENV):
+    it holds deployment ids, versions, volumes, dead letters and rates, no paths, errors or revenue
+    (docs/operations.md says how to keep it inside the network, or ask for the token)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector or StreamingMetricsCollector())
     app = FastAPI(title="Revenue platform metrics", version="1", docs_url=None, redoc_url=None)
+    expected = f"Bearer {token}".encode() if token else None
 
     @app.get("/metrics", include_in_schema=False)
     def metrics(request: Request) -> Response:
+        # Compared in constant time: the answer's timing says nothing about the token.
+        presented = request.headers.get("authorization", "").encode()
+        if expected is not None and not hmac.compare_digest(presented, expected):
+            return Response(
+                "a bearer token is required (the API server's REVENUE_METRICS_TOKEN)\n",
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+                media_type="text/plain",
+            )
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encoder(registry), media_type=content_type)
 

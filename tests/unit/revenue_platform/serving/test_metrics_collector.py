@@ -269,3 +269,22 @@ def test_a_release_waiting_for_approval_says_since_when(lake: str) -> None:
         if name == "revenue_release_awaiting_approval_seconds"
     }
     assert waiting == {"replica": 3600}
+
+
+def test_with_a_token_only_a_scrape_that_presents_it_is_answered(lake: str) -> None:
+    """The endpoint answered anonymous requests with deployment ids, versions, volumes and rates; a
+    platform that sets REVENUE_METRICS_TOKEN answers only Prometheus' `authorization` credentials."""
+    from revenue_platform.serving.metrics import METRICS_TOKEN_ENV, scrape_token
+
+    token = scrape_token({METRICS_TOKEN_ENV: " s3cret-scrape-token\n"})
+    assert token == "s3cret-scrape-token"
+    assert scrape_token({}) is None
+    assert scrape_token({METRICS_TOKEN_ENV: " "}) is None
+    client = TestClient(create_metrics_app(StreamingMetricsCollector(lake, clock=lambda: NOW), token=token))
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-scrape-token"}):
+        refused = client.get("/metrics", headers=headers)
+        assert (refused.status_code, refused.headers["www-authenticate"]) == (401, "Bearer")
+        assert "revenue_stream" not in refused.text
+    answered = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert answered.status_code == 200
+    assert "revenue_metrics_source_up" in answered.text
