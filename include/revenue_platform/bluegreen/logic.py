@@ -274,14 +274,30 @@ def approval_given(approval: Mapping[str, Any] | None) -> tuple[bool, str | None
     return approval.get("chosen_options") == ["Approve"], approval.get("responded_by_user")
 
 
+def approved_by_a_requester(approved_by: Any, requesters: Iterable[str | None]) -> str | None:
+    """The requester who approved their own replay (by user id or name), or None. Airflow's HITL
+    result names the responder as a name, or as {"id": ..., "name": ...}."""
+    if approved_by is None:
+        return None
+    named = (
+        {approved_by.get("id"), approved_by.get("name")}
+        if isinstance(approved_by, Mapping)
+        else {approved_by}
+    )
+    responder = {str(name) for name in named if name}
+    return next((str(who) for who in requesters if who and str(who) in responder), None)
+
+
 def promotion_blockers(
     caught_up: bool,
     quality_passed: bool,
     diff_summary: Mapping[str, Any] | None,
     approval_required: bool,
     approved: bool,
+    self_approved_by: str | None = None,
 ) -> list[str]:
-    """Why green may not go live (empty = promote)."""
+    """Why green may not go live (empty = promote). `self_approved_by`: the requester who approved
+    their own replay (`approved_by_a_requester`); an approval is a second person's, or none."""
     blockers = []
     if not caught_up:
         blockers.append("green has not caught up")
@@ -290,6 +306,10 @@ def promotion_blockers(
     blockers += diff_blockers(diff_summary)
     if approval_required and not approved:
         blockers.append("approval required and not given")
+    elif approval_required and self_approved_by is not None:
+        blockers.append(
+            f"approved by {self_approved_by}, who requested it: another person must approve a switch"
+        )
     return blockers
 
 

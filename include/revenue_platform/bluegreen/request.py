@@ -103,8 +103,9 @@ class ReplayRequest(BaseModel):
         f"{', '.join(THRESHOLD_FIELDS)} (the window geometry is green's registered config).",
         json_schema_extra={"propertyNames": {"enum": list(THRESHOLD_FIELDS)}},
     )
-    require_approval: bool = False
-    """Ask a human before switching live (release runs: the release's, on by default)."""
+    require_approval: bool = True
+    """Ask a human before switching live (on by default; release runs: the release's, on by default).
+    The approver is never the user who triggered the run, nor a release run's publisher."""
     grace_period_s: float = Field(300, ge=0, le=86400, allow_inf_nan=False)
     """Blue keeps running this long (seconds)."""
     start_timeout_s: float = Field(180, ge=10, le=3600, allow_inf_nan=False)

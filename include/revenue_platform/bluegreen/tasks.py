@@ -17,7 +17,12 @@ from typing import Any, Final
 
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import replay, triggers, window_diff
-from revenue_platform.bluegreen.logic import approval_given, diff_blockers, promotion_blockers
+from revenue_platform.bluegreen.logic import (
+    approval_given,
+    approved_by_a_requester,
+    diff_blockers,
+    promotion_blockers,
+)
 from revenue_platform.bluegreen.replay import ReplayGateFailed, record
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID
@@ -79,6 +84,15 @@ class ReplayRun:
     def xcom(self, task_id: str) -> Any:
         """The result of another task of this run (None if it was skipped)."""
         return self.context["ti"].xcom_pull(task_ids=task_id)
+
+    def requesters(self, request: Mapping[str, Any]) -> list[str]:
+        """Who asked for this replay: the user who triggered the run, and for a release run the
+        release's publisher. None of them may approve its switch."""
+        who = [getattr(self.context.get("dag_run"), "triggering_user_name", None)]
+        if request.get("trigger") == triggers.RELEASE and request.get("version"):
+            release = self.registry.find_release(str(request["version"]))
+            who.append(release.published_by if release is not None else None)
+        return [str(name) for name in who if name]
 
 
 def gated(run: ReplayRun, green: str, gate: str, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -224,7 +238,12 @@ def switch_live(
 
     def step() -> dict[str, Any]:
         blockers = promotion_blockers(
-            bool(caught_up), bool((quality or {}).get("success")), diff, request["require_approval"], approved
+            bool(caught_up),
+            bool((quality or {}).get("success")),
+            diff,
+            request["require_approval"],
+            approved,
+            approved_by_a_requester(approved_by, run.requesters(request)),
         )
         if blockers:
             raise ReplayGateFailed(f"switch: not promoting {green}: {'; '.join(blockers)}")

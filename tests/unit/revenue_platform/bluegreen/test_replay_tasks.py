@@ -220,3 +220,31 @@ def test_a_rollback_returns_only_to_a_deployment_that_was_live(registry: Deploym
     registry.switch_live("blue", "tester", "back")
     assert rollback(registry, "green", "blue is off", "airflow:x", lambda _: None)["to"] == "green"
     assert rollback(registry, None, "green is off too", "airflow:x", lambda _: None)["to"] == "blue"
+
+
+def test_the_user_who_asked_for_a_replay_cannot_approve_its_switch(registry: DeploymentRegistry) -> None:
+    """The approval task named no assigned users, so the requester approved their own switch."""
+    from types import SimpleNamespace
+
+    def run_by(user: str | None, approval: dict[str, Any]) -> ReplayRun:
+        ti = _TaskInstance({"request_approval": approval})
+        return ReplayRun(registry, ACTOR, {"ti": ti, "dag_run": SimpleNamespace(triggering_user_name=user)})
+
+    for own in (
+        {**APPROVED, "responded_by_user": "ann"},
+        {**APPROVED, "responded_by_user": {"id": "7", "name": "ann"}},
+    ):
+        with pytest.raises(ReplayGateFailed, match="approved by ann, who requested it"):
+            switch_live(run_by("ann", own), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
+    assert registry.live_deployment() == "blue"
+    # A release's publisher asked for it too.
+    from revenue_platform.registry.models import ReleaseRecord
+
+    registry.publish_release(ReleaseRecord.create("2.1.0", {}, True, "", "carol"))
+    released = {**REQUEST, "trigger": "release", "version": "2.1.0"}
+    by_carol = {**APPROVED, "responded_by_user": "carol"}
+    with pytest.raises(ReplayGateFailed, match="approved by carol, who requested it"):
+        switch_live(run_by(None, by_carol), released, {"behind": 0}, {"success": True}, PASSED_DIFF)
+    # Another person's approval switches.
+    result = switch_live(run_by("bob", APPROVED), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
+    assert result == {"previous": "blue", "live": "green"}

@@ -15,10 +15,11 @@ from revenue_platform.forms import params_from_model
 
 def test_request_defaults_and_validation() -> None:
     request = ReplayRequest.from_params({"green_deployment_id": "green"})
+    # A switch waits for a person unless the request says otherwise.
     assert (request.max_offsets_behind, request.revenue_tolerance, request.require_approval) == (
         0,
         Decimal("0.00"),
-        False,
+        True,
     )
     assert (request.catch_up_timeout_s, request.mode, request.trigger) == (900.0, "promote", "manual")
     assert ReplayRequest.from_params(request.to_dict()) == request
