@@ -26,3 +26,14 @@ def private_json(path: Path, generate: Callable[[], dict[str, str]]) -> dict[str
     with os.fdopen(fd, "w") as handle:
         json.dump(values, handle)
     return values
+
+
+def replace_private_json(path: Path, values: dict[str, str]) -> None:
+    """Replace the JSON object in `path` atomically, 0600: written to a 0600 file beside it, then
+    renamed over it (a reader sees the old object or the new, never half of one)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(values, handle)
+    os.replace(partial, path)

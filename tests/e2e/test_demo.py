@@ -28,8 +28,9 @@ import pytest
 from revenue_platform import processes
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
+    LOCAL_APPROVER_USER,
     AirflowLocalSettings,
-    local_admin_password,
+    local_password,
 )
 from revenue_platform.paths import REPO_ROOT
 from tests.stack_helpers import DEMO_SUMMARY, left_running, run_demo, run_stack, user_environment
@@ -76,10 +77,14 @@ class DemoStack:
     @property
     def admin_password(self) -> str:
         """The password `up` generated into the stack's secrets dir (and printed)."""
+        return self.password_of(LOCAL_ADMIN_USER)
+
+    def password_of(self, user: str) -> str:
+        """A local user's password, as `up` generated it into the stack's secrets dir (and printed)."""
         settings = AirflowLocalSettings(
             home=self.state_dir / "airflow", secrets_dir=self.state_dir / "secrets"
         )
-        return local_admin_password(settings)
+        return local_password(settings, user)
 
     def require_demo_output(self) -> None:
         """The stack is up and the demo wrote its windows (its exit status is the first test's business)."""
@@ -142,11 +147,11 @@ def _revenue_progress(lake_root: str, deployment_id: str) -> dict[str, Any]:
     return document
 
 
-def _log_in(page: Any, demo_stack: DemoStack) -> None:
+def _log_in(page: Any, demo_stack: DemoStack, user: str = LOCAL_ADMIN_USER) -> None:
     """Airflow's own login page (simple auth manager), as a person signs in; back on the home page."""
     page.goto(demo_stack.airflow_url + "/")
-    page.get_by_label("Username").fill(LOCAL_ADMIN_USER)
-    page.get_by_label("Password").fill(demo_stack.admin_password)
+    page.get_by_label("Username").fill(user)
+    page.get_by_label("Password").fill(demo_stack.password_of(user))
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(demo_stack.airflow_url + "/")
     # A click before the UI has loaded its plugin list can be lost (seen once on a busy 2-core box).
@@ -154,8 +159,8 @@ def _log_in(page: Any, demo_stack: DemoStack) -> None:
 
 
 @contextmanager
-def _signed_in_page(demo_stack: DemoStack) -> Generator[Any, None, None]:
-    """A browser page signed in to the stack's Airflow UI (a real UI session), closed after use."""
+def _signed_in_page(demo_stack: DemoStack, user: str = LOCAL_ADMIN_USER) -> Generator[Any, None, None]:
+    """A browser page signed in to the stack's Airflow UI as `user` (a real UI session), closed after use."""
     from playwright.sync_api import sync_playwright
 
     from revenue_platform.local_stack.browser import ensure_chromium
@@ -166,7 +171,7 @@ def _signed_in_page(demo_stack: DemoStack) -> Generator[Any, None, None]:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(UI_TIMEOUT_MS)
-            _log_in(page, demo_stack)
+            _log_in(page, demo_stack, user)
             yield page
         finally:
             browser.close()
@@ -485,11 +490,12 @@ def _assert_prompt_shows_the_evidence(prompt: str, green: str, live: LiveTotals)
 def test_a_replay_from_the_form_shows_its_evidence_is_approved_in_the_browser_and_hands_live_over(
     demo_stack: DemoStack,
 ) -> None:
-    """After the demo, a person triggers `blue_green_replay` with the form's defaults and approval
-    required, opens the approval from the operations view, reads the gates' evidence (every window of
-    live's gold compared: the demo's burst and the metrics test's, 0 beyond tolerance, the same orders
-    and revenue on both sides, quality passed), approves it, and sees green live and the demo's
-    deployment outgoing during the grace period. Runs after the tests that expect the demo live."""
+    """After the demo, a person (admin) triggers `blue_green_replay` with the form's defaults (approval
+    required), a second person (approver: a switch is never approved by whoever asked for it) opens
+    the approval from the operations view, reads the gates' evidence (every window of live's gold
+    compared: the demo's burst and the metrics test's, 0 beyond tolerance, the same orders and revenue
+    on both sides, quality passed), approves it, and sees green live and the demo's deployment
+    outgoing during the grace period. Runs after the tests that expect the demo live."""
     from playwright.sync_api import expect
 
     from revenue_platform.local_stack.airflow_api import AirflowApiClient
@@ -503,11 +509,11 @@ def test_a_replay_from_the_form_shows_its_evidence_is_approved_in_the_browser_an
     assert live.windows >= int(printed[1]) > 0, (live, printed[0])
     client.wait_for_dag(REPLAY_DAG)
     # The form's defaults (green's id derived, live as blue, grace 300 s), asking a person to approve.
-    run_id = client.trigger(REPLAY_DAG, {"require_approval": True})
+    run_id = client.trigger(REPLAY_DAG, {})
     green = _wait_for_approval_request(client, run_id)
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
 
-    with _signed_in_page(demo_stack) as page:
+    with _signed_in_page(demo_stack, LOCAL_APPROVER_USER) as page:
         try:
             # Where a person sees it: the view inside the Airflow UI, whose link leaves the view's frame.
             page.get_by_role("link", name="Revenue operations").click()
@@ -539,7 +545,7 @@ def test_a_replay_from_the_form_shows_its_evidence_is_approved_in_the_browser_an
         f"/api/v2/dags/{REPLAY_DAG}/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails"
     )
     assert hitl["chosen_options"] == ["Approve"], hitl
-    assert hitl["responded_by_user"]["name"] == LOCAL_ADMIN_USER, hitl
+    assert hitl["responded_by_user"]["name"] == LOCAL_APPROVER_USER, hitl
 
 
 def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
@@ -555,7 +561,7 @@ def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
     expect(demo_row.locator(".badge")).to_have_text("outgoing", timeout=UI_TIMEOUT_MS)
     expect(demo_row).to_contain_text("kept running for the replay's grace period, then stopped")
     switch = page.locator("#live-history tbody tr").filter(has_text=green)
-    expect(switch.locator("td.approver")).to_have_text(LOCAL_ADMIN_USER, timeout=UI_TIMEOUT_MS)
+    expect(switch.locator("td.approver")).to_have_text(LOCAL_APPROVER_USER, timeout=UI_TIMEOUT_MS)
 
 
 def test_down_stops_everything(demo_stack: DemoStack) -> None:

@@ -35,9 +35,13 @@ from revenue_platform.errors import ConfigError, PrerequisiteError
 from revenue_platform.local_object_store import ObjectStoreSettings, store_environment
 from revenue_platform.local_stack.prerequisites import require_free_port
 from revenue_platform.paths import DAGS_DIR, PLUGINS_DIR, PROJECT_PYTHONPATH, REPO_ROOT, state_dir
-from revenue_platform.private_files import private_json
+from revenue_platform.private_files import private_json, replace_private_json
 
 LOCAL_ADMIN_USER = "admin"
+# A second person of the local stack: a blue-green switch is never approved by the user who asked for
+# it (bluegreen.logic.approved_by_a_requester), so a replay triggered as admin is approved as approver.
+LOCAL_APPROVER_USER = "approver"
+LOCAL_USERS = (LOCAL_ADMIN_USER, LOCAL_APPROVER_USER)
 LOOPBACK = "127.0.0.1"
 # Files under the secrets dir; every one is created 0600 and generated only once.
 PASSWORDS_FILE = "airflow_passwords.json"
@@ -170,8 +174,20 @@ def connection_env(kafka_bootstrap_servers: str, spark_master: str) -> dict[str,
 
 def local_admin_password(settings: AirflowLocalSettings) -> str:
     """The local admin's password: generated once (secrets.token_urlsafe) into a 0600 file."""
-    stored = private_json(settings.passwords_file, lambda: {LOCAL_ADMIN_USER: secrets.token_urlsafe(24)})
-    return stored[LOCAL_ADMIN_USER]
+    return local_password(settings, LOCAL_ADMIN_USER)
+
+
+def local_password(settings: AirflowLocalSettings, user: str) -> str:
+    """The password of one of LOCAL_USERS: each generated once (secrets.token_urlsafe) into the 0600
+    passwords file; one a file of an older version lacks is added to it."""
+    stored = private_json(
+        settings.passwords_file, lambda: {u: secrets.token_urlsafe(24) for u in LOCAL_USERS}
+    )
+    missing = [u for u in LOCAL_USERS if u not in stored]
+    if missing:
+        stored = {**stored, **{u: secrets.token_urlsafe(24) for u in missing}}
+        replace_private_json(settings.passwords_file, stored)
+    return stored[user]
 
 
 def signing_secrets(settings: AirflowLocalSettings) -> dict[str, str]:
@@ -201,7 +217,7 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         # "user:role"; the password is in the passwords file.
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{LOCAL_ADMIN_USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{user}:admin" for user in LOCAL_USERS),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(settings.passwords_file),
         "AIRFLOW__API__HOST": settings.host,
         "AIRFLOW__API__PORT": str(settings.port),
@@ -328,9 +344,11 @@ class LocalAirflow:
                 last_report = time.monotonic()
             time.sleep(1)
         password = local_admin_password(self.settings)
+        approver = local_password(self.settings, LOCAL_APPROVER_USER)
         progress(
             f"[airflow] ready: UI {self.settings.base_url} (listening on {self.settings.host})  "
-            f"login {LOCAL_ADMIN_USER} / {password}  (kept in {self.settings.passwords_file})"
+            f"login {LOCAL_ADMIN_USER} / {password}; a second person to approve blue-green switches: "
+            f"{LOCAL_APPROVER_USER} / {approver}  (kept in {self.settings.passwords_file})"
         )
 
     def stop(self, grace_s: float = 30.0, progress: Callable[[str], None] = print) -> None:

@@ -11,9 +11,11 @@ import pytest
 
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
+    LOCAL_APPROVER_USER,
     AirflowLocalSettings,
     airflow_environment,
     local_admin_password,
+    local_password,
     signing_secrets,
 )
 from revenue_platform.spark_submit import spark_submit_command
@@ -87,6 +89,26 @@ def test_a_world_readable_passwords_file_from_an_older_version_is_tightened(tmp_
 
     assert local_admin_password(settings) == "kept-as-it-was"
     assert _mode(settings.passwords_file) == 0o600
+
+
+def test_a_second_person_approves_switches_with_a_password_of_their_own(tmp_path: Path) -> None:
+    """The approver is never the requester, so the local stack has two users; a passwords file of an
+    older version (admin only) gets the approver's added, the admin's kept."""
+    settings = _settings(tmp_path)
+    settings.passwords_file.parent.mkdir(parents=True)
+    settings.passwords_file.write_text(json.dumps({LOCAL_ADMIN_USER: "kept-as-it-was"}))
+
+    approver = local_password(settings, LOCAL_APPROVER_USER)
+    assert len(approver) >= 32
+    assert approver != "kept-as-it-was"
+    assert json.loads(settings.passwords_file.read_text()) == {
+        LOCAL_ADMIN_USER: "kept-as-it-was",
+        LOCAL_APPROVER_USER: approver,
+    }
+    assert _mode(settings.passwords_file) == 0o600
+    assert local_password(settings, LOCAL_APPROVER_USER) == approver, "generated once, then reused"
+    users = airflow_environment(settings)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
+    assert users == f"{LOCAL_ADMIN_USER}:admin,{LOCAL_APPROVER_USER}:admin"
 
 
 def test_local_spark_drivers_bind_loopback_and_cluster_masters_are_left_alone() -> None:
