@@ -10,6 +10,7 @@ default_args here instead of copying them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -58,3 +59,13 @@ def actor_from_context(context: Mapping[str, Any]) -> str:
     """Who does it, for audit logs: the DAG run, and the user who triggered it (when one did)."""
     user = getattr(context["dag_run"], "triggering_user_name", None)
     return f"airflow:{context['dag'].dag_id}/{context['run_id']}" + (f" (user {user})" if user else "")
+
+
+# What actor_from_context writes when a user triggered the run: "airflow:<dag_id>/<run_id> (user <name>)".
+_ACTOR_USER = re.compile(r"airflow:[^/\s]+/\S+? \(user (?P<user>.+)\)")
+
+
+def user_of_actor(actor: str | None) -> str | None:
+    """The user an audit actor of `actor_from_context` names (who triggered the run), else None."""
+    match = _ACTOR_USER.fullmatch(actor or "")
+    return match["user"] if match else None

@@ -25,7 +25,8 @@ def latest_stores(stores_raw: DataFrame) -> DataFrame:
     Latest record per key: highest offset within a partition (Kafka's order for a key),
     and across partitions (only after re-partitioning) the latest Kafka timestamp. Keys
     whose latest record is a tombstone (null or empty value) are dropped. A record over
-    ``MAX_STORE_RECORD_BYTES`` is ignored (the store keeps its previous record). Returns
+    ``MAX_STORE_RECORD_BYTES`` is ignored (the store keeps its previous record while the topic
+    holds it; compaction removes it, the oversized record being newer). Returns
     ``STORE_SCHEMA``; the key is the location id, a malformed value gives null fields.
     """
     size = F.length("key") + F.coalesce(F.length("value"), F.lit(0))

@@ -140,6 +140,13 @@ def fenced_error(
 _POLL_EVERY = 256
 
 
+@functools.cache
+def _not_refusal_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
+
 class RevenueTopicWriter:
     """A transactional producer of one deployment's revenue topic (see the module docstring)."""
 
@@ -184,6 +191,8 @@ class RevenueTopicWriter:
                     producer.poll(0)
             producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except BaseException as error:
+            # Before the abort: purging the queue reports every queued record as failed.
+            undelivered = self._undelivered
             fenced = self._fenced(error, "write a transaction")
             if fenced is not None:
                 raise fenced from error
@@ -191,7 +200,7 @@ class RevenueTopicWriter:
                 self._abort(_ABORT_AFTER_STALL_S)
             else:
                 self._abort()
-            refused = self._refused(error)
+            refused = self._refused(error, undelivered)
             if refused is not None:
                 raise refused from error
             raise
@@ -217,19 +226,19 @@ class RevenueTopicWriter:
                     ) from None
                 self._producer.poll(_QUEUE_FULL_POLL_S)
 
-    def _refused(self, error: BaseException) -> RevenueTopicDeliveryError | None:
+    def _refused(self, error: BaseException, undelivered: str | None) -> RevenueTopicDeliveryError | None:
         """The batch's error as a refusal naming the topic and the reason, if the client or the broker
         refused records (librdkafka's commit error only says "N message(s) failed delivery"); None
-        for any other error (a stall, a lost broker), which is raised as it is."""
+        for any other error (a stall, a lost broker, an interrupt), which is raised as it is."""
         from confluent_kafka import KafkaError, KafkaException
 
-        if isinstance(error, RevenueTopicStalledError):
+        if isinstance(error, RevenueTopicStalledError) or not isinstance(error, Exception):
             return None
         kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
         if isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._refusal(f"a record over the producer's message.max.bytes: {kafka_error.str()}")
-        if self._undelivered is not None:
-            return self._refusal(self._undelivered)
+        if undelivered is not None:
+            return self._refusal(undelivered)
         return None
 
     def _refusal(self, reason: str) -> RevenueTopicDeliveryError:
@@ -240,8 +249,9 @@ class RevenueTopicWriter:
         )
 
     def _on_delivery(self, error: Any, message: Any) -> None:
-        # Keep the first failure of the batch: the one that names the cause.
-        if error is not None and self._undelivered is None:
+        # Keep the first refusal of the batch: the one that names the cause. A record that timed out
+        # (a lost or stalled broker) or was purged by an abort was not refused, and says nothing new.
+        if error is not None and self._undelivered is None and error.code() not in _not_refusal_codes():
             self._undelivered = f"partition {message.partition()}: {error.str()}"
 
     def _on_error(self, error: Any) -> None:

@@ -166,7 +166,8 @@ def record_bytes(key: Column, value: Column) -> Column:
 
 
 def _record_size_check(rules: OrderRules) -> tuple[Column, str]:
-    """(is_refused, reason) of the record's size: checked before anything parses it."""
+    """(is_refused, reason) of the record's size: the first reason of a record too large, whatever
+    else is wrong with it (the parses still run on it; they are bounded by the broker's limit)."""
     return (record_bytes(F.col("key"), F.col("value")) > rules.max_record_bytes, DlqReason.RECORD_TOO_LARGE)
 
 
@@ -178,7 +179,7 @@ def _value_checks(typed: Column, rules: OrderRules) -> list[tuple[Column, str]]:
     earliest_plausible_us = appended_us - F.lit(rules.max_past_age_s * 1_000_000)
     return [
         (F.length(typed["location_id"]) > rules.max_location_id_chars, DlqReason.LOCATION_ID_TOO_LONG),
-        # size() of a null array is -1: an order without line items passes.
+        # An order without line items has a null array: the comparison is null, and CASE WHEN passes it.
         (F.size(typed["order_line_items"]) > rules.max_line_items, DlqReason.TOO_MANY_LINE_ITEMS),
         (~typed["order_type"].isin(*ORDER_TYPES), DlqReason.UNKNOWN_ORDER_TYPE),
         (typed["final_amount"] < 0, DlqReason.NEGATIVE_AMOUNT),

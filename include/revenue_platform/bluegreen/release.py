@@ -137,7 +137,12 @@ def main() -> int:
         f"[release] {conf['version']} published ({PUBLISH_DAG_ID} run {run_id}); its "
         "streaming_app_release event starts blue_green_replay: follow it in the Airflow UI "
         f"({airflow.base_url}/dags/blue_green_replay)"
-        + (", where it waits for your approval before switching live" if conf["require_approval"] else "")
+        + (
+            ", where it waits before switching live for a second person's approval (not yours: on the "
+            "local stack, log in as approver)"
+            if conf["require_approval"]
+            else ""
+        )
     )
     return 0
 

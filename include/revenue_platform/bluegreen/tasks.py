@@ -88,10 +88,13 @@ class ReplayRun:
     def requesters(self, request: Mapping[str, Any]) -> list[str]:
         """Who asked for this replay: the user who triggered the run, and for a release run the
         release's publisher. None of them may approve its switch."""
+        from revenue_platform.dag_defaults import user_of_actor
+
         who = [getattr(self.context.get("dag_run"), "triggering_user_name", None)]
         if request.get("trigger") == triggers.RELEASE and request.get("version"):
             release = self.registry.find_release(str(request["version"]))
-            who.append(release.published_by if release is not None else None)
+            # published_by is the publishing run's audit actor: "airflow:<dag>/<run> (user <name>)".
+            who.append(user_of_actor(release.published_by) if release is not None else None)
         return [str(name) for name in who if name]
 
 

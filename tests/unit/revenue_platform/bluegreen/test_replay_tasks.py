@@ -240,7 +240,9 @@ def test_the_user_who_asked_for_a_replay_cannot_approve_its_switch(registry: Dep
     # A release's publisher asked for it too.
     from revenue_platform.registry.models import ReleaseRecord
 
-    registry.publish_release(ReleaseRecord.create("2.1.0", {}, True, "", "carol"))
+    # published_by is the publishing run's audit actor, as actor_from_context writes it.
+    publisher = "airflow:publish_app_version/manual__2026-12-01T10:00:00+00:00 (user carol)"
+    registry.publish_release(ReleaseRecord.create("2.1.0", {}, True, "", publisher))
     released = {**REQUEST, "trigger": "release", "version": "2.1.0"}
     by_carol = {**APPROVED, "responded_by_user": "carol"}
     with pytest.raises(ReplayGateFailed, match="approved by carol, who requested it"):

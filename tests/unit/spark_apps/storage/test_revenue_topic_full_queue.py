@@ -79,3 +79,39 @@ def test_a_queue_that_never_drains_fails_the_batch_within_the_transaction_timeou
     # Nothing of the batch is committed; the abort waits briefly on a broker that has stalled.
     assert producer.abort_timeout is not None
     assert producer.abort_timeout < revenue_topic.TRANSACTION_TIMEOUT_S
+
+
+class _Delivering(_QueueFull):
+    """A producer whose every delivery fails with `code`, reported at the commit (librdkafka's way)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(room=10, freed_after=None)
+        self.code = code
+        self.callbacks: list[Any] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any = None) -> None:
+        super().produce(topic, value, key)
+        self.callbacks.append(on_delivery)
+
+    def commit_transaction(self, timeout: float) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        for callback in self.callbacks:
+            callback(KafkaError(self.code), type("Message", (), {"partition": lambda self: 3})())
+        raise KafkaException(KafkaError(KafkaError._INCONSISTENT, "2 message(s) failed delivery"))
+
+
+def test_a_refused_batch_names_the_topic_and_the_reason_and_a_timeout_is_left_as_it_is() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from spark_apps.storage.revenue_topic import RevenueTopicDeliveryError
+
+    refused = _writer(_Delivering(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    with pytest.raises(
+        RevenueTopicDeliveryError, match=r"revenue topic revenue: .*partition 3: .*Unknown topic"
+    ):
+        refused.write(_rows(2))
+    # A lost broker's records time out: not a refusal, the client's own error stands.
+    timed_out = _writer(_Delivering(KafkaError._MSG_TIMED_OUT))
+    with pytest.raises(KafkaException):
+        timed_out.write(_rows(2))
