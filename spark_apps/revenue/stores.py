@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_apps.contract.records import STORE_ADDRESS_COLUMNS
+from spark_apps.validation.orders import record_bytes
 from spark_apps.validation.schemas import STORE_VALUE_SCHEMA
 
 MAX_STORE_RECORD_BYTES = 16_384
@@ -29,7 +30,7 @@ def latest_stores(stores_raw: DataFrame) -> DataFrame:
     holds it; compaction removes it, the oversized record being newer). Returns
     ``STORE_SCHEMA``; the key is the location id, a malformed value gives null fields.
     """
-    size = F.length("key") + F.coalesce(F.length("value"), F.lit(0))
+    size = record_bytes(F.col("key"), F.col("value"))
     keyed = stores_raw.filter(F.col("key").isNotNull() & (size <= MAX_STORE_RECORD_BYTES))
     per_partition = keyed.groupBy("key", "partition").agg(
         F.max_by(F.struct("timestamp", "value"), "offset").alias("latest")

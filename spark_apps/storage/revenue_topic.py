@@ -113,15 +113,22 @@ class ProducerFencedError(LeaseRejectedError):
     """A newer driver of this deployment initialised the revenue topic's producer: this one is stale."""
 
 
+def kafka_error_of(error: BaseException) -> Any:
+    """The KafkaError a KafkaException carries (its first argument), else None."""
+    from confluent_kafka import KafkaException
+
+    return error.args[0] if isinstance(error, KafkaException) and error.args else None
+
+
 def fenced_error(
     error: BaseException, transactional_id: str, what: str, fatal_cause: Any = None
 ) -> ProducerFencedError | None:
     """The platform's error for `error` when it says a newer producer of `transactional_id` fenced
     this one, whichever call reports it: a send's delivery, a commit, a new transaction, or a later
     send that only says "fatal error" (`fatal_cause`: the fatal error the producer reported then)."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
 
-    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
+    kafka_error = kafka_error_of(error)
     if isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError._FATAL:
         kafka_error = fatal_cause
     fencing_codes = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
@@ -230,11 +237,11 @@ class RevenueTopicWriter:
         """The batch's error as a refusal naming the topic and the reason, if the client or the broker
         refused records (librdkafka's commit error only says "N message(s) failed delivery"); None
         for any other error (a stall, a lost broker, an interrupt), which is raised as it is."""
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaError
 
         if isinstance(error, RevenueTopicStalledError) or not isinstance(error, Exception):
             return None
-        kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else None
+        kafka_error = kafka_error_of(error)
         if isinstance(kafka_error, KafkaError) and kafka_error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._refusal(f"a record over the producer's message.max.bytes: {kafka_error.str()}")
         if undelivered is not None:

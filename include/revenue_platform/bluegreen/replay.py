@@ -428,7 +428,10 @@ def rollback(
         raise ConfigError(
             f"no previous live deployment in the audit trail (live is {current!r}); name a target"
         )
-    if not any(e.kind == "live_switched" and e.to_value == chosen for e in registry.events(chosen)):
+    # The previous live one was live by definition; a named target must show it in its own events.
+    if target and not any(
+        e.kind == "live_switched" and e.to_value == chosen for e in registry.events(chosen)
+    ):
         raise ConfigError(
             f"target_deployment_id {chosen!r} was never live: a rollback returns only to a deployment "
             "that served before, since it skips catch-up, quality, diff and approval; promote a new "
