@@ -6,7 +6,9 @@ and bad records. In the first test three runs are each SIGKILLed at a named poin
   * right after the gold MERGE, before the revenue topic (bronze and the side outputs may still be
     in flight in their threads);
   * right after the bronze append;
-  * after every write of the batch, before Spark commits its offsets.
+  * after every write of the batch, before Spark commits its offsets;
+and a fourth run is SIGKILLed (its whole process group, JVM and Python driver) at no point the app
+chose: a few seconds into a batch after one it committed.
 Each restart resumes the revenue state from bronze and gold and redoes the killed batch. A bounded run
 drains the rest. Gold and the revenue topic must equal the generator's Decimal oracle, and bronze
 must hold every record exactly once.
@@ -15,7 +17,10 @@ must hold every record exactly once.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -32,8 +37,9 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.contract.config import load_config
+from spark_apps.contract.config import StreamingAppConfig, load_config
 from spark_apps.contract.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
+from spark_apps.orders_streaming_app import run
 from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
 
@@ -47,23 +53,56 @@ KILLS = (
 )
 
 
-def _run_app(overrides: dict[str, object], log: Path, mode: str, fault: dict[str, str]) -> int:
+def _launch(
+    overrides: dict[str, object], log: Path, mode: str, fault: dict[str, str]
+) -> subprocess.Popen[bytes]:
     args: list[str] = []
     for key, value in {**overrides, "trigger.mode": mode}.items():
         args += ["--set", f"{key}={value}"]
     with log.open("ab") as out:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             spark_submit_command("orders_streaming_app.py", args),
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**spark_submit_env(), **fault},
-            start_new_session=True,
+            start_new_session=True,  # the group holds the JVM and its Python driver: kill both at once
         )
-        return process.wait(timeout=600)
+
+
+def _run_app(overrides: dict[str, object], log: Path, mode: str, fault: dict[str, str]) -> int:
+    return _launch(overrides, log, mode, fault).wait(timeout=600)
+
+
+def _revenue_progress_written(config: StreamingAppConfig) -> int:
+    """When the revenue query last wrote its progress file (after each batch it commits), 0 before."""
+    progress = Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json"
+    try:
+        return progress.stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def _kill_mid_batch_at_no_chosen_point(overrides: dict[str, object], log: Path) -> None:
+    """SIGKILL the driver's process group (JVM and Python) a few seconds into the batch after the
+    first one this run commits: at no point the app chose."""
+    config = load_config(overrides=overrides)
+    written_before = _revenue_progress_written(config)
+    app = _launch(overrides, log, "processing_time", {})
+    deadline = time.monotonic() + 300
+    while _revenue_progress_written(config) == written_before:
+        assert app.poll() is None, f"app exited early ({app.returncode}):\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no batch committed; app log tail:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+    time.sleep(3)
+    os.killpg(app.pid, signal.SIGKILL)
+    app.wait(timeout=30)
 
 
 def _kill_at_each_point_then_drain(
-    overrides: dict[str, object], log: Path, kills: tuple[tuple[str, int], ...] = KILLS
+    overrides: dict[str, object],
+    log: Path,
+    kills: tuple[tuple[str, int], ...] = KILLS,
+    then_kill_at_no_chosen_point: bool = False,
 ) -> None:
     for point, batch in kills:
         report = log.parent / f"{point}.json"
@@ -74,6 +113,8 @@ def _kill_at_each_point_then_drain(
         fired = json.loads(report.read_text())
         assert fired["batch_id"] >= batch
         assert code != 0, "a killed driver cannot exit cleanly"
+    if then_kill_at_no_chosen_point:
+        _kill_mid_batch_at_no_chosen_point(overrides, log)
     killed_runs_end = log.stat().st_size
     assert _run_app(overrides, log, "available_now", {}) == 0, log.read_text()[-3000:]
     # The app stops its own session; leaving it to the JVM's shutdown hooks closed the state stores
@@ -142,7 +183,7 @@ def test_kills_between_the_commits_of_a_batch_lose_nothing_and_count_nothing_twi
     create_app_topics(kafka_bootstrap, suffix, orders_partitions=4, other_partitions=2)
     records = _orders(kafka_bootstrap, app_topic_overrides(suffix))
 
-    _kill_at_each_point_then_drain(overrides, tmp_path / "app.log")
+    _kill_at_each_point_then_drain(overrides, tmp_path / "app.log", then_kill_at_no_chosen_point=True)
 
     expected = {
         k: (w.order_count, w.revenue) for k, w in expected_windows(records, window_seconds=15).items()
@@ -190,8 +231,8 @@ def test_with_a_short_watermark_a_killed_run_ends_as_an_uninterrupted_one(
     create_app_topics(kafka_bootstrap, reference_suffix, orders_partitions=1, other_partitions=2)
     records = _orders(kafka_bootstrap, topics)
 
-    log = tmp_path / "reference.log"
-    assert _run_app(reference, log, "available_now", {}) == 0, log.read_text()[-3000:]
+    # The reference needs no driver of its own: the same app, run once in this process's session.
+    run(load_config(overrides={**reference, "trigger.mode": "available_now"}), spark)
     _kill_at_each_point_then_drain(killed, tmp_path / "killed.log", kills=(KILLS[-1],))
 
     killed_config, reference_config = load_config(overrides=killed), load_config(overrides=reference)

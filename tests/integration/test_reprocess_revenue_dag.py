@@ -2,8 +2,9 @@
 
 Two consecutive one-minute intervals are reprocessed as a backfill would: two successful
 runs, each with its reconciliation report, after which gold equals the independent oracle
-over every order (including the late ones the streaming app dropped). Rerunning the first
-interval finds nothing to change.
+over every order (including the late ones the streaming app dropped), and the app's later
+batches leave the repaired minutes alone. (That a rerun finds nothing to change is the job's
+claim, proved without a third spark-submit in test_reprocess_revenue.py.)
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def orders_at(offset: timedelta, count: int, seed: int, first_order_id: int) -> 
     return list(generate_orders(settings))
 
 
-def test_two_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
+def test_two_intervals_reprocess_to_exact_totals_that_later_batches_keep(
     kafka_bootstrap: str,
     airflow_db: AirflowLocalSettings,
     spark: SparkSession,
@@ -176,10 +177,6 @@ def test_two_intervals_reprocess_to_exact_totals_and_a_rerun_changes_nothing(
         f"{loc}|{typ}|{start.strftime('%Y-%m-%dT%H:%M:%SZ')}": totals
         for (loc, typ, start), totals in gold.items()
     }
-
-    rerun = reprocess(0)
-    assert rerun["missing"] == rerun["extra"] == rerun["different"] == 0
-    assert rerun["repaired"] is False
 
     # The app goes on streaming newer orders: the repaired minutes stay repaired.
     newer = orders_at(timedelta(minutes=6), count=20, seed=24, first_order_id=70_000)
