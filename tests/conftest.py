@@ -34,6 +34,7 @@ from revenue_platform.local_stack.airflow_local import (
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
+from spark_apps.engine.session import DRIVER_JIT_ENV
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -69,6 +70,11 @@ time.tzset()
 # py4j logs its own shutdown at interpreter exit, after pytest closed the capture streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
+# Every driver a test starts on this machine (the session's, the tests' spark-submits, those the DAGs
+# launch) lives for a minute or two: the JIT's first tier only, so C2's compiler threads do not compete
+# with it for the 2 cores (spark_apps.engine.session.DRIVER_JIT_ENV; docs/testing.md). The e2e demo's
+# stack gets a user's environment and keeps the default.
+os.environ.setdefault(DRIVER_JIT_ENV, "c1")
 
 
 # What `make test-fast` leaves out: a test that asks for one of these fixtures starts a JVM (Spark,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from revenue_platform import processes
 from revenue_platform.paths import REPO_ROOT
+from spark_apps.engine.session import DRIVER_JIT_ENV
 
 DEMO_SUMMARY = re.compile(r"(\d+) windows, (\d+) orders, revenue (\d+\.\d{2}) \(DECIMAL, exact\)")
 """The demo's last line of windowed revenue: windows, orders, total."""
@@ -29,6 +30,8 @@ def user_environment(state_dir: Path, ports: Mapping[str, int]) -> dict[str, str
     # which the fault tests' session cluster sets while it runs).
     env.pop("PLATFORM_LAKE_ROOT", None)
     env.pop("CLUSTER_LAKE", None)
+    # A user's drivers run on the JDK's default JIT, not the test session's (tests/conftest.py).
+    env.pop(DRIVER_JIT_ENV, None)
     return env
 
 

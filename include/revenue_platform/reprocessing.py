@@ -168,10 +168,11 @@ def plan_reprocessing(
 
 
 def driver_class_archive_conf() -> dict[str, str]:
-    """The job's driver (client mode: on the machine of the task) maps `make jvm`'s class archive."""
-    from spark_apps.engine.session import driver_class_archive_options
+    """The job's driver (client mode: on the machine of the task) maps `make jvm`'s class archive and
+    takes the JIT setting (`SPARK_DRIVER_JIT`)."""
+    from spark_apps.engine.session import local_driver_java_options
 
-    options = driver_class_archive_options()
+    options = local_driver_java_options()
     return {"spark.driver.extraJavaOptions": options} if options else {}
 
 

@@ -43,21 +43,22 @@ def spark_submit_command(
     """`spark-submit` for `spark_apps/<app>` with the local jars and the given app arguments.
 
     `class_archive`: the driver maps `make jvm`'s class archive when there is one
-    (`driver_class_archive_options`); off for a driver that runs elsewhere (cluster deploy mode).
+    (`driver_class_archive_options`) and takes the JIT setting (`SPARK_DRIVER_JIT`,
+    `driver_jit_options`); both off for a driver that runs elsewhere (cluster deploy mode).
     `extra_java_options` go last on the driver's JVM options (a JFR recording, an archive's dump).
 
     A local master's driver listens on loopback only (`loopback_driver_conf`). `object_store`
     (`lake_storage.spark_object_store_access`, for a lake on s3a://) adds S3A's jars and settings;
     its credentials go into the process environment (`spark_submit_env`), never into this command.
     """
-    from spark_apps.engine.session import driver_class_archive_options, loopback_driver_conf
+    from spark_apps.engine.session import local_driver_java_options, loopback_driver_conf
 
     spark_submit = Path(sys.executable).parent / "spark-submit"
     loopback = [
         part for key, value in loopback_driver_conf(master).items() for part in ("--conf", f"{key}={value}")
     ]
     access = object_store or SparkObjectStoreAccess()
-    archive_options = driver_class_archive_options() if class_archive else ""
+    archive_options = local_driver_java_options() if class_archive else ""
     store_conf = [part for key, value in access.conf.items() for part in ("--conf", f"{key}={value}")]
     return [
         str(spark_submit),

@@ -13,10 +13,13 @@ from pyspark.sql import SparkSession
 from revenue_platform.local_stack.class_archive import archive_inputs, archive_is_current
 from revenue_platform.spark_submit import spark_submit_command
 from revenue_platform.streaming.launcher import SparkTarget, cluster_submit_command
+from spark_apps.contract.config import AppConfigError
 from spark_apps.engine.session import (
     DRIVER_CLASS_ARCHIVE_ENV,
+    DRIVER_JIT_ENV,
     driver_class_archive,
     driver_class_archive_options,
+    driver_jit_options,
     drivers_java,
 )
 
@@ -29,7 +32,35 @@ def _driver_java_options(command: list[str]) -> str:
 def archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "spark-driver.jsa"
     monkeypatch.setenv(DRIVER_CLASS_ARCHIVE_ENV, str(path))
+    # The JIT's own option (the test session sets c1) is not what these tests look at.
+    monkeypatch.delenv(DRIVER_JIT_ENV, raising=False)
     return path
+
+
+def test_the_jit_setting_reaches_every_local_driver_and_no_cluster_mode_one(
+    archive: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.reprocessing import driver_class_archive_conf
+
+    c1_only = "-XX:TieredStopAtLevel=1"
+    for unset_or_default in ("", "tiered", " tiered "):
+        monkeypatch.setenv(DRIVER_JIT_ENV, unset_or_default)
+        assert driver_jit_options() == ""
+        assert c1_only not in _driver_java_options(spark_submit_command("orders_streaming_app.py", []))
+    monkeypatch.setenv(DRIVER_JIT_ENV, "c1")
+    assert c1_only in _driver_java_options(spark_submit_command("orders_streaming_app.py", [])).split()
+    assert driver_class_archive_conf() == {"spark.driver.extraJavaOptions": c1_only}
+    archive.write_bytes(b"archive")
+    both = driver_class_archive_conf()["spark.driver.extraJavaOptions"].split()
+    assert {f"-XX:SharedArchiveFile={archive}", c1_only} <= set(both)
+    on_a_worker = spark_submit_command("orders_streaming_app.py", [], class_archive=False)
+    assert c1_only not in _driver_java_options(on_a_worker)
+
+
+def test_an_unknown_jit_setting_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DRIVER_JIT_ENV, "c2-only")
+    with pytest.raises(AppConfigError, match="SPARK_DRIVER_JIT='c2-only': expected one of"):
+        spark_submit_command("orders_streaming_app.py", [])
 
 
 def test_without_an_archive_a_driver_gets_no_sharing_option(archive: Path) -> None:
