@@ -58,7 +58,7 @@ def spark_submit_command(
         part for key, value in loopback_driver_conf(master).items() for part in ("--conf", f"{key}={value}")
     ]
     access = object_store or SparkObjectStoreAccess()
-    archive_options = local_driver_java_options() if class_archive else ""
+    driver_options = local_driver_java_options() if class_archive else ""
     store_conf = [part for key, value in access.conf.items() for part in ("--conf", f"{key}={value}")]
     return [
         str(spark_submit),
@@ -74,7 +74,7 @@ def spark_submit_command(
                 None,
                 [
                     f"-Dlog4j2.configurationFile=file:{DRIVER_LOG4J2_CONFIG}",
-                    archive_options,
+                    driver_options,
                     extra_java_options,
                 ],
             )

@@ -234,11 +234,10 @@ def driver_jit_options() -> str:
     return _DRIVER_JIT_OPTIONS[value]
 
 
-def local_driver_java_options(class_archive: bool = True) -> str:
-    """JVM options for a driver started on this machine: the class archive's (when `class_archive`
-    and there is one, `driver_class_archive_options`) and the JIT's (`driver_jit_options`)."""
-    archive = driver_class_archive_options() if class_archive else ""
-    return " ".join(option for option in (archive, driver_jit_options()) if option)
+def local_driver_java_options() -> str:
+    """JVM options for a driver started on this machine: the class archive's (when there is one,
+    `driver_class_archive_options`) and the JIT's (`driver_jit_options`)."""
+    return " ".join(option for option in (driver_class_archive_options(), driver_jit_options()) if option)
 
 
 def _has_delta(jars: Sequence[str]) -> bool:

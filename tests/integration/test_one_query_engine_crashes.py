@@ -39,6 +39,7 @@ from revenue_platform.orders_generator import (
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import StreamingAppConfig, load_config
 from spark_apps.contract.fault_points import FAULT_BATCH_ENV, FAULT_POINT_ENV, FAULT_REPORT_ENV
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, local_path
 from spark_apps.orders_streaming_app import run
 from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
@@ -75,7 +76,7 @@ def _run_app(overrides: dict[str, object], log: Path, mode: str, fault: dict[str
 
 def _revenue_progress_written(config: StreamingAppConfig) -> int:
     """When the revenue query last wrote its progress file (after each batch it commits), 0 before."""
-    progress = Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json"
+    progress = local_path(config.names.progress_file(REVENUE_QUERY_ROLE))
     try:
         return progress.stat().st_mtime_ns
     except FileNotFoundError:
