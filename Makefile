@@ -23,10 +23,15 @@ IMPORT_CONTRACTS := tests/unit/project/test_import_contracts.py tests/unit/spark
 # does the same for Pythons started outside make, e.g. by Airflow or spark-submit).
 export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
-# The test suite's own broker (see tests/conftest.py); stopped after every run.
-TEST_KAFKA_ENV := KAFKA_PORT=$${TEST_KAFKA_PORT:-19092} KAFKA_CONTROLLER_PORT=$${TEST_KAFKA_CONTROLLER_PORT:-19093} KAFKA_DATA_DIR=$(CURDIR)/.local/test/kafka
-# The test suite's own object store (see tests/integration/test_lake_on_object_store.py); stopped after every run.
-TEST_OBJECT_STORE_ENV := OBJECT_STORE_PORT=$${TEST_OBJECT_STORE_PORT:-19400} OBJECT_STORE_DATA_DIR=$(CURDIR)/.local/test/object-store
+# `make test` runs the suite on this many pytest-xdist workers (whole modules each; 0 runs it in one
+# process). The 2 cores sit idle half the time of one session's run, waiting on drivers and brokers.
+TEST_WORKERS ?= 2
+# Each worker's own broker and object store (see tests/conftest.py: worker N's ports are 1000 * N
+# up, its state in .local/test/gwN), stopped after every run in case pytest itself was killed.
+TEST_STATE_ROOT = $${TEST_STATE_DIR:-$(CURDIR)/.local/test}
+TEST_WORKER_STATE = $(TEST_STATE_ROOT)$$( (( worker )) && echo /gw$$worker)
+TEST_KAFKA_ENV := KAFKA_PORT=$$(( $${TEST_KAFKA_PORT:-19092} + 1000 * worker )) KAFKA_CONTROLLER_PORT=$$(( $${TEST_KAFKA_CONTROLLER_PORT:-19093} + 1000 * worker )) KAFKA_DATA_DIR=$(TEST_WORKER_STATE)/kafka
+TEST_OBJECT_STORE_ENV := OBJECT_STORE_PORT=$$(( $${TEST_OBJECT_STORE_PORT:-19400} + 1000 * worker )) OBJECT_STORE_DATA_DIR=$(TEST_WORKER_STATE)/object-store
 # The fault tests' own cluster (see tests/cluster/conftest.py): ports from 19100, state in .local/test/cluster.
 TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$${TEST_STATE_DIR:-$(CURDIR)/.local/test} CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
 
@@ -136,10 +141,12 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 	@$(PYTHON) -m revenue_platform.bluegreen.release
 
 .PHONY: test
-test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow)
-	@status=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || status=$$?; \
-	  $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
-	  $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
+test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow) on TEST_WORKERS (2) workers
+	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || status=$$?; \
+	  for worker in $$(seq 0 $$(( $(TEST_WORKERS) > 1 ? $(TEST_WORKERS) - 1 : 0 ))); do \
+	    $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
+	    $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
+	  done; \
 	  exit $$status
 
 .PHONY: test-fast

@@ -40,10 +40,24 @@ if TYPE_CHECKING:
     from fastapi.testclient import TestClient
     from pyspark.sql import SparkSession
 
-TEST_STATE_DIR = Path(os.environ.get("TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
+# `make test` runs the suite on two pytest-xdist workers, each a test session of its own with its own
+# broker, object store, Airflow DB and SparkSession: worker N (gwN) moves these ports up by N * 1000 and
+# keeps its state in .local/test/gwN; worker 0, and a run without workers, keep the defaults
+# (docs/testing.md, "Two workers"). Ports a single module starts a service on stay fixed: one module
+# runs on one worker (--dist loadfile).
+TEST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+TEST_WORKER_PORT_STEP = 1000
+
+
+def _test_port(variable: str, default: int) -> int:
+    return int(os.environ.get(variable, str(default))) + TEST_WORKER * TEST_WORKER_PORT_STEP
+
+
+_TEST_STATE_ROOT = Path(os.environ.get("TEST_STATE_DIR", REPO_ROOT / ".local" / "test"))
+TEST_STATE_DIR = _TEST_STATE_ROOT / f"gw{TEST_WORKER}" if TEST_WORKER else _TEST_STATE_ROOT
 TEST_KAFKA = KafkaBrokerSettings(
-    port=int(os.environ.get("TEST_KAFKA_PORT", "19092")),
-    controller_port=int(os.environ.get("TEST_KAFKA_CONTROLLER_PORT", "19093")),
+    port=_test_port("TEST_KAFKA_PORT", 19092),
+    controller_port=_test_port("TEST_KAFKA_CONTROLLER_PORT", 19093),
     data_dir=TEST_STATE_DIR / "kafka",
     heap="768m",
     # Fixtures carry fixed dates as Kafka timestamps: keep them whatever the calendar says
@@ -51,11 +65,11 @@ TEST_KAFKA = KafkaBrokerSettings(
     retention_ms=-1,
 )
 TEST_OBJECT_STORE = ObjectStoreSettings(
-    port=int(os.environ.get("TEST_OBJECT_STORE_PORT", "19400")), data_dir=TEST_STATE_DIR / "object-store"
+    port=_test_port("TEST_OBJECT_STORE_PORT", 19400), data_dir=TEST_STATE_DIR / "object-store"
 )
 TEST_AIRFLOW = AirflowLocalSettings(
     home=TEST_STATE_DIR / "airflow",
-    port=int(os.environ.get("TEST_AIRFLOW_PORT", "18080")),
+    port=_test_port("TEST_AIRFLOW_PORT", 18080),
     kafka_bootstrap_servers=TEST_KAFKA.bootstrap_servers,
     spark_master="local[2]",
     # No StatsD from the test stack: it would land in the exporter of a `make up` on 8125. Tests of
