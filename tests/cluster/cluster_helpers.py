@@ -1,4 +1,4 @@
-"""Topics, launches and exactly-once checks shared by the cluster fault tests.
+"""Topics, progress and exactly-once checks shared by the cluster fault test.
 
 Lake tables and the driver's side files are read through the platform's lake readers
 (`lake_storage`), so the same checks work on a local lake and on one on the object store.
@@ -6,23 +6,17 @@ Lake tables and the driver's side files are read through the platform's lake rea
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from revenue_platform import processes
-from revenue_platform.lake_storage import SparkObjectStoreAccess, open_lake_table, read_side_file
+from revenue_platform.lake_storage import open_lake_table, read_side_file
 from revenue_platform.orders_generator import GeneratedRecord, expected_windows
-from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.contract.delta_reads import read_delta
 from tests.kafka_helpers import APP_TOPIC_FIELDS, COMPACTED_APP_TOPICS, app_topic_overrides
@@ -49,44 +43,6 @@ def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """Partition -> leader broker id."""
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=15)
     return {p: meta.leader for p, meta in metadata.topics[topic].partitions.items()}
-
-
-def launch_app(
-    master: str,
-    overrides: dict[str, Any],
-    log: Path,
-    extra_env: dict[str, str] | None = None,
-    object_store: SparkObjectStoreAccess | None = None,
-) -> subprocess.Popen[bytes]:
-    """The streaming app as its own process group (spark-submit JVM + Python driver), client mode;
-    `object_store` (`lake_storage.spark_object_store_access`) for a lake on the object store."""
-    args: list[str] = []
-    for key, value in overrides.items():
-        args += ["--set", f"{key}={value}"]
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            spark_submit_command("orders_streaming_app.py", args, master=master, object_store=object_store),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**spark_submit_env(object_store=object_store), **(extra_env or {})},
-            start_new_session=True,
-        )
-
-
-def stop_app(app: subprocess.Popen[bytes], config: StreamingAppConfig, timeout_s: float = 120) -> None:
-    """Graceful stop (SIGTERM to the Python driver: the batch in flight commits first), then the
-    group is killed."""
-    if app.poll() is None:
-        status = read_side_file(config.names.driver_status_file) or {}
-        python_pid = None
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            python_pid = int(status["pid"])
-        processes.terminate(app.pid, timeout_s, signal.SIGTERM, signal_pid=python_pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            app.wait(timeout=30)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(app.pid, signal.SIGKILL)
-    app.wait(timeout=30)
 
 
 def revenue_batch(config: StreamingAppConfig, query: str = "revenue") -> int:
