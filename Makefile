@@ -142,6 +142,7 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 
 .PHONY: test
 test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow) on TEST_WORKERS (2) workers
+	@[[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] || { echo "TEST_WORKERS=$(TEST_WORKERS): give a number of workers (0: the suite in one process, e.g. for --pdb)" >&2; exit 2; }
 	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || status=$$?; \
 	  for worker in $$(seq 0 $$(( $(TEST_WORKERS) > 1 ? $(TEST_WORKERS) - 1 : 0 ))); do \
 	    $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \

@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -54,7 +54,7 @@ from tests.cluster.cluster_helpers import (
 )
 from tests.kafka_helpers import unique_suffix
 from tests.object_store_helpers import local_paths_naming
-from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, supervise, task_states, xcom
+from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, supervise, task_states, xcom
 
 pytestmark = pytest.mark.cluster
 
@@ -97,16 +97,27 @@ class _Deployment:
     bootstrap: str
     overrides: dict[str, Any]
     records: list[GeneratedRecord] = field(default_factory=list)
-    restarts: int = 0
 
-    def send_wave(self, index: int) -> None:
-        wave = _wave(index)
-        produce(self.bootstrap, self.config.kafka.orders_topic, wave, total=len(wave))
-        self.records += wave
+    def send(self, records: list[GeneratedRecord]) -> None:
+        produce(self.bootstrap, self.config.kafka.orders_topic, records, total=len(records))
+        self.records += records
 
     def driver_pid(self) -> int | None:
         pid = self.registry.get(self.deployment_id).driver_pid
         return pid if pid is not None and processes.is_alive(pid) else None
+
+    def drivers(self) -> list[int]:
+        """Live spark-submit JVMs of this deployment's lake, found in /proc (not in the registry)."""
+        return spark_drivers(self.config.lake_root)
+
+    def driver_log(self) -> Path | None:
+        """The newest driver log the launcher wrote for the deployment (local: the driver runs here)."""
+        logs = sorted((state_dir() / "streaming_apps" / self.deployment_id).glob("driver-*.log"))
+        return logs[-1] if logs else None
+
+    def log_tail(self) -> str:
+        log = self.driver_log()
+        return log.read_text(errors="replace")[-3000:] if log else "(no driver log)"
 
     def positions(self) -> tuple[int, int]:
         """(ingest batch, revenue batch) committed so far; the one-query engine's query is both."""
@@ -114,33 +125,63 @@ class _Deployment:
         ingest = revenue_batch(self.config, "ingest")
         return (ingest if ingest >= 0 else revenue), revenue
 
-    def reading_the_wave(self, since: tuple[int, int]) -> tuple[int, int]:
-        """Waits until an ingest batch after `since` committed: the wave is being read."""
-        wait_for(lambda: self.positions()[0] > since[0], "an ingest batch of the new wave", 300)
-        return self.positions()
-
     def gold_is_exact(self) -> bool:
         return gold(self.config.names.gold_revenue_table) == oracle(self.records)
 
-    def recovers(self, after: str, landed: tuple[int, int], restart_once: bool = False) -> None:
+    def fault_mid_wave(self, index: int, fault: Callable[[], str]) -> tuple[int, int]:
+        """Wave `index` meets `fault` (which strikes and says what it did) while it is being read:
+        its first half is produced, the fault strikes once gold shows the app reading it, and its
+        second half is produced after the fault, so the app must read on through it. Returns the
+        (ingest, revenue) batches committed just before the fault struck."""
+        wave = _wave(index)
+        first_half, second_half = wave[: len(wave) // 2], wave[len(wave) // 2 :]
+        before = oracle(self.records)
+        self.send(first_half)
+        wait_for(
+            lambda: gold(self.config.names.gold_revenue_table) != before,
+            f"gold to show wave {index} being read",
+            300,
+            log=self.driver_log(),
+        )
+        # Read before the fault: with the lake's store killed, the progress file cannot be read after it.
+        landed = self.positions()
+        what = fault()
+        self.send(second_half)
+        _report(
+            f"{what}, with wave {index} half read (ingest batch {landed[0]}, revenue batch {landed[1]} "
+            f"committed before it); its other {len(second_half)} records produced after the fault"
+        )
+        return landed
+
+    def recovers(self, after: str, landed: tuple[int, int], restart_allowed: bool = False) -> None:
         """Gold reaches the oracle of every record so far, and the app reads on past `landed`. With
-        `restart_once` a driver that exits is restarted by the supervisor once (as its schedule would)."""
+        `restart_allowed` a driver that exits is restarted by the supervisor once (as its schedule
+        would); otherwise the driver that ran before must still be the one running."""
+        running_before = self.driver_pid()
+        restarts = 0
         deadline = time.monotonic() + GOLD_TIMEOUT_S
         while not self.gold_is_exact():
             if self.driver_pid() is None:
-                assert restart_once, f"the driver exited {after}"
-                assert self.restarts == 0, f"the driver exited again {after}"
+                assert restart_allowed, f"the driver exited {after}; its log tail:\n{self.log_tail()}"
+                assert restarts == 0, f"the driver exited again {after}; its log tail:\n{self.log_tail()}"
                 _report(f"the driver exited {after}; the supervisor restarts it from its checkpoint")
                 self.supervise_restart()
-            assert time.monotonic() < deadline, f"gold never matched the oracle {after}"
+                restarts += 1
+            assert time.monotonic() < deadline, f"gold never matched the oracle {after}:\n{self.log_tail()}"
             time.sleep(2)
         ingest, revenue = self.positions()
         assert ingest > landed[0], f"the app read nothing {after}"
         assert revenue > landed[1]
-        _report(f"recovered {after}: ingest batch {ingest}, revenue batch {revenue}")
+        if not restarts:
+            assert self.driver_pid() == running_before, f"the driver changed {after} without a restart"
+        assert self.drivers() == [self.driver_pid()], "exactly one driver runs"
+        _report(
+            f"recovered {after}: ingest batch {ingest}, revenue batch {revenue}, driver {self.driver_pid()}"
+        )
 
     def supervise_restart(self) -> None:
         before = self.registry.get(self.deployment_id)
+        assert self.drivers() == [], "a driver of the deployment still runs before its restart"
         run = supervise(self.dags, self.deployment_id, start_timeout_s=240)
         assert run.state == "success", task_states(run)
         [entry] = xcom(run, "supervise")["deployments"]
@@ -148,8 +189,9 @@ class _Deployment:
         after = self.registry.get(self.deployment_id)
         assert after.lease_epoch == before.lease_epoch + 1
         assert after.lease_token != before.lease_token
-        assert self.driver_pid() == after.driver_pid
-        self.restarts += 1
+        # Never two writers: the old driver is gone, exactly one driver holds the only valid lease.
+        assert after.driver_pid is not None
+        assert self.drivers() == [after.driver_pid]
         _report(f"supervisor restarted it from its checkpoint: pid {after.driver_pid}, {after.lease_token}")
 
     def assert_exactly_once(self) -> None:
@@ -213,9 +255,9 @@ def deployment(
     try:
         yield under_test
     finally:
-        record = under_test.registry.find(deployment_id)
-        if record is not None and record.driver_pid is not None and processes.is_alive(record.driver_pid):
-            processes.terminate(record.driver_pid, 5.0)
+        # From /proc, not the registry: the store the registry is on may be what the test killed.
+        for pid in under_test.drivers():
+            processes.terminate(pid, 5.0)
 
 
 def test_one_deployment_keeps_gold_exact_through_driver_broker_worker_and_object_store_kills(
@@ -228,7 +270,7 @@ def test_one_deployment_keeps_gold_exact_through_driver_broker_worker_and_object
     monkeypatch.setenv(FAULT_POINT_ENV, "revenue.before_checkpoint_commit")
     monkeypatch.setenv(FAULT_BATCH_ENV, "1")
     monkeypatch.setenv(FAULT_REPORT_ENV, str(report))
-    deployment.send_wave(0)
+    deployment.send(_wave(0))
     run = deployment.dags["deploy_streaming_app"].test(
         run_conf={
             **DEPLOY_DEFAULTS,
@@ -240,9 +282,9 @@ def test_one_deployment_keeps_gold_exact_through_driver_broker_worker_and_object
     assert run.state == "success", task_states(run)
     first = deployment.registry.get(deployment.deployment_id)
     assert first.spark_master == cluster.settings.spark_master_url
-    wait_for(report.exists, "the fault point to fire", 300)
+    wait_for(report.exists, "the fault point to fire", 300, log=deployment.driver_log())
     landed = json.loads(report.read_text())
-    wait_for(lambda: deployment.driver_pid() is None, "the killed driver's JVM to be gone", 30)
+    wait_for(lambda: deployment.drivers() == [], "the killed driver's JVM to be gone", 30)
     committed = revenue_batch(deployment.config)
     _report(
         f"driver (JVM {landed['jvm_pid']}, lease {first.lease_token}) SIGKILLed at {landed['point']} of "
@@ -252,76 +294,70 @@ def test_one_deployment_keeps_gold_exact_through_driver_broker_worker_and_object
     assert landed["point"] == "revenue.before_checkpoint_commit"
     assert landed["batch_id"] > committed, "the kill must land before the batch's checkpoint commit"
     deployment.supervise_restart()
-    deployment.recovers("after the driver's kill", (-1, committed))
+    deployment.recovers("after the driver's kill", (committed, committed))
     assert revenue_batch(deployment.config) >= landed["batch_id"], "the redone batch was not committed"
 
-    # 2. The broker that leads orders partition 0, after the next wave's first ingest batch: the app's
-    #    consumer and producers must fail over to the other two; the broker is restarted afterwards.
-    since = deployment.positions()
-    deployment.send_wave(1)
-    landed_at = deployment.reading_the_wave(since)
+    # 2. The broker that leads orders partition 0: the app's consumer and producers must fail over to
+    #    the other two while the same driver keeps running; the broker is restarted afterwards.
     leaders = partition_leaders(deployment.bootstrap, deployment.config.kafka.orders_topic)
     victim = leaders[0]
-    broker_pid = cluster.broker(victim - 1).pid()
-    assert broker_pid is not None
-    os.kill(broker_pid, signal.SIGKILL)
-    _report(
-        f"SIGKILLed broker {victim} (pid {broker_pid}) after ingest batch {landed_at[0]} (wave of "
-        f"~{WAVE_ORDERS // MAX_OFFSETS_PER_TRIGGER}), revenue batch {landed_at[1]}; it led orders "
-        f"partitions {sorted(p for p, leader in leaders.items() if leader == victim)}"
-    )
+
+    def kill_the_leader() -> str:
+        pid = cluster.broker(victim - 1).pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        led = sorted(p for p, leader in leaders.items() if leader == victim)
+        return f"SIGKILLed broker {victim} (pid {pid}), leader of orders partitions {led}"
+
+    landed_at = deployment.fault_mid_wave(1, kill_the_leader)
     wait_for(lambda: victim not in cluster.live_broker_ids(), f"broker {victim} to leave", 60)
     deployment.recovers("with one broker down", landed_at)
     cluster.restart_broker(victim - 1)
-    _report(f"broker {victim} restarted; the driver kept running throughout (pid {deployment.driver_pid()})")
+    _report(f"broker {victim} restarted")
 
     # 3. The worker that runs the app's executor, with the executor (its process group: a lost
     #    machine); the master must give the app an executor on the other worker.
-    since = deployment.positions()
-    deployment.send_wave(2)
-    landed_at = deployment.reading_the_wave(since)
-    status = cluster.master_status() or {}
-    busy = [w for w in status.get("workers", []) if w.get("coresused", 0) > 0]
-    assert len(busy) == 1, f"expected the app's executor on one worker: {status.get('workers')}"
-    worker = next(
-        worker
-        for index, worker in enumerate(cluster.workers)
-        if busy[0]["port"] == cluster.settings.spark_worker_base_port + index
-    )
-    worker_pid = worker.kill_with_children()
-    _report(
-        f"SIGKILLed {worker.name} (pid {worker_pid}) with its executor after ingest batch {landed_at[0]}, "
-        f"revenue batch {landed_at[1]}; the master must give the app an executor on the other worker"
-    )
+    def kill_the_busy_worker() -> str:
+        status = cluster.master_status() or {}
+        busy = [w for w in status.get("workers", []) if w.get("coresused", 0) > 0]
+        assert len(busy) == 1, f"expected the app's executor on one worker: {status.get('workers')}"
+        worker = next(
+            worker
+            for index, worker in enumerate(cluster.workers)
+            if busy[0]["port"] == cluster.settings.spark_worker_base_port + index
+        )
+        pid = worker.kill_with_children()
+        return f"SIGKILLed {worker.name} (pid {pid}) with its executor"
+
+    landed_at = deployment.fault_mid_wave(2, kill_the_busy_worker)
     deployment.recovers("after the worker died", landed_at)
     cluster.start()  # the lost worker back, for the next fault
 
     # 4. The object store the lake is on (tables, checkpoints, registry, the driver's side files):
-    #    SIGKILLed after the last wave's first ingest batch and started again 5 s later. A driver that
-    #    exits during the outage is restarted by the supervisor once.
+    #    SIGKILLed and started again 5 s later. A driver that exits during the outage is restarted by
+    #    the supervisor once.
     store = cluster.object_store
     assert store is not None, "the session's cluster runs with its lake on its own store"
-    since = deployment.positions()
-    deployment.send_wave(3)
-    landed_at = deployment.reading_the_wave(since)
-    store_pid = store.pid()
-    assert store_pid is not None
-    os.kill(store_pid, signal.SIGKILL)
-    _report(
-        f"SIGKILLed the object store (pid {store_pid}) the lake is on, after ingest batch {landed_at[0]}, "
-        f"revenue batch {landed_at[1]}"
-    )
+
+    def kill_the_store() -> str:
+        assert store is not None
+        pid = store.pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        return f"SIGKILLed the object store (pid {pid}) the lake is on"
+
+    landed_at = deployment.fault_mid_wave(3, kill_the_store)
     wait_for(lambda: not store.answers_http(), "the object store to stop answering", 30)
     time.sleep(5)
     store.start()
-    _report(f"object store restarted after 5 s (pid {store.pid()}); driver alive: {deployment.driver_pid()}")
-    deployment.recovers("after the object store's outage", landed_at, restart_once=True)
+    _report(f"object store restarted after 5 s (pid {store.pid()}); driver alive: {deployment.drivers()}")
+    deployment.recovers("after the object store's outage", landed_at, restart_allowed=True)
 
     run = deployment.dags["stop_streaming_app"].test(
         run_conf={"deployment_id": deployment.deployment_id, "timeout_s": 90}
     )
     assert run.state == "success", task_states(run)
-    assert deployment.driver_pid() is None
+    assert deployment.drivers() == []
     deployment.assert_exactly_once()
     # The lake is in the bucket and nowhere on the local disk.
     store_data = store.settings.data_dir
