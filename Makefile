@@ -33,7 +33,7 @@ TEST_WORKER_STATE = $(TEST_STATE_ROOT)$$( (( worker )) && echo /gw$$worker)
 TEST_KAFKA_ENV := KAFKA_PORT=$$(( $${TEST_KAFKA_PORT:-19092} + 1000 * worker )) KAFKA_CONTROLLER_PORT=$$(( $${TEST_KAFKA_CONTROLLER_PORT:-19093} + 1000 * worker )) KAFKA_DATA_DIR=$(TEST_WORKER_STATE)/kafka
 TEST_OBJECT_STORE_ENV := OBJECT_STORE_PORT=$$(( $${TEST_OBJECT_STORE_PORT:-19400} + 1000 * worker )) OBJECT_STORE_DATA_DIR=$(TEST_WORKER_STATE)/object-store
 # The fault tests' own cluster (see tests/cluster/conftest.py): ports from 19100, state in .local/test/cluster.
-TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$${TEST_STATE_DIR:-$(CURDIR)/.local/test} CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
+TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$(TEST_STATE_ROOT) CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
 
 .PHONY: help
 help: ## List the targets

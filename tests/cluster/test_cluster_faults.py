@@ -6,8 +6,9 @@ the session's Spark standalone cluster (client deploy mode: the driver here, exe
 and `kafka_default` at its three KRaft brokers, with topics as the spec's `cluster` environment makes
 them (3 replicas, min ISR 2) and its lake on the cluster's own object store, as `make cluster-up`
 starts it. Orders arrive in four waves; each wave meets one fault, placed at a defined point of the
-app's progress (the app's fault hook between the gold commit and the checkpoint commit, or right after
-an ingest batch of the wave committed), and the test prints where it landed. After each wave gold must
+app's progress (the app's fault hook between the gold commit and the checkpoint commit, or once gold
+shows the wave's first half being read, with its second half produced after the fault), and the test
+prints where it landed. After each wave gold must
 equal the independent Decimal oracle of every order so far (nothing lost, nothing counted twice); at
 the end bronze must hold every record exactly once and nothing of the lake may be on the local disk.
 
@@ -59,7 +60,8 @@ from tests.streaming_helpers import DEPLOY_DEFAULTS, load_dags, spark_drivers, s
 pytestmark = pytest.mark.cluster
 
 WAVE_ORDERS = 1_500
-# About five ingest batches per wave, so a kill after the wave's first batch lands mid-reading.
+# About five ingest batches per wave: a fault that strikes while the wave's first half is read leaves
+# batches to read through it.
 MAX_OFFSETS_PER_TRIGGER = 300
 GOLD_TIMEOUT_S = 600
 FIRST_EVENT_TIME = datetime(2026, 11, 22, 9, 0, 0)
