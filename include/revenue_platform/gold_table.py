@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from revenue_platform.lake_storage import open_lake_table
 from spark_apps.contract.delta_reads import Condition, read_delta
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
 from spark_apps.contract.records import (
     GOLD_COLUMNS,
     GOLD_DELTA_TYPES,
@@ -71,11 +72,14 @@ def read_gold(
     storage_options: dict[str, str] | None = None,
 ) -> pa.Table:
     """The gold rows matching every one of `filters`, as stored: `columns` only (None: every column the
-    table has), strings as plain strings.
+    table has but the layout's `window_hour`), strings as plain strings.
 
     No rows (in the contract's Arrow schema) if the app has not written the table yet.
     """
     table = open_gold(table_path, storage_options)
     if table is None:
         return gold_arrow_schema(GOLD_COLUMNS if columns is None else columns).empty_table()
+    if columns is None:
+        # The layout's partition column is how gold is stored, not what it says (`gold_layout`).
+        columns = [field.name for field in table.schema().fields if field.name != GOLD_HOUR_COLUMN]
     return read_delta(table, columns, filters or ())

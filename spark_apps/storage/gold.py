@@ -18,9 +18,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, SPARK_HOUR_PATTERN, window_hour
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
 from spark_apps.storage.tables import ensure_delta_table
-from spark_apps.validation.schemas import GOLD_SCHEMA
+from spark_apps.validation.schemas import GOLD_TABLE_SCHEMA
 
 LOG = logging.getLogger("orders_streaming_app.io")
 
@@ -69,8 +70,20 @@ def retry_concurrent_gold_write(
 
 
 def ensure_gold_table(spark: SparkSession, table_path: str) -> None:
-    """Create the (empty) gold table once, before the first batch: no existence check per batch."""
-    ensure_delta_table(spark, table_path, GOLD_SCHEMA)
+    """Create the (empty) gold table once, before the first batch: no existence check per batch.
+    Partitioned by the hour of its windows (`contract.gold_layout`); an existing table keeps its layout."""
+    ensure_delta_table(spark, table_path, GOLD_TABLE_SCHEMA, GOLD_HOUR_COLUMN)
+
+
+def with_window_hour(windows: DataFrame) -> DataFrame:
+    """Gold rows with their layout column: the UTC hour of window_start (`gold_layout.window_hour`)."""
+    return windows.withColumn(GOLD_HOUR_COLUMN, F.date_format("window_start", SPARK_HOUR_PATTERN))
+
+
+def partitioned_by_hour(table: Any) -> bool:
+    """Whether a gold table (delta.tables.DeltaTable) is in the hourly layout; a table created before
+    it has no `window_hour` column and keeps its writers' old MERGE. Reads the snapshot's schema only."""
+    return GOLD_HOUR_COLUMN in table.toDF().columns
 
 
 def merge_gold(
@@ -84,8 +97,9 @@ def merge_gold(
     """Upsert window rows into the existing gold table on (location_id, order_type, window_start).
 
     Rows carry each window's full current totals, so a MERGE of the same batch twice is a no-op.
-    `first_window`/`last_window` (window starts, both or neither) bound the batch: the range
-    predicate lets Delta skip every gold file outside it instead of scanning the whole table.
+    `first_window`/`last_window` (window starts as aware datetimes, both or neither) bound the batch:
+    the range predicate lets Delta skip every gold file outside it instead of scanning the whole
+    table, and in the hourly layout every hour's files outside it.
     `before_commit` runs before every attempt (the streaming app's lease check); what it raises
     aborts the MERGE. With a `stamp`, the commit records the driver's lease epoch through Delta's
     idempotent DML (`spark.databricks.delta.write.txnAppId`/`txnVersion`): Delta skips the MERGE when
@@ -99,6 +113,14 @@ def merge_gold(
         condition = condition & F.col("gold.window_start").between(F.lit(first_window), F.lit(last_window))
 
     spark = updates.sparkSession
+    if partitioned_by_hour(DeltaTable.forPath(spark, table_path)):
+        updates = with_window_hour(updates)
+        if first_window is not None and last_window is not None:
+            # A literal range on the partition column: Delta reads and rewrites only those hours' files.
+            hours = F.col(f"gold.{GOLD_HOUR_COLUMN}")
+            condition = condition & hours.between(
+                F.lit(window_hour(first_window)), F.lit(window_hour(last_window))
+            )
 
     def attempt() -> None:
         if before_commit is not None:
@@ -172,6 +194,8 @@ def replace_gold_windows(
     spark = recomputed.sparkSession
     if not DeltaTable.isDeltaTable(spark, table_path):
         ensure_gold_table(spark, table_path)
+    if partitioned_by_hour(DeltaTable.forPath(spark, table_path)):
+        recomputed = with_window_hour(recomputed)
     # A string literal cast to TIMESTAMP is read in the session time zone (UTC), as before; a
     # Python datetime literal would be converted with the driver process's local zone instead.
     in_range = (F.col("gold.window_start") >= F.lit(range_start.isoformat()).cast("timestamp")) & (

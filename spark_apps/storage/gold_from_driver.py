@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, hour_range, hour_range_predicate, window_hour
 from spark_apps.contract.object_store import delta_rs_uri, is_object_store_root
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
 from spark_apps.storage.gold import retry_concurrent_gold_write
@@ -89,12 +90,28 @@ def merge_gold_from_driver(
         raise ValueError(f"gold rows have {len(schema)} fields ({', '.join(schema.names)})")
     # Column by column: a third of the time of a dict per row (0.2 s against 0.7 s for 99,000 windows).
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    updates = pa.Table.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)],
-        schema=schema,
-    )
+    arrays = [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)]
     # Column names are fixed identifiers; no value of a row ever becomes predicate text.
-    predicate = " AND ".join(f"gold.{column} = updates.{column}" for column in GOLD_KEY_COLUMNS)
+    key_match = " AND ".join(f"gold.{column} = updates.{column}" for column in GOLD_KEY_COLUMNS)
+    flat = (pa.Table.from_arrays(arrays, schema=schema), key_match)
+    hourly: list[tuple[pa.Table, str]] = []
+
+    def in_layout(table: DeltaTable) -> tuple[pa.Table, str]:
+        """The updates and MERGE condition for `table`'s layout. In the hourly one
+        (`contract.gold_layout`): each row's hour, and the batch's range of hours as a literal, so
+        delta-rs reads and rewrites only those hours' files."""
+        if GOLD_HOUR_COLUMN not in table.metadata().partition_columns:
+            return flat
+        if not hourly:
+            starts = columns[schema.names.index("window_start")]
+            hours = pa.array([window_hour(start) for start in starts], type=pa.string())
+            updates = pa.Table.from_arrays(
+                [*arrays, hours],
+                schema=schema.append(pa.field(GOLD_HOUR_COLUMN, pa.string(), nullable=False)),
+            )
+            in_hours = f" AND {hour_range_predicate('gold', *hour_range(starts))}" if rows else ""
+            hourly.append((updates, key_match + in_hours))
+        return hourly[0]
 
     def attempt() -> None:
         if before_commit is not None:
@@ -110,6 +127,7 @@ def merge_gold_from_driver(
             commit = CommitProperties(
                 app_transactions=[Transaction(app_id=GOLD_COMMIT_APP_ID, version=stamp.version)]
             )
+        updates, predicate = in_layout(table)
         (
             table.merge(
                 updates, predicate, source_alias="updates", target_alias="gold", commit_properties=commit

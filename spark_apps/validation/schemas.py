@@ -25,6 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
 from spark_apps.contract.records import (
     GOLD_BATCH_COLUMN,
     GOLD_DELTA_TYPES,
@@ -211,6 +212,11 @@ ENRICHED_REVENUE_SCHEMA = StructType(
 
 # The gold table: enriched window totals plus the micro-batch that last wrote the row.
 GOLD_SCHEMA = StructType([*ENRICHED_REVENUE_SCHEMA.fields, _gold_field(GOLD_BATCH_COLUMN)])
+# The gold table as created (`storage.gold.ensure_gold_table`): the contract's columns plus the
+# layout's partition column (`contract.gold_layout`), which the writers fill in.
+GOLD_TABLE_SCHEMA = StructType(
+    [*GOLD_SCHEMA.fields, StructField(GOLD_HOUR_COLUMN, StringType(), nullable=False)]
+)
 
 ENRICHED_REVENUE_DDL = to_ddl(ENRICHED_REVENUE_SCHEMA)
 

@@ -48,6 +48,7 @@ from spark_apps.contract.fencing import (
     LeaseRejectedError,
     write_driver_status,
 )
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
 from spark_apps.contract.object_store import LakeObjectStore, delta_rs_uri
 from spark_apps.contract.records import GOLD_COLUMNS, STORE_ADDRESS_COLUMNS
@@ -97,9 +98,13 @@ def _commits_in_the_bucket(object_store: ObjectStoreSettings, table: str) -> lis
 
 
 def _create_gold(table: str) -> None:
-    """An empty gold table in the schema and plain protocol `ensure_gold_table` gives it."""
+    """An empty gold table in the schema, hourly layout and plain protocol `ensure_gold_table` gives it."""
+    layout = GOLD_ARROW_SCHEMA.append(pa.field(GOLD_HOUR_COLUMN, pa.string(), nullable=False))
     write_deltalake(
-        delta_rs_uri(table), GOLD_ARROW_SCHEMA.empty_table(), storage_options=delta_storage_options(table)
+        delta_rs_uri(table),
+        layout.empty_table(),
+        partition_by=[GOLD_HOUR_COLUMN],
+        storage_options=delta_storage_options(table),
     )
 
 

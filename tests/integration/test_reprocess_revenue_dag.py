@@ -30,7 +30,7 @@ from revenue_platform.reprocessing import plan_reprocessing, report_path, window
 from spark_apps.contract.config import load_config
 from spark_apps.orders_streaming_app import run
 from spark_apps.revenue.windows import to_revenue_kafka_records
-from spark_apps.storage.gold import gold_frame
+from spark_apps.storage.gold import gold_frame, with_window_hour
 from spark_apps.storage.kafka import write_to_kafka
 from spark_apps.validation.schemas import GOLD_SCHEMA
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
@@ -123,7 +123,7 @@ def test_two_intervals_reprocess_to_exact_totals_that_later_batches_keep(
         if START + timedelta(minutes=1) <= r.window_start < START + timedelta(minutes=2)
     ]
     phantom = spark.createDataFrame([{**minute_one[0].asDict(), "location_id": "store_9"}], GOLD_SCHEMA)
-    phantom.write.format("delta").mode("append").save(gold_path)
+    with_window_hour(phantom).write.format("delta").mode("append").save(gold_path)
     write_to_kafka(to_revenue_kafka_records(phantom), config, config.kafka.revenue_topic)
 
     from airflow.dag_processing.dagbag import DagBag
