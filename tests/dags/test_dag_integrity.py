@@ -28,6 +28,7 @@ EXPECTED_DAG_IDS = {
     "stop_streaming_app",
     "reprocess_revenue",
     "blue_green_replay",
+    "maintain_lake",
     "rollback_live_deployment",
     "publish_app_version",
 }

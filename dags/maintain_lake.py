@@ -1,0 +1,94 @@
+"""
+Keep the lake's disk and read cost flat while apps run for weeks: every hour, for each registered
+deployment, compact gold's closed hours and bronze's closed days, VACUUM files no snapshot within the
+retention references (gold 24 h, bronze 7 days by default), checkpoint each Delta log and drop expired
+log entries; then the same for the registry's and quality results' tables. Runs beside live apps with
+delta-rs (no Spark): compaction never touches the hours and day a live batch writes. The task log has
+one line per table: files and MiB before and after, files compacted and vacuumed. `dry_run` measures
+and lists what VACUUM would delete without changing anything. Example:
+`airflow dags trigger maintain_lake --conf '{"deployment_id": "blue", "dry_run": true}'`.
+See docs/operations.md ("Lake maintenance").
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.errors import ConfigError
+from revenue_platform.lake_maintenance import MAX_RETENTION, MIN_RETENTION, MaintenancePolicy
+from revenue_platform.registry import DeploymentNotFoundError
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
+
+_DEFAULTS = MaintenancePolicy()
+_HOUR = timedelta(hours=1)
+
+
+@dag(
+    schedule="35 * * * *",
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["lake", "maintenance"],
+    default_args=platform_default_args(
+        timedelta(minutes=5), non_retryable=(ConfigError, DeploymentNotFoundError)
+    ),
+    params={
+        "deployment_id": Param(
+            None,
+            type=["null", "string"],
+            pattern=DEPLOYMENT_ID_PATTERN.pattern,
+            description="Maintain this deployment's gold and bronze only; empty = every registered "
+            "deployment.",
+        ),
+        "gold_retention_hours": Param(
+            _DEFAULTS.gold_retention // _HOUR,
+            type="integer",
+            minimum=MIN_RETENTION // _HOUR,
+            maximum=MAX_RETENTION // _HOUR,
+            description="Gold keeps files its snapshot stopped referencing for this many hours (time travel "
+            "this far back; readers of gold hold a snapshot for minutes).",
+        ),
+        "bronze_retention_hours": Param(
+            _DEFAULTS.bronze_retention // _HOUR,
+            type="integer",
+            minimum=MIN_RETENTION // _HOUR,
+            maximum=MAX_RETENTION // _HOUR,
+            description="The same for bronze, the registry and quality results (an audit can time-travel "
+            "bronze this far back).",
+        ),
+        "dry_run": Param(False, type="boolean", description="Measure and list; compact and delete nothing."),
+    },
+)
+def maintain_lake() -> None:
+    @task(multiple_outputs=False)
+    def maintain() -> list[dict[str, Any]]:
+        from revenue_platform.lake_maintenance import maintain_lake as maintain_tables
+        from revenue_platform.lake_maintenance import reports_as_dicts
+        from revenue_platform.paths import lake_root
+        from revenue_platform.registry import DeploymentRegistry
+        from revenue_platform.trigger_conf import refuse_unknown_conf
+
+        context = get_current_context()
+        refuse_unknown_conf(context)
+        params = context["params"]
+        policy = MaintenancePolicy.from_form(params["gold_retention_hours"], params["bronze_retention_hours"])
+        registry = DeploymentRegistry()
+        requested = params.get("deployment_id")
+        if requested:
+            deployments = [registry.get(requested).deployment_id]
+        else:
+            deployments = [record.deployment_id for record in registry.deployments()]
+        reports = maintain_tables(
+            lake_root(), deployments, policy, dry_run=bool(params["dry_run"]), say=print
+        )
+        return reports_as_dicts(reports)
+
+    maintain()
+
+
+maintain_lake()

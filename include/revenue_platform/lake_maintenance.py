@@ -1,0 +1,266 @@
+"""Lake maintenance: what keeps a deployment's tables as cheap to read on day 30 as on day 1 (issue 57).
+
+Every live batch commits to gold and bronze. Gold's MERGE leaves the file it rewrote behind (one
+superseded file per batch, bounded by an hour of windows in gold's hourly layout); bronze appends
+small files; Delta keeps every superseded file until VACUUM removes it and every log entry until log
+cleanup does. Nothing else removes them, so without this the lake's disk grows with every batch.
+
+`maintain_lake` runs over each registered deployment's gold and bronze, and the lake's registry and
+quality tables, with delta-rs (no Spark), beside running apps:
+- compaction of *closed* partitions only: gold hours ended `GOLD_CLOSED_AFTER` ago, bronze days
+  before today (UTC). A live batch writes only open hours and today's bronze, so compaction and
+  the app never rewrite the same files (Delta's conflict check would retry the app's MERGE if they
+  did: `storage.gold.retry_concurrent_gold_write`). Compaction commits change no data
+  (`dataChange=false`): readers and the revenue numbers see the same rows.
+- VACUUM of files no snapshot newer than the table's retention references; the retentions are the
+  readers' needs (docs/operations.md): gold 24 h (a reader of gold holds a snapshot for seconds to
+  minutes: the query API, quality checks, a reprocess), bronze 7 days (reprocess and blue-green
+  replays read bronze's current snapshot; the retention bounds how far back an audit can time-travel
+  it), the registry and quality results 7 days.
+- a log checkpoint and the removal of log entries older than the table's log retention (Delta's
+  `delta.logRetentionDuration`, 30 days unless the table says otherwise).
+
+A replay's frozen history table is never touched: a replay reads it as a stream from version 0, and
+a VACUUM after compaction would delete files that stream has not read yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from revenue_platform.errors import ConfigError
+from revenue_platform.lake_storage import delta_storage_options, open_lake_table
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
+from spark_apps.contract.naming import DeploymentNames
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+LOG = logging.getLogger(__name__)
+
+PartitionFilters = list[tuple[str, str, Any]]
+"""delta-rs partition filters: (column, operator, value), all of them."""
+ClosedPartitions = Callable[["DeltaTable"], "PartitionFilters | None"]
+"""A table's partitions no live batch writes any more (None: compact nothing)."""
+
+# A gold hour is compacted once no live batch writes it: windows of the hour have ended and the
+# watermark (minutes behind) has passed them. Late orders for it are not counted any more.
+GOLD_CLOSED_AFTER = timedelta(hours=2)
+# Bounds of what a form may ask for. Below the minimum, a reader that opened a snapshot just before
+# the VACUUM could find its files gone (the platform's longest gold reader takes minutes).
+MIN_RETENTION = timedelta(hours=1)
+MAX_RETENTION = timedelta(days=365)
+# Compaction writes files up to this size: large enough that a day of bronze is a few files,
+# small enough that one file is read in well under a second.
+TARGET_FILE_BYTES = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    """How long each kind of table keeps the files its current snapshot no longer references."""
+
+    gold_retention: timedelta = timedelta(hours=24)
+    bronze_retention: timedelta = timedelta(days=7)
+    control_retention: timedelta = timedelta(days=7)  # the registry's and quality results' tables
+    target_file_bytes: int = TARGET_FILE_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("gold_retention", "bronze_retention", "control_retention"):
+            value = getattr(self, name)
+            if not timedelta(0) <= value <= MAX_RETENTION:
+                raise ConfigError(f"{name}: {value} is outside 0 .. {MAX_RETENTION}")
+        if self.target_file_bytes < 1024 * 1024:
+            raise ConfigError(f"target_file_bytes: {self.target_file_bytes} is below 1 MiB")
+
+    @classmethod
+    def from_form(cls, gold_retention_hours: Any, bronze_retention_hours: Any) -> MaintenancePolicy:
+        """A policy from the maintain_lake form; each retention between MIN_RETENTION and MAX_RETENTION,
+        in whole hours (the error names the field). The registry and quality tables keep bronze's."""
+        retentions = {}
+        for name, value in (
+            ("gold_retention_hours", gold_retention_hours),
+            ("bronze_retention_hours", bronze_retention_hours),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name}: give a whole number of hours, not {value!r}")
+            hours = timedelta(hours=value)
+            if not MIN_RETENTION <= hours <= MAX_RETENTION:
+                raise ConfigError(
+                    f"{name}: {value} is outside {MIN_RETENTION // timedelta(hours=1)} .. "
+                    f"{MAX_RETENTION // timedelta(hours=1)} hours"
+                )
+            retentions[name] = hours
+        return cls(
+            gold_retention=retentions["gold_retention_hours"],
+            bronze_retention=retentions["bronze_retention_hours"],
+            control_retention=retentions["bronze_retention_hours"],
+        )
+
+
+@dataclass
+class TableMaintenance:
+    """What maintenance found and did on one table (sizes of the current snapshot's files)."""
+
+    table: str
+    role: str
+    files_before: int = 0
+    bytes_before: int = 0
+    files_after: int = 0
+    bytes_after: int = 0
+    files_compacted: int = 0
+    files_written_by_compaction: int = 0
+    files_vacuumed: int = 0
+    skipped: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.skipped:
+            return f"{self.role} {self.table}: skipped ({self.skipped})"
+        return (
+            f"{self.role} {self.table}: {self.files_before} files / {_mib(self.bytes_before)} -> "
+            f"{self.files_after} files / {_mib(self.bytes_after)}; compacted {self.files_compacted} into "
+            f"{self.files_written_by_compaction}; vacuumed {self.files_vacuumed} unreferenced files"
+        )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def _snapshot_size(table: DeltaTable) -> tuple[int, int]:
+    """Files and bytes the table's current snapshot references."""
+    import pyarrow as pa
+
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+    return len(sizes), int(sum(sizes))
+
+
+def maintain_table(
+    table_path: str,
+    role: str,
+    retention: timedelta,
+    closed_partitions: ClosedPartitions | None,
+    *,
+    target_file_bytes: int = TARGET_FILE_BYTES,
+    storage_options: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+) -> TableMaintenance:
+    """Compact the partitions `closed_partitions` selects (it gives the table's delta-rs partition
+    filters, or None; None instead of it: no compaction), VACUUM what the current snapshot stopped
+    referencing more than `retention` ago, checkpoint the log and drop its expired entries.
+    `dry_run`: measure and list, change nothing."""
+    report = TableMaintenance(table=table_path, role=role)
+    table = open_lake_table(table_path, storage_options)
+    if table is None:
+        report.skipped = "no table yet"
+        return report
+    report.files_before, report.bytes_before = _snapshot_size(table)
+    filters = closed_partitions(table) if closed_partitions is not None else None
+    if filters is not None and not dry_run:
+        metrics = table.optimize.compact(partition_filters=filters, target_size=target_file_bytes)
+        report.files_compacted = int(metrics.get("numFilesRemoved", 0))
+        report.files_written_by_compaction = int(metrics.get("numFilesAdded", 0))
+    vacuumed = table.vacuum(
+        retention_hours=_whole_hours(retention),
+        dry_run=dry_run,
+        # The platform's own bound (MIN_RETENTION, checked on the form); delta-rs would otherwise
+        # refuse anything under the table's 7-day default.
+        enforce_retention_duration=False,
+    )
+    report.files_vacuumed = len(vacuumed)
+    if not dry_run:
+        table.create_checkpoint()
+        table.cleanup_metadata()
+    table.update_incremental()
+    report.files_after, report.bytes_after = _snapshot_size(table)
+    return report
+
+
+def _whole_hours(retention: timedelta) -> int:
+    return int(retention // timedelta(hours=1))
+
+
+def _gold_closed_hours(now: datetime) -> ClosedPartitions:
+    """Gold's hours no live batch writes any more; nothing for a table in the layout before hours (one
+    file that live batches rewrite: nothing to compact)."""
+
+    def closed(table: DeltaTable) -> PartitionFilters | None:
+        if GOLD_HOUR_COLUMN not in table.metadata().partition_columns:
+            return None
+        return [(GOLD_HOUR_COLUMN, "<", window_hour(now - GOLD_CLOSED_AFTER))]
+
+    return closed
+
+
+def _bronze_closed_days(today: date) -> ClosedPartitions:
+    """Bronze's ingest days before today (UTC): live batches append to today's only."""
+    return lambda table: [("ingest_date", "<", today.isoformat())]
+
+
+def maintain_lake(
+    lake_root: str,
+    deployment_ids: Iterable[str],
+    policy: MaintenancePolicy | None = None,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    say: Callable[[str], None] = LOG.info,
+) -> list[TableMaintenance]:
+    """Maintain the gold and bronze tables of `deployment_ids` and the lake's registry and quality
+    tables; one line per table through `say` as it finishes. A table that fails is reported and the
+    others are still maintained; the failures are raised together at the end."""
+    from revenue_platform.quality.results import failing_windows_table_path, results_table_path
+    from revenue_platform.registry.store import DeploymentRegistry
+
+    policy = policy or MaintenancePolicy()
+    now = now or datetime.now(UTC)
+    options = delta_storage_options(lake_root) or None
+    closed_hours = _gold_closed_hours(now)
+    closed_days = _bronze_closed_days(now.date())
+    tables: list[tuple[str, str, timedelta, ClosedPartitions | None]] = []
+    for deployment_id in deployment_ids:
+        names = DeploymentNames(lake_root, deployment_id)
+        tables.append(
+            (names.gold_revenue_table, f"gold[{deployment_id}]", policy.gold_retention, closed_hours)
+        )
+        tables.append(
+            (names.bronze_orders_table, f"bronze[{deployment_id}]", policy.bronze_retention, closed_days)
+        )
+    registry = DeploymentRegistry(lake_root)
+    for role, path in (
+        ("registry deployments", registry.names.deployments_table),
+        ("registry events", registry.names.events_table),
+        ("registry releases", registry.releases_table),
+        ("quality results", results_table_path(lake_root)),
+        ("quality failing windows", failing_windows_table_path(lake_root)),
+    ):
+        tables.append((path, role, policy.control_retention, None))
+
+    reports, failures = [], []
+    for path, role, retention, closed in tables:
+        try:
+            report = maintain_table(
+                path,
+                role,
+                retention,
+                closed,
+                target_file_bytes=policy.target_file_bytes,
+                storage_options=options,
+                dry_run=dry_run,
+            )
+        except Exception as error:  # one broken table must not keep the others from maintenance
+            report = TableMaintenance(table=path, role=role, skipped=f"FAILED: {error}")
+            failures.append(f"{role} {path}: {error}")
+        say(("[dry run] " if dry_run else "") + report.summary())
+        reports.append(report)
+    if failures:
+        raise RuntimeError("lake maintenance failed on " + "; ".join(failures))
+    return reports
+
+
+def reports_as_dicts(reports: list[TableMaintenance]) -> list[dict[str, Any]]:
+    return [asdict(report) for report in reports]
