@@ -24,7 +24,7 @@ from revenue_platform.local_stack.cluster import (
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
-from revenue_platform.paths import LAKE_ROOT_ENV, lake_root
+from revenue_platform.paths import LAKE_ROOT_ENV, lake_root, state_dir
 
 
 def _broker() -> LocalKafkaBroker:
@@ -187,8 +187,18 @@ def run_airflow_cli(arguments: list[str]) -> int:
     return subprocess.run(command, env={**os.environ, **cli_environment(settings)}, check=False).returncode
 
 
+def keep_state_private() -> None:
+    """What the stack and everything it starts create (the lake, broker data, Airflow's DB and logs,
+    the drivers' files) is readable by its owner only: umask 077 here, inherited by every child, and
+    a state folder created 0700. An existing state folder keeps its mode (it may be one a person chose
+    to share, or a system folder); `chmod 700 .local` tightens one an earlier version created."""
+    os.umask(0o077)
+    state_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
+    keep_state_private()
     if arguments[:1] == ["airflow"]:
         return run_airflow_cli(arguments[1:])
     if arguments[:1] == ["kafka"]:

@@ -157,3 +157,28 @@ def test_listening_sockets_are_read_from_proc_and_judged_by_address() -> None:
         found = {(s.port, s.loopback_only) for s in listening_sockets([os.getpid()])}
         assert (loopback.getsockname()[1], True) in found
         assert (everywhere.getsockname()[1], False) in found
+
+
+def test_the_stack_keeps_its_state_to_its_owner(tmp_path: Path) -> None:
+    """`make` targets run the stack's CLI: its state folder is created 0700, and what it and its
+    children create is not readable by other local accounts (umask 077, inherited)."""
+    import os
+    import subprocess
+    import sys
+
+    state = tmp_path / "state"
+    script = (
+        "import os, subprocess, sys\n"
+        "from revenue_platform.local_stack.__main__ import keep_state_private\n"
+        "keep_state_private()\n"
+        "subprocess.run(['sh', '-c', 'mkdir child-dir && touch child-file'], check=True)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PLATFORM_STATE_DIR": str(state)},
+        check=True,
+    )
+    assert _mode(state) == 0o700
+    assert _mode(tmp_path / "child-dir") == 0o700
+    assert _mode(tmp_path / "child-file") == 0o600
