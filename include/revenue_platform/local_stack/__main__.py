@@ -196,9 +196,15 @@ def keep_state_private() -> None:
     state_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
+# Commands that install tools (Maven artifacts, Debian packages) rather than create the stack's state:
+# they keep the caller's umask, so what they install stays readable as its packages define.
+INSTALLING_COMMANDS = frozenset({"jvm", "object-store-jars", "browser", "promtool"})
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
-    keep_state_private()
+    if not set(arguments[:1]) & INSTALLING_COMMANDS:
+        keep_state_private()
     if arguments[:1] == ["airflow"]:
         return run_airflow_cli(arguments[1:])
     if arguments[:1] == ["kafka"]:
