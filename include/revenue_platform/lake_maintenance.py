@@ -36,6 +36,7 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.lake_storage import delta_storage_options, open_lake_table
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.side_files import write_json
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -107,6 +108,8 @@ class TableMaintenance:
 
     table: str
     role: str
+    kind: str = ""  # gold, bronze, registry_deployments, ... (the metrics' `table` label)
+    deployment: str = ""  # the deployment whose table it is; "" for the lake's own tables
     files_before: int = 0
     bytes_before: int = 0
     files_after: int = 0
@@ -145,6 +148,8 @@ def maintain_table(
     retention: timedelta,
     closed_partitions: ClosedPartitions | None,
     *,
+    kind: str = "",
+    deployment: str = "",
     target_file_bytes: int = TARGET_FILE_BYTES,
     storage_options: Mapping[str, str] | None = None,
     dry_run: bool = False,
@@ -153,7 +158,7 @@ def maintain_table(
     filters, or None; None instead of it: no compaction), VACUUM what the current snapshot stopped
     referencing more than `retention` ago, checkpoint the log and drop its expired entries.
     `dry_run`: measure and list, change nothing."""
-    report = TableMaintenance(table=table_path, role=role)
+    report = TableMaintenance(table=table_path, role=role, kind=kind, deployment=deployment)
     table = open_lake_table(table_path, storage_options)
     if table is None:
         report.skipped = "no table yet"
@@ -221,45 +226,68 @@ def maintain_lake(
     options = delta_storage_options(lake_root) or None
     closed_hours = _gold_closed_hours(now)
     closed_days = _bronze_closed_days(now.date())
-    tables: list[tuple[str, str, timedelta, ClosedPartitions | None]] = []
+    # (path, kind, deployment, retention, closed partitions)
+    tables: list[tuple[str, str, str, timedelta, ClosedPartitions | None]] = []
     for deployment_id in deployment_ids:
         names = DeploymentNames(lake_root, deployment_id)
+        tables.append((names.gold_revenue_table, "gold", deployment_id, policy.gold_retention, closed_hours))
         tables.append(
-            (names.gold_revenue_table, f"gold[{deployment_id}]", policy.gold_retention, closed_hours)
-        )
-        tables.append(
-            (names.bronze_orders_table, f"bronze[{deployment_id}]", policy.bronze_retention, closed_days)
+            (names.bronze_orders_table, "bronze", deployment_id, policy.bronze_retention, closed_days)
         )
     registry = DeploymentRegistry(lake_root)
-    for role, path in (
-        ("registry deployments", registry.names.deployments_table),
-        ("registry events", registry.names.events_table),
-        ("registry releases", registry.releases_table),
-        ("quality results", results_table_path(lake_root)),
-        ("quality failing windows", failing_windows_table_path(lake_root)),
+    for kind, path in (
+        ("registry_deployments", registry.names.deployments_table),
+        ("registry_events", registry.names.events_table),
+        ("registry_releases", registry.releases_table),
+        ("quality_results", results_table_path(lake_root)),
+        ("quality_failing_windows", failing_windows_table_path(lake_root)),
     ):
-        tables.append((path, role, policy.control_retention, None))
+        tables.append((path, kind, "", policy.control_retention, None))
 
     reports, failures = [], []
-    for path, role, retention, closed in tables:
+    for path, kind, deployment, retention, closed in tables:
+        role = f"{kind}[{deployment}]" if deployment else kind
         try:
             report = maintain_table(
                 path,
                 role,
                 retention,
                 closed,
+                kind=kind,
+                deployment=deployment,
                 target_file_bytes=policy.target_file_bytes,
                 storage_options=options,
                 dry_run=dry_run,
             )
         except Exception as error:  # one broken table must not keep the others from maintenance
-            report = TableMaintenance(table=path, role=role, skipped=f"FAILED: {error}")
+            report = TableMaintenance(
+                table=path, role=role, kind=kind, deployment=deployment, skipped=f"FAILED: {error}"
+            )
             failures.append(f"{role} {path}: {error}")
         say(("[dry run] " if dry_run else "") + report.summary())
         reports.append(report)
     if failures:
         raise RuntimeError("lake maintenance failed on " + "; ".join(failures))
+    if not dry_run:
+        write_json(maintenance_record(lake_root), _record(reports, datetime.now(UTC)), options)
     return reports
+
+
+def maintenance_record(lake_root: str) -> str:
+    """Where the last successful run says when it finished and what each table holds (the metrics
+    endpoint serves it: `revenue_lake_maintenance_last_success_timestamp_seconds`, table sizes)."""
+    return f"{lake_root.rstrip('/')}/_maintenance/last_run.json"
+
+
+def _record(reports: list[TableMaintenance], finished_at: datetime) -> dict[str, Any]:
+    return {
+        "finished_at": finished_at.isoformat(),
+        "tables": [
+            {"kind": r.kind, "deployment": r.deployment, "files": r.files_after, "bytes": r.bytes_after}
+            for r in reports
+            if not r.skipped
+        ],
+    }
 
 
 def reports_as_dicts(reports: list[TableMaintenance]) -> list[dict[str, Any]]:

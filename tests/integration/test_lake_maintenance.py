@@ -20,10 +20,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.gold_table import read_gold
-from revenue_platform.lake_maintenance import MaintenancePolicy, maintain_lake
+from revenue_platform.lake_maintenance import MaintenancePolicy, maintain_lake, maintenance_record
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
+from spark_apps.contract.side_files import read_json
 from spark_apps.storage.gold_from_driver import merge_gold_from_driver
 from spark_apps.validation.schemas import GOLD_SCHEMA
 from tests.streaming_helpers import load_dags, task_states, xcom
@@ -134,6 +135,7 @@ def test_maintenance_compacts_closed_partitions_vacuums_and_keeps_every_number(t
     assert len(_parquet_files(gold)) == 6
     assert len(_files_of(_snapshot_files(gold), closed_partition)) == 2
     assert all(line.startswith("[dry run] ") for line in said)
+    assert read_json(maintenance_record(str(tmp_path / "lake"))) is None, "a dry run records no success"
 
     # Files newer than the retention stay: the superseded open-hour versions are minutes old.
     kept = maintain_lake(
@@ -158,8 +160,12 @@ def test_maintenance_compacts_closed_partitions_vacuums_and_keeps_every_number(t
     assert len(_files_of(bronze_files, today)) == 3
     assert sorted(DeltaTable(bronze).to_pyarrow_table().column("offset").to_pylist()) == [0, 0, 1, 1, 2, 2]
     assert _parquet_files(bronze) == bronze_files
-    assert not reports["registry deployments"].skipped
-    assert reports["quality results"].skipped == "no table yet"
+    assert not reports["registry_deployments"].skipped
+    record = read_json(maintenance_record(str(tmp_path / "lake")))
+    assert record is not None
+    assert {"kind": "gold", "deployment": "blue", "files": reports["gold[blue]"].files_after,
+            "bytes": reports["gold[blue]"].bytes_after} in record["tables"]  # fmt: skip
+    assert reports["quality_results"].skipped == "no table yet"
 
 
 def test_the_maintain_lake_dag_maintains_every_registered_deployment_and_refuses_a_bad_form(

@@ -29,7 +29,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from revenue_platform.bluegreen.triggers import replays_in_flight
-from revenue_platform.lake_storage import open_lake_table
+from revenue_platform.lake_maintenance import maintenance_record
+from revenue_platform.lake_storage import open_lake_table, read_side_file
 from revenue_platform.paths import lake_root as default_lake_root
 from revenue_platform.registry import DeploymentRegistry, DesiredState
 from revenue_platform.serving.driver_status import driver_heartbeat
@@ -388,6 +389,35 @@ def source_family(readable: Mapping[str, bool]) -> Metric:
     return family
 
 
+def maintenance_families(record: Mapping[str, Any] | None) -> Iterator[Metric]:
+    """The last successful lake maintenance (`lake_maintenance.maintenance_record`): when it finished and
+    what each table it maintained held then; nothing before its first run."""
+    finished = GaugeMetricFamily(
+        "revenue_lake_maintenance_last_success_timestamp_seconds",
+        "Unix time the last successful maintain_lake run finished.",
+    )
+    files = GaugeMetricFamily(
+        "revenue_lake_table_files",
+        "Data files a lake table's snapshot references, after the last maintenance.",
+        labels=["table", "deployment"],
+    )
+    size = GaugeMetricFamily(
+        "revenue_lake_table_bytes",
+        "Bytes of those files, after the last maintenance.",
+        labels=["table", "deployment"],
+    )
+    at = _timestamp(record.get("finished_at")) if record else None
+    if record and at is not None:
+        finished.add_metric([], at)
+        for table in record.get("tables") or []:
+            labels = [str(table.get("kind", "")), str(table.get("deployment", ""))]
+            for family, key in ((files, "files"), (size, "bytes")):
+                value = _number(table.get(key))
+                if value is not None:
+                    family.add_metric(labels, value)
+    yield from (finished, files, size)
+
+
 # --- the collector and its app ----------------------------------------------------------------
 class StreamingMetricsCollector(Collector):
     """Reads the registry, progress files and quality results at every scrape (see the module docstring)."""
@@ -417,8 +447,14 @@ class StreamingMetricsCollector(Collector):
         except Exception:
             LOG.exception("metrics: could not read the quality results")
             readable["quality"] = False
+        maintenance = None  # no record yet: no run yet, and the alert on the missing series says so
+        try:
+            maintenance = read_side_file(maintenance_record(lake_root))
+        except Exception:
+            LOG.exception("metrics: could not read the lake maintenance record")
         yield source_family(readable)
         yield from metric_families(samples, quality, self.clock())
+        yield from maintenance_families(maintenance)
 
 
 METRICS_TOKEN_ENV = "REVENUE_METRICS_TOKEN"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from revenue_platform.local_stack.promtool import find_promtool
-from revenue_platform.serving.metrics import metric_families, source_family
+from revenue_platform.serving.metrics import maintenance_families, metric_families, source_family
 
 MONITORING = Path(__file__).resolve().parents[3] / "include" / "monitoring"
 RULES = MONITORING / "alert_rules.yml"
@@ -79,7 +79,7 @@ def test_a_broken_rule_fails_its_test(promtool: Path, tmp_path: Path) -> None:
 def _served() -> set[str]:
     """Every series name the collector serves (a counter's samples carry `_total`, which
     prometheus_client strips from the family name)."""
-    families = [source_family({}), *metric_families([], {}, datetime.now(UTC))]
+    families = [source_family({}), *metric_families([], {}, datetime.now(UTC)), *maintenance_families(None)]
     return {family.name + ("_total" if family.type == "counter" else "") for family in families}
 
 

@@ -288,3 +288,22 @@ def test_with_a_token_only_a_scrape_that_presents_it_is_answered(lake: str) -> N
     answered = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
     assert answered.status_code == 200
     assert "revenue_metrics_source_up" in answered.text
+
+
+def test_the_last_lake_maintenance_and_what_each_table_holds(lake: str) -> None:
+    """Nothing before maintain_lake's first success; after it, when it finished and each table's size."""
+    from revenue_platform.lake_maintenance import maintain_lake
+
+    finished = "revenue_lake_maintenance_last_success_timestamp_seconds"
+    assert _value(_scrape(lake), finished) is None, "no run yet: no value made up"
+
+    before = datetime.now(UTC).timestamp()
+    reports = maintain_lake(lake, ["blue"])
+    samples = _scrape(lake)
+    assert before <= (_value(samples, finished) or 0) <= datetime.now(UTC).timestamp()
+    deployments = next(r for r in reports if r.kind == "registry_deployments")
+    labels = {"table": "registry_deployments", "deployment": ""}
+    assert _value(samples, "revenue_lake_table_files", **labels) == deployments.files_after > 0
+    assert _value(samples, "revenue_lake_table_bytes", **labels) == deployments.bytes_after > 0
+    # blue's gold and bronze do not exist in this lake: no size is served for them.
+    assert _value(samples, "revenue_lake_table_files", table="gold", deployment="blue") is None
