@@ -163,6 +163,7 @@ class OneQueryBatch:
 
     def _run(self, validated: DataFrame, batch_id: int, query_batch_id: int) -> None:
         spark = validated.sparkSession
+        started_us = time.time_ns() // 1000  # bounds the watermark (`RevenueState.apply`)
         steps = _Steps()
         with steps.timed("resume"):  # only after a restart: the state is in memory otherwise
             state = self._state_for(spark, batch_id)
@@ -180,7 +181,7 @@ class OneQueryBatch:
         try:
             with steps.timed("state"):
                 redo, self._redo_windows = self._redo_windows, None
-                outcome = state.apply(counted, add_to_windows=redo is None)
+                outcome = state.apply(counted, add_to_windows=redo is None, not_after_us=started_us)
                 if redo is not None:
                     outcome.windows = redo  # gold's totals after this batch: written again, published
             watermark_after = outcome.watermark_us

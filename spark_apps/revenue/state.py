@@ -89,12 +89,21 @@ class RevenueState:
         found = self._totals.get((location_id, order_type, window_start_us))
         return None if found is None else (found[0], found[1])
 
-    def apply(self, batch: BatchCount, add_to_windows: bool = True) -> BatchOutcome:
+    def apply(
+        self, batch: BatchCount, add_to_windows: bool = True, not_after_us: int | None = None
+    ) -> BatchOutcome:
         """Add one batch's counts and move the watermark.
 
         `add_to_windows=False` redoes a batch whose window totals the state already holds (they were
         resumed from gold after the batch's own gold commit): the verdicts and the watermark are
-        taken as always, the totals are left as they are and no window is reported changed."""
+        taken as always, the totals are left as they are and no window is reported changed.
+
+        `not_after_us` (the wall clock when the batch started) bounds the event time the watermark
+        moves with. `watermark_event_us` already never passes an order's Kafka timestamp, which is
+        the broker's clock on a LogAppendTime topic; on a CreateTime topic the producer sets it, and
+        one order stamped an hour ahead made every honest order behind it late (issue 56). No record
+        the broker accepted can be stamped after now by an honest clock, so the bound only ever
+        holds back a forged or skewed one."""
         if batch.watermark_us != self.watermark_us:
             # The late verdicts were made against another watermark: counting them would be wrong.
             raise ValueError(
@@ -114,7 +123,10 @@ class RevenueState:
         for loc, kind, start in sorted(changed):
             count, cents = self._totals[loc, kind, start]
             updated.append((loc, kind, start, start + self.windows.size_us, count, cents))
-        candidate = batch.watermark_event_us - self.delay_us
+        latest = batch.watermark_event_us
+        if not_after_us is not None:
+            latest = min(latest, not_after_us)
+        candidate = latest - self.delay_us
         watermark = self.watermark_us
         self.watermark_us = candidate if watermark is None else max(watermark, candidate)
         self._evict()

@@ -56,13 +56,14 @@ GOLD_WAIT_S = 90
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 
 
-def _topics(bootstrap: str, suffix: str) -> dict[str, str]:
-    """The app's test-private topics; orders and stores stamped by the broker, as topics.yaml says."""
+def _topics(bootstrap: str, suffix: str, broker_stamped: bool = True) -> dict[str, str]:
+    """The app's test-private topics; orders and stores stamped by the broker, as topics.yaml says
+    (or, `broker_stamped=False`, by their producers: Kafka's default, CreateTime)."""
     names = {f"kafka.{field}": f"{base}_{suffix}" for field, base in APP_TOPIC_FIELDS.items()}
     configs: dict[str, dict[str, str]] = {}
     for base in APP_TOPIC_FIELDS.values():
         config = {"cleanup.policy": "compact"} if base in COMPACTED_APP_TOPICS else {}
-        if base in ("orders", "stores"):
+        if base in ("orders", "stores") and broker_stamped:
             config |= LOG_APPEND_TIME
         configs[f"{base}_{suffix}"] = config
     create_topics(
@@ -80,11 +81,12 @@ def _stamped(template: dict[str, Any], order_id: int, ordered_at: datetime) -> G
 
 class PacedProducer(threading.Thread):
     """Sends honest orders at RATE_PER_S for SECONDS, each dated 0-3 s before it is sent, and the early
-    order five seconds in; keeps what it sent for the oracle."""
+    order five seconds in; keeps what it sent for the oracle. `forge_timestamp`: the early order's
+    Kafka timestamp is its event time, as a producer may set it on a CreateTime topic."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, forge_timestamp: bool = False) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
+        self.bootstrap, self.topic, self.forge_timestamp = bootstrap, topic, forge_timestamp
         self.templates = [
             r.order for r in generate_orders(GeneratorSettings(orders=500, stores=3, seed=11)) if r.order
         ]
@@ -112,12 +114,16 @@ class PacedProducer(threading.Thread):
                 template = self.templates[order_id % len(self.templates)]
                 batch.append(_stamped(template, order_id, now - timedelta(seconds=rng.uniform(0, 3))))
             self.honest += batch
+            forged: dict[str, int] = {}
             if tick == 50:  # five seconds in
                 ahead = datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=299)
                 self.early = _stamped(self.templates[0], 9_000_001, ahead)
                 batch.append(self.early)
+                if self.forge_timestamp:  # Kafka's timestamp in ms, as the order's own time
+                    forged = {"timestamp": int(ahead.replace(tzinfo=UTC).timestamp() * 1000)}
             for record in batch:
-                producer.produce(self.topic, key=record.key, value=record.value)
+                stamp = forged if record is self.early else {}
+                producer.produce(self.topic, key=record.key, value=record.value, **stamp)
             producer.poll(0)
             time.sleep(max(0.0, started + (tick + 1) / 10 - time.monotonic()))
         if producer.flush(30) != 0:
@@ -136,20 +142,28 @@ def _gold(
 
 
 @pytest.mark.parametrize(
-    ("watermark", "early_counts"),
+    ("watermark", "early_counts", "broker_stamped"),
     [
         # The shipped window and watermark with the old 5-minute skew (what existing deployments have
         # registered): clamped to 30 s, so the early order is refused.
-        pytest.param("30 seconds", False, id="shipped-watermark"),
+        pytest.param("30 seconds", False, True, id="shipped-watermark"),
         # Skew and delay both 5 minutes: the early order is valid, in its own window.
-        pytest.param("5 minutes", True, id="five-minute-watermark"),
+        pytest.param("5 minutes", True, True, id="five-minute-watermark"),
+        # The same on a CreateTime topic whose producer stamped the early order with its event time
+        # (issue 56): its Kafka timestamp no longer bounds the watermark; the batch's start does.
+        pytest.param("5 minutes", True, False, id="producer-stamped-topic"),
     ],
 )
 def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_nor_crash_the_app(
-    kafka_bootstrap: str, spark: SparkSession, tmp_path: Path, watermark: str, early_counts: bool
+    kafka_bootstrap: str,
+    spark: SparkSession,
+    tmp_path: Path,
+    watermark: str,
+    early_counts: bool,
+    broker_stamped: bool,
 ) -> None:
     suffix = unique_suffix()
-    topics = _topics(kafka_bootstrap, suffix)
+    topics = _topics(kafka_bootstrap, suffix, broker_stamped)
     config = load_config(
         overrides={
             "deployment_id": "hostiletime",
@@ -175,7 +189,7 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
 
     app = threading.Thread(target=run_app, daemon=True)
     app.start()
-    producer = PacedProducer(kafka_bootstrap, config.kafka.orders_topic)
+    producer = PacedProducer(kafka_bootstrap, config.kafka.orders_topic, forge_timestamp=not broker_stamped)
     try:
         deadline = time.monotonic() + 120
         while not any(q.isActive for q in spark.streams.active) and time.monotonic() < deadline:

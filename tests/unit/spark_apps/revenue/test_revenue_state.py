@@ -313,6 +313,21 @@ def test_an_order_dated_ahead_of_the_broker_moves_the_watermark_only_to_its_kafk
     assert state.watermark_us == 1059 * S - delay_us
 
 
+def test_an_order_stamped_ahead_by_its_producer_moves_the_watermark_only_to_the_batch_start() -> None:
+    # A CreateTime topic: the producer set the Kafka timestamp an hour ahead, with the event time.
+    # The batch that reads it started at 1000 s: the watermark moves no further than that allows, and
+    # the honest orders of the next seconds are not late.
+    delay_us = 300 * S
+    state = RevenueState(TUMBLING, delay_us)
+    forged = BatchCount(None, valid=1, repeats=0, late=0, watermark_event_us=4600 * S, windows=[])
+    assert state.apply(forged, not_after_us=1000 * S).watermark_us == 1000 * S - delay_us
+    honest = BatchCount(700 * S, valid=5, repeats=0, late=0, watermark_event_us=1010 * S, windows=[])
+    assert state.apply(honest, not_after_us=1011 * S).watermark_us == 1010 * S - delay_us
+    # Without the bound (as before), the forged order took the watermark an hour ahead.
+    unbounded = RevenueState(TUMBLING, delay_us)
+    assert unbounded.apply(forged).watermark_us == 4600 * S - delay_us
+
+
 def test_a_batch_counted_from_another_watermark_is_refused() -> None:
     state = RevenueState(TUMBLING, 10 * S, watermark_us=90 * S)
     stale = BatchCount(80 * S, valid=1, repeats=0, late=0, watermark_event_us=100 * S, windows=[])
