@@ -5,12 +5,14 @@ The stack runs on its own ports and state folder (not the developer's 9092/8080 
 with a clean environment, so this is the same path a newcomer takes after `git clone`. It is
 started once for the module (`demo_stack`): the browser tests look at the live deployment the
 demo made, then a blue-green replay of it is approved in the browser (so it runs after every test
-that expects the demo's deployment live), and the last test checks that `down` stops everything.
+that expects the demo's deployment live), a test checks that `down` stops everything, and the last
+one moves the demo to the cluster on the same state folder (`cluster-up`, the demo, `cluster-down`).
 The fixture runs `down` again at the end, so nothing is left running even when a test fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -26,6 +28,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from revenue_platform import processes
+from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
     LOCAL_APPROVER_USER,
@@ -588,3 +591,96 @@ def test_down_stops_everything(demo_stack: DemoStack) -> None:
     # Also what has no pid file: Airflow's task processes and what they started (a reprocess job's
     # spark-submit once outlived `make down` that way).
     assert left_running(demo_stack.state_dir) == []
+
+
+# The move to the cluster (below): its brokers, master and workers from here, its object store at +20
+# (docs/cluster.md), clear of the fault tests' cluster (19100) and of the test sessions' ports.
+CLUSTER_BASE_PORT = int(os.environ.get("E2E_CLUSTER_BASE_PORT", "19300"))
+
+
+def _kafka_cluster_in(record: Path) -> str:
+    """The Kafka cluster id a `demo` deployment recorded next to its checkpoints."""
+    return str(json.loads(record.read_text())["kafka_cluster_id"])
+
+
+def _cluster_store(state_dir: Path) -> ObjectStoreSettings:
+    """The object store the running cluster's marker names for its lake."""
+    marker = json.loads((state_dir / "cluster" / "cluster.json").read_text())
+    assert marker["lake"] == "object-store", marker
+    store = marker["object_store"]
+    return ObjectStoreSettings(port=store["port"], data_dir=Path(store["data_dir"]), bucket=store["bucket"])
+
+
+def _expect_the_cluster_lake_only_in_its_store(state_dir: Path, store: ObjectStoreSettings) -> str:
+    """The cluster demo's Kafka record and gold read from the cluster's bucket (gold through delta-rs,
+    as the demo read it), nothing of that lake on the local disk outside the store's folder; returns
+    the recorded Kafka cluster id."""
+    from revenue_platform.gold_table import read_gold
+    from revenue_platform.local_object_store import local_lake_object_store
+    from spark_apps.contract.naming import DeploymentNames
+    from tests.object_store_helpers import in_the_bucket, local_paths_naming
+
+    names = DeploymentNames(store.lake_root, "demo")
+    kafka_record = in_the_bucket(store, names.kafka_cluster_record)
+    assert kafka_record.is_file(), f"no {names.kafka_cluster_record} in the bucket"
+    assert (in_the_bucket(store, names.gold_revenue_table) / "_delta_log").is_dir()
+    gold = read_gold(
+        names.gold_revenue_table,
+        columns=["order_count"],
+        storage_options=local_lake_object_store(store).delta_rs_storage_options(),
+    )
+    assert sum(gold.column("order_count").to_pylist()) == 3000, "the demo's orders, each counted once"
+    assert not (state_dir / "cluster" / "lake").exists()
+    # Every folder of the state dir but the one-broker stack's lake: no Delta log, no Kafka record.
+    outside_stack_lake = [path for path in state_dir.iterdir() if path.name != "lake"]
+    for lake_file in ("_delta_log", "_kafka_cluster.json"):
+        assert local_paths_naming(lake_file, outside_stack_lake, store.data_dir) == []
+    return _kafka_cluster_in(kafka_record)
+
+
+def test_after_down_the_demo_runs_on_the_cluster_and_the_stack_keeps_its_lake(demo_stack: DemoStack) -> None:
+    """The user's move from the one-broker stack to the cluster, as issue 33 reported it: `make demo`,
+    `make down` (the tests above), `make cluster-up`, `make demo`. Before each environment had a lake
+    of its own, the second demo resumed the `demo` deployment's checkpoint, which held the single
+    broker's offsets, on the cluster's three brokers, and deploy_streaming_app failed ("Some data may
+    have been lost ..."). The cluster's lake is on its own object store (`make cluster-up`'s default):
+    the cluster's demo records the cluster's Kafka id there, nothing of that lake lands on the local
+    disk, the one-broker stack's lake keeps its own `demo` for the next `make up`, and `make
+    cluster-down` stops the store with the rest. Runs after `test_down_stops_everything`."""
+    from revenue_platform.local_stack.object_store import LocalObjectStore
+
+    demo_stack.require_demo_output()
+    state_dir = demo_stack.state_dir
+    env = {**demo_stack.env, "CLUSTER_BASE_PORT": str(CLUSTER_BASE_PORT)}
+    stack_lake_record = state_dir / "lake" / "checkpoints" / "demo" / "_kafka_cluster.json"
+    broker_cluster = _kafka_cluster_in(stack_lake_record)
+    try:
+        up = run_stack("cluster-up", env, timeout_s=900)
+        assert up.returncode == 0, (up.stdout + up.stderr)[-4000:]
+        store = _cluster_store(state_dir)
+        status = run_stack("status", env)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f"lake    {store.lake_root}" in status.stdout, status.stdout
+        assert f"object-store   up       {store.endpoint_url}" in status.stdout, status.stdout
+        demo = run_demo(env)
+        output = demo.stdout + demo.stderr
+        assert demo.returncode == 0, output[-4000:]
+        summary = DEMO_SUMMARY.search(output)
+        assert summary, f"no windowed revenue printed:\n{output[-4000:]}"
+        assert int(summary[1]) > 0, summary[0]
+        assert int(summary[2]) == 3000, f"each of the demo's orders is counted exactly once: {summary[0]}"
+
+        assert _expect_the_cluster_lake_only_in_its_store(state_dir, store) != broker_cluster
+        # The one-broker stack's lake is as its demo left it, for the next `make up`.
+        assert _kafka_cluster_in(stack_lake_record) == broker_cluster
+
+        down = run_stack("cluster-down", env)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert LocalObjectStore(store).pid() is None, "make cluster-down left the cluster's store running"
+        assert not LocalObjectStore(store).answers_http()
+        # Nothing started for this stack outlives it: services, Airflow's task processes and what
+        # they started.
+        assert left_running(state_dir) == []
+    finally:
+        run_stack("down", env)  # the cluster while its marker exists, else the one-broker stack
+        run_stack("cluster-down", env)  # whatever of the cluster a failed start left behind
