@@ -67,6 +67,7 @@ _HOUR = timedelta(hours=1)
 def maintain_lake() -> None:
     @task(multiple_outputs=False)
     def maintain() -> list[dict[str, Any]]:
+        from revenue_platform.forms import validate_maintenance_form
         from revenue_platform.lake_maintenance import maintain_lake as maintain_tables
         from revenue_platform.lake_maintenance import reports_as_dicts
         from revenue_platform.paths import lake_root
@@ -75,17 +76,13 @@ def maintain_lake() -> None:
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        params = context["params"]
-        policy = MaintenancePolicy.from_form(params["gold_retention_hours"], params["bronze_retention_hours"])
+        form = validate_maintenance_form(context["params"])
         registry = DeploymentRegistry()
-        requested = params.get("deployment_id")
-        if requested:
-            deployments = [registry.get(requested).deployment_id]
+        if form.deployment_id is not None:
+            deployments = [registry.get(form.deployment_id).deployment_id]
         else:
             deployments = [record.deployment_id for record in registry.deployments()]
-        reports = maintain_tables(
-            lake_root(), deployments, policy, dry_run=bool(params["dry_run"]), say=print
-        )
+        reports = maintain_tables(lake_root(), deployments, form.policy, dry_run=form.dry_run, say=print)
         return reports_as_dicts(reports)
 
     maintain()

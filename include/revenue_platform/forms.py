@@ -18,12 +18,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from revenue_platform.errors import ConfigError
+
+if TYPE_CHECKING:
+    from revenue_platform.lake_maintenance import MaintenancePolicy
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -216,6 +219,28 @@ def validate_supervise_form(params: Mapping[str, Any]) -> SuperviseForm:
         heartbeat_stale_s=float(bounded("heartbeat_stale_s")),
         start_timeout_s=float(bounded("start_timeout_s", whole=True)),
     )
+
+
+@dataclass(frozen=True)
+class MaintenanceForm:
+    deployment_id: str | None  # None: every registered deployment
+    policy: MaintenancePolicy
+    dry_run: bool
+
+
+def validate_maintenance_form(params: Mapping[str, Any]) -> MaintenanceForm:
+    """maintain_lake: which deployment (or all), the retentions in whole hours within the platform's
+    bounds (`lake_maintenance.MaintenancePolicy.from_form`), dry run or not."""
+    from revenue_platform.lake_maintenance import MaintenancePolicy
+
+    target = deployment_id(params.get("deployment_id"), "deployment_id", optional=True)
+    dry_run = params.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise ConfigError("dry_run: must be true or false")
+    policy = MaintenancePolicy.from_form(
+        params.get("gold_retention_hours"), params.get("bronze_retention_hours")
+    )
+    return MaintenanceForm(deployment_id=target, policy=policy, dry_run=dry_run)
 
 
 def validate_provision_form(params: Mapping[str, Any], environments: Sequence[str]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from revenue_platform.gold_table import open_gold
 from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.quality.errors import QualityInputMissing
 from spark_apps.contract.delta_reads import read_delta
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
 from spark_apps.contract.records import ARRIVAL_ORDER
 
 # Bronze columns the checks need; `key` and the raw Spark-parsed order columns are not read.
@@ -77,12 +78,14 @@ def _delta_type_name(data_type: Any) -> str:
 
 
 def load_gold(path: str) -> GoldTable:
-    """Every row of the gold windowed-revenue table plus its schema."""
+    """Every row of the gold windowed-revenue table plus its schema: the contract's view, without the
+    layout's partition column (`spark_apps.contract.gold_layout`), which is how gold is stored."""
     table = open_gold(path)
     if table is None:
         raise _missing("gold revenue", path)
-    schema = {field.name: _delta_type_name(field.type) for field in table.schema().fields}
-    return GoldTable(rows=read_delta(table).to_pandas(), schema=schema)
+    fields = [field for field in table.schema().fields if field.name != GOLD_HOUR_COLUMN]
+    schema = {field.name: _delta_type_name(field.type) for field in fields}
+    return GoldTable(rows=read_delta(table, [field.name for field in fields]).to_pandas(), schema=schema)
 
 
 def load_bronze(path: str, since: datetime) -> pd.DataFrame:

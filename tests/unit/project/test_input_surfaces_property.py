@@ -248,6 +248,12 @@ def _rollback(params: dict[str, Any], lake: Path) -> Any:
     return validate_rollback_form(params)
 
 
+def _maintain(params: dict[str, Any], lake: Path) -> Any:
+    from revenue_platform.forms import validate_maintenance_form
+
+    return validate_maintenance_form(params)
+
+
 def _stop(params: dict[str, Any], lake: Path) -> Any:
     from revenue_platform.forms import validate_stop_form
 
@@ -346,6 +352,15 @@ SURFACES: dict[str, tuple[Callable[[dict[str, Any], Path], Any], list[Field]]] =
             ),
             Field("require_approval", boolean()),
             Field("notes", free_text(4000), params_refuse=False),
+        ],
+    ),
+    "maintain_lake": (
+        _maintain,
+        [
+            Field("deployment_id", OPTIONAL_DEPLOYMENT),
+            Field("gold_retention_hours", bounded_number(1, 8760, whole=True)),
+            Field("bronze_retention_hours", bounded_number(1, 8760, whole=True)),
+            Field("dry_run", boolean()),
         ],
     ),
     "provision_topics": (
