@@ -21,6 +21,7 @@ from deltalake import write_deltalake
 from revenue_platform.gold_table import gold_arrow_schema
 from revenue_platform.lake_storage import delta_storage_options
 from revenue_platform.quality.report import CheckOutcome
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.object_store import delta_rs_uri
 from spark_apps.contract.records import GOLD_COLUMNS
@@ -176,13 +177,24 @@ def write_tables(
     bronze: list[dict[str, Any]],
     gold_schema: pa.Schema = GOLD_ARROW_SCHEMA,
 ) -> DeploymentNames:
-    """Gold and bronze of `deployment_id` under `lake_root`, local or on the object store."""
+    """Gold and bronze of `deployment_id` under `lake_root`, local or on the object store; gold in the
+    app's hourly layout (`spark_apps.contract.gold_layout`) when its rows have window starts."""
     names = DeploymentNames(str(lake_root), deployment_id)
     gold_table, bronze_table = names.gold_revenue_table, names.bronze_orders_table
+    rows = pa.Table.from_pylist(gold, schema=gold_schema)
+    partitions = None
+    if "window_start" in gold_schema.names:
+        hours = [
+            None if start is None else window_hour(start if start.tzinfo else start.replace(tzinfo=UTC))
+            for start in rows.column("window_start").to_pylist()
+        ]
+        rows = rows.append_column(pa.field(GOLD_HOUR_COLUMN, pa.string()), pa.array(hours, pa.string()))
+        partitions = [GOLD_HOUR_COLUMN]
     write_deltalake(
         delta_rs_uri(gold_table),
-        pa.Table.from_pylist(gold, schema=gold_schema),
+        rows,
         mode="overwrite",
+        partition_by=partitions,
         storage_options=delta_storage_options(gold_table) or None,
     )
     write_deltalake(
