@@ -82,19 +82,17 @@ class MaintenancePolicy:
         """A policy from the maintain_lake form; each retention between MIN_RETENTION and MAX_RETENTION,
         in whole hours (the error names the field). The registry and quality tables keep bronze's."""
         retentions = {}
+        lowest, highest = (bound // timedelta(hours=1) for bound in (MIN_RETENTION, MAX_RETENTION))
         for name, value in (
             ("gold_retention_hours", gold_retention_hours),
             ("bronze_retention_hours", bronze_retention_hours),
         ):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name}: give a whole number of hours, not {value!r}")
-            hours = timedelta(hours=value)
-            if not MIN_RETENTION <= hours <= MAX_RETENTION:
-                raise ConfigError(
-                    f"{name}: {value} is outside {MIN_RETENTION // timedelta(hours=1)} .. "
-                    f"{MAX_RETENTION // timedelta(hours=1)} hours"
-                )
-            retentions[name] = hours
+                raise ConfigError(f"{name}: give a whole number of hours, not {str(value)[:40]!r}")
+            # Compared as a number first: a huge one overflows timedelta.
+            if not lowest <= value <= highest:
+                raise ConfigError(f"{name}: {str(value)[:40]} is outside {lowest} .. {highest} hours")
+            retentions[name] = timedelta(hours=value)
         return cls(
             gold_retention=retentions["gold_retention_hours"],
             bronze_retention=retentions["bronze_retention_hours"],
