@@ -27,6 +27,17 @@ _DEFAULTS = MaintenancePolicy()
 _HOUR = timedelta(hours=1)
 
 
+def _retention_param(default: timedelta, description: str) -> Param:
+    """A retention field in whole hours, within the bounds `MaintenancePolicy.from_form` checks."""
+    return Param(
+        default // _HOUR,
+        type="integer",
+        minimum=MIN_RETENTION // _HOUR,
+        maximum=MAX_RETENTION // _HOUR,
+        description=description,
+    )
+
+
 @dag(
     schedule="35 * * * *",
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
@@ -45,21 +56,15 @@ _HOUR = timedelta(hours=1)
             description="Maintain this deployment's gold and bronze only; empty = every registered "
             "deployment.",
         ),
-        "gold_retention_hours": Param(
-            _DEFAULTS.gold_retention // _HOUR,
-            type="integer",
-            minimum=MIN_RETENTION // _HOUR,
-            maximum=MAX_RETENTION // _HOUR,
-            description="Gold keeps files its snapshot stopped referencing for this many hours (time travel "
-            "this far back; readers of gold hold a snapshot for minutes).",
+        "gold_retention_hours": _retention_param(
+            _DEFAULTS.gold_retention,
+            "Gold keeps files its snapshot stopped referencing for this many hours (time travel this far "
+            "back; readers of gold hold a snapshot for minutes).",
         ),
-        "bronze_retention_hours": Param(
-            _DEFAULTS.bronze_retention // _HOUR,
-            type="integer",
-            minimum=MIN_RETENTION // _HOUR,
-            maximum=MAX_RETENTION // _HOUR,
-            description="The same for bronze, the registry and quality results (an audit can time-travel "
-            "bronze this far back).",
+        "bronze_retention_hours": _retention_param(
+            _DEFAULTS.bronze_retention,
+            "The same for bronze, the registry and quality results (an audit can time-travel bronze this "
+            "far back).",
         ),
         "dry_run": Param(False, type="boolean", description="Measure and list; compact and delete nothing."),
     },
