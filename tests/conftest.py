@@ -26,9 +26,10 @@ from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_e
 from revenue_platform.local_object_store import ObjectStoreSettings, local_store_connection_json
 from revenue_platform.local_stack.airflow_local import (
     LOCAL_ADMIN_USER,
+    LOCAL_APPROVER_USER,
     AirflowLocalSettings,
     airflow_environment,
-    local_admin_password,
+    local_password,
     migrate_db,
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
@@ -238,15 +239,26 @@ def airflow_api(airflow_db: AirflowLocalSettings) -> Iterator[TestClient]:
         purge_cached_app()
 
 
-@pytest.fixture(scope="module")
-def auth(airflow_api: TestClient) -> dict[str, str]:
-    """Headers with a real admin token from the simple auth manager's `POST /auth/token`."""
-    response = airflow_api.post(
-        "/auth/token",
-        json={"username": LOCAL_ADMIN_USER, "password": local_admin_password(TEST_AIRFLOW)},
+def _bearer(api: TestClient, user: str) -> dict[str, str]:
+    """Headers with a real token of a local stack user from the simple auth manager's `POST /auth/token`."""
+    response = api.post(
+        "/auth/token", json={"username": user, "password": local_password(TEST_AIRFLOW, user)}
     )
     assert response.status_code == 201, response.text
     return {"Authorization": f"Bearer {response.json()['access_token']}"}
+
+
+@pytest.fixture(scope="module")
+def auth(airflow_api: TestClient) -> dict[str, str]:
+    """Headers with a real admin token."""
+    return _bearer(airflow_api, LOCAL_ADMIN_USER)
+
+
+@pytest.fixture(scope="module")
+def approver_auth(airflow_api: TestClient) -> dict[str, str]:
+    """Headers with a real token of the local stack's approver, the one user its approval tasks are
+    assigned to (`AIRFLOW__REVENUE_PLATFORM__APPROVERS`)."""
+    return _bearer(airflow_api, LOCAL_APPROVER_USER)
 
 
 @pytest.fixture(scope="session")

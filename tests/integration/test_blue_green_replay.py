@@ -35,7 +35,7 @@ from revenue_platform.local_object_store import (
     local_credentials,
     local_store_connection_json,
 )
-from revenue_platform.local_stack.airflow_local import LOCAL_ADMIN_USER
+from revenue_platform.local_stack.airflow_local import LOCAL_APPROVER_USER
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.quality.runner import quality_root
@@ -370,7 +370,7 @@ def test_after_retention_kafka_earliest_is_refused_before_anything_is_deployed(s
 
 
 def test_an_approved_replay_from_bronze_after_retention_is_promoted(
-    stack: Stack, airflow_api: TestClient, auth: dict[str, str]
+    stack: Stack, airflow_api: TestClient, approver_auth: dict[str, str]
 ) -> None:
     # Newer orders arrive after retention cut the topic: green must read history from blue's bronze
     # archive, then exactly these from Kafka.
@@ -384,7 +384,7 @@ def test_an_approved_replay_from_bronze_after_retention_is_promoted(
     produce(stack.bootstrap, stack.topics["kafka.orders_topic"], newer)
 
     assert stack.registry.get(BLUE).observed_state == "stopped", "blue's archive ends where it was retired"
-    with Approver(airflow_api, auth) as approver:
+    with Approver(airflow_api, approver_auth) as approver:
         run = stack.replay("green-bronze", replay_source="bronze", require_approval=True)
 
     assert run.state == SUCCESS, task_states(run)
@@ -400,7 +400,7 @@ def test_an_approved_replay_from_bronze_after_retention_is_promoted(
     wait_for_gold(stack.registry, "green-bronze", stack.records + newer, timeout_s=0)
     assert resolve_live_deployment(stack.lake) == "green-bronze"
     [promoted] = [e for e in stack.registry.events("green-bronze") if e.kind == "replay_promoted"]
-    assert promoted.details["approved_by"]["name"] == LOCAL_ADMIN_USER
+    assert promoted.details["approved_by"]["name"] == LOCAL_APPROVER_USER
     assert promoted.details["require_approval"] is True
     # The history green read from blue's archive was copied into its own table in the bucket too.
     history_copy = green.app_config().names.replay_history_table

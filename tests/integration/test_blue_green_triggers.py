@@ -195,8 +195,10 @@ class SecondTriggerThenReject:
     `airflow dags test` (its own process: Airflow runs tasks in a process's main thread only), then the
     first one is rejected through the HITL REST API."""
 
-    def __init__(self, api: TestClient, headers: dict[str, str], lake: str) -> None:
-        self.api, self.headers, self.lake = api, headers, lake
+    def __init__(self, api: TestClient, headers: dict[str, str], lake: str, outsider: dict[str, str]) -> None:
+        # headers: the approver's; outsider: a user outside the approver group, who tries first.
+        self.api, self.headers, self.lake, self.outsider = api, headers, lake, outsider
+        self.outsider_response: tuple[int, str] | None = None
         self.second: subprocess.CompletedProcess[str] | None = None
         self.responses: list[tuple[int, Any]] = []
         self.prompt: dict[str, Any] = {}
@@ -253,6 +255,9 @@ class SecondTriggerThenReject:
         # What the person reads before answering (the UI's Required actions page shows the same).
         shown = self.api.get(path, headers=self.headers)
         self.prompt = shown.json() if shown.status_code == 200 else {"status": shown.status_code}
+        answer = {"chosen_options": ["Reject"], "params_input": {}}
+        refused = self.api.patch(path, headers=self.outsider, json=answer)
+        self.outsider_response = (refused.status_code, refused.text)
         response = self.api.patch(
             path, headers=self.headers, json={"chosen_options": ["Reject"], "params_input": {}}
         )
@@ -274,6 +279,7 @@ def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_
     stack: Stack,
     airflow_api: TestClient,
     auth: dict[str, str],
+    approver_auth: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -291,7 +297,7 @@ def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_
     assert published.state == "success", task_states(published)
     release = stack.registry.get_release("2.0.0")
 
-    watcher = SecondTriggerThenReject(airflow_api, auth, stack.lake)
+    watcher = SecondTriggerThenReject(airflow_api, approver_auth, stack.lake, outsider=auth)
     watcher.thread.start()
     with runs_created_by_airflow(release_run):
         run = dags[DAG_ID].test()
@@ -299,6 +305,13 @@ def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_
 
     assert watcher.error is None, watcher.error
     assert [status for status, _ in watcher.responses] == [200], watcher.responses
+    # The task is assigned to the approver group ([revenue_platform] approvers: the local stack's
+    # approver); Airflow refused the admin's answer.
+    assert watcher.prompt.get("assigned_users") == [{"id": "approver", "name": "approver"}], watcher.prompt
+    refused = watcher.outsider_response
+    assert refused is not None
+    assert refused[0] == 403, refused
+    assert "is not a respondent" in refused[1]
     # The release's replay: version and config from the registry row, approval required, then rejected.
     assert run.run_type == "asset_triggered"
     request = xcom(run, "validate_request")

@@ -17,7 +17,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk.execution_time.hitl import HITLUser
 
+from revenue_platform.bluegreen.logic import assigned_approvers
+from revenue_platform.bluegreen.tasks import ReplayRun, configured_approvers
 from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID
 from revenue_platform.notify import ApprovalRequestNotifier
 
@@ -154,4 +157,10 @@ class PromotionApprovalOperator(ApprovalOperator):
     def execute(self, context: Any) -> Any:
         # Before Airflow writes the request and calls the notifiers, which both read subject and body.
         self.fill_in_prompt()
+        # Who may answer: the configured approver group without this replay's requesters (Airflow's
+        # HITL API refuses anyone else); read at run time, so a form cannot choose its own approver.
+        assigned = assigned_approvers(configured_approvers(), ReplayRun.current().requesters(self.request))
+        self.assigned_users = (
+            None if assigned is None else [HITLUser(id=user["id"], name=user["name"]) for user in assigned]
+        )
         return super().execute(context)

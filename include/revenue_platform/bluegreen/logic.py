@@ -8,6 +8,7 @@ progress files and the gold tables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -288,6 +289,56 @@ def approved_by_a_requester(approved_by: Any, requesters: Iterable[str | None]) 
     return next((str(who) for who in requesters if who and str(who) in responder), None)
 
 
+APPROVERS_OPTION = ("revenue_platform", "approvers")
+"""Airflow config option (env `AIRFLOW__REVENUE_PLATFORM__APPROVERS`): the user ids who may approve a
+switch, comma-separated. Set where Airflow is deployed, never by a form: whoever asks for a replay
+cannot choose who approves it."""
+_APPROVER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}")
+MAX_APPROVERS = 100
+
+
+def parse_approvers(text: str | None) -> tuple[str, ...]:
+    """The approver group from `APPROVERS_OPTION`'s text (empty: no group, any user who may see the
+    run is offered the approval). Each id as the auth manager names its users (the simple auth
+    manager: the user name); ConfigError naming the option for anything else."""
+    option = "[{}] {}".format(*APPROVERS_OPTION)
+    ids = [part.strip() for part in (text or "").split(",") if part.strip()]
+    if len(ids) > MAX_APPROVERS:
+        raise ConfigError(f"{option}: at most {MAX_APPROVERS} user ids, got {len(ids)}")
+    for user_id in ids:
+        if not _APPROVER_ID.fullmatch(user_id):
+            raise ConfigError(
+                f"{option}: {user_id[:40]!r} is not a user id (letters, digits and _.@+-, "
+                "at most 128, starting with a letter or digit)"
+            )
+    return tuple(dict.fromkeys(ids))
+
+
+def assigned_approvers(approvers: Sequence[str], requesters: Iterable[str]) -> list[dict[str, str]] | None:
+    """The approval task's `assigned_users` (Airflow's HITL API refuses every other user's answer
+    with 403): the approver group without this replay's requesters. None when no group is
+    configured. ConfigError when every approver is a requester: nobody else could approve."""
+    if not approvers:
+        return None
+    asked = set(requesters)
+    assigned = [user_id for user_id in approvers if user_id not in asked]
+    if not assigned:
+        raise ConfigError(
+            "[{}] {}: every approver ({}) requested this replay; a switch needs another person's "
+            "approval".format(*APPROVERS_OPTION, ", ".join(approvers))
+        )
+    return [{"id": user_id, "name": user_id} for user_id in assigned]
+
+
+def approver_outside_group(approved_by: Any, approvers: Sequence[str]) -> str | None:
+    """Who approved, when an approver group is configured and they are not in it (Airflow's
+    `simple_auth_manager_all_admins` lets any user answer an assigned task); else None."""
+    if approved_by is None or not approvers:
+        return None
+    user_id = approved_by.get("id") if isinstance(approved_by, Mapping) else approved_by
+    return None if str(user_id) in approvers else str(user_id)
+
+
 def promotion_blockers(
     caught_up: bool,
     quality_passed: bool,
@@ -295,9 +346,11 @@ def promotion_blockers(
     approval_required: bool,
     approved: bool,
     self_approved_by: str | None = None,
+    unassigned_approver: str | None = None,
 ) -> list[str]:
     """Why green may not go live (empty = promote). `self_approved_by`: the requester who approved
-    their own replay (`approved_by_a_requester`); an approval is a second person's, or none."""
+    their own replay (`approved_by_a_requester`); an approval is a second person's, or none.
+    `unassigned_approver`: who approved from outside the approver group (`approver_outside_group`)."""
     blockers = []
     if not caught_up:
         blockers.append("green has not caught up")
@@ -309,6 +362,12 @@ def promotion_blockers(
     elif approval_required and self_approved_by is not None:
         blockers.append(
             f"approved by {self_approved_by}, who requested it: another person must approve a switch"
+        )
+    elif approval_required and unassigned_approver is not None:
+        blockers.append(
+            "approved by {}, who is not one of the approvers ([{}] {})".format(
+                unassigned_approver, *APPROVERS_OPTION
+            )
         )
     return blockers
 

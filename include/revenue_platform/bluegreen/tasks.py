@@ -18,9 +18,12 @@ from typing import Any, Final
 from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen import replay, triggers, window_diff
 from revenue_platform.bluegreen.logic import (
+    APPROVERS_OPTION,
     approval_given,
     approved_by_a_requester,
+    approver_outside_group,
     diff_blockers,
+    parse_approvers,
     promotion_blockers,
 )
 from revenue_platform.bluegreen.replay import ReplayGateFailed, record
@@ -96,6 +99,13 @@ class ReplayRun:
             # published_by is the publishing run's audit actor: "airflow:<dag>/<run> (user <name>)".
             who.append(user_of_actor(release.published_by) if release is not None else None)
         return [str(name) for name in who if name]
+
+
+def configured_approvers() -> tuple[str, ...]:
+    """The approver group of this Airflow (`logic.APPROVERS_OPTION`; empty: none configured)."""
+    from airflow.configuration import conf
+
+    return parse_approvers(conf.get(*APPROVERS_OPTION, fallback=""))
 
 
 def gated(run: ReplayRun, green: str, gate: str, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -247,6 +257,7 @@ def switch_live(
             request["require_approval"],
             approved,
             approved_by_a_requester(approved_by, run.requesters(request)),
+            approver_outside_group(approved_by, configured_approvers()),
         )
         if blockers:
             raise ReplayGateFailed(f"switch: not promoting {green}: {'; '.join(blockers)}")

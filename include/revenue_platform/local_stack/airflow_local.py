@@ -219,6 +219,9 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         # "user:role"; the password is in the passwords file.
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{user}:admin" for user in LOCAL_USERS),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(settings.passwords_file),
+        # Who may approve a blue-green switch (bluegreen.logic.APPROVERS_OPTION): the second person
+        # only; Airflow's HITL API refuses an answer from anyone else (docs/security.md).
+        "AIRFLOW__REVENUE_PLATFORM__APPROVERS": LOCAL_APPROVER_USER,
         "AIRFLOW__API__HOST": settings.host,
         "AIRFLOW__API__PORT": str(settings.port),
         # Same secrets for every component (they must agree), instead of 16 random bytes per airflow.cfg.

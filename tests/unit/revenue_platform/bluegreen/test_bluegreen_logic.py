@@ -11,11 +11,14 @@ import pytest
 
 from revenue_platform.bluegreen.logic import (
     approval_given,
+    approver_outside_group,
+    assigned_approvers,
     diff_blockers,
     diff_windows,
     flatten,
     green_overrides,
     judge_catch_up,
+    parse_approvers,
     plan_replay_history,
     previous_live,
     promotion_blockers,
@@ -254,3 +257,34 @@ def test_previous_live_comes_from_the_newest_switch_to_the_current_one() -> None
     assert previous_live(events, "blue") is None
     events.append(Event("live_switched", "green", "blue", T0 + timedelta(minutes=3)))
     assert previous_live(events, "blue") == "green"
+
+
+def test_the_approver_group_is_parsed_strictly_and_names_its_option() -> None:
+    assert parse_approvers(None) == ()
+    assert parse_approvers(" , ") == ()
+    assert parse_approvers("approver, ops.lead@example.com ,approver") == ("approver", "ops.lead@example.com")
+    for hostile in ("bob;rm -rf /", "<@U123>", "-flag", "x" * 129, "bob\nalice"):
+        with pytest.raises(ConfigError, match=r"^\[revenue_platform\] approvers: .* is not a user id"):
+            parse_approvers(f"ann,{hostile}")
+    with pytest.raises(ConfigError, match="at most 100 user ids, got 101"):
+        parse_approvers(",".join(f"u{i}" for i in range(101)))
+
+
+def test_the_approval_is_assigned_to_the_group_without_the_requesters() -> None:
+    assert assigned_approvers((), ["ann"]) is None, "no group: any user is offered the approval"
+    assert assigned_approvers(("ann", "bob"), ["ann"]) == [{"id": "bob", "name": "bob"}]
+    assert assigned_approvers(("bob",), []) == [{"id": "bob", "name": "bob"}]
+    with pytest.raises(ConfigError, match=r"every approver \(ann, carol\) requested this replay"):
+        assigned_approvers(("ann", "carol"), ["carol", "ann"])
+
+
+def test_an_approval_from_outside_the_group_is_named() -> None:
+    assert approver_outside_group({"id": "ann", "name": "Ann"}, ("bob",)) == "ann"
+    assert approver_outside_group("ann", ("bob",)) == "ann"
+    assert approver_outside_group({"id": "bob", "name": "Bob"}, ("bob",)) is None
+    assert approver_outside_group({"id": "ann", "name": "Ann"}, ()) is None, "no group configured"
+    assert approver_outside_group(None, ("bob",)) is None, "no approval: another blocker says so"
+    blockers = promotion_blockers(
+        True, True, {"passed": True, "windows_compared": 1}, True, True, None, "ann"
+    )
+    assert blockers == ["approved by ann, who is not one of the approvers ([revenue_platform] approvers)"]

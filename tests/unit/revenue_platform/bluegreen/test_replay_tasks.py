@@ -24,6 +24,15 @@ EMPTY_DIFF = {"passed": True, "windows_compared": 0, "mismatched_windows": 0, "s
 APPROVED = {"chosen_options": ["Approve"], "responded_by_user": "ann"}
 
 
+APPROVERS_ENV = "AIRFLOW__REVENUE_PLATFORM__APPROVERS"
+
+
+@pytest.fixture(autouse=True)
+def no_approver_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test stack names an approver group; these tests name their own, or none."""
+    monkeypatch.delenv(APPROVERS_ENV, raising=False)
+
+
 @pytest.fixture
 def registry(tmp_path: Path) -> DeploymentRegistry:
     registry = DeploymentRegistry(str(tmp_path / "lake"))
@@ -250,3 +259,31 @@ def test_the_user_who_asked_for_a_replay_cannot_approve_its_switch(registry: Dep
     # Another person's approval switches.
     result = switch_live(run_by("bob", APPROVED), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
     assert result == {"previous": "blue", "live": "green"}
+
+
+def test_with_an_approver_group_only_its_members_approve_a_switch(
+    registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's HITL API refuses an unassigned user's answer, except under the simple auth manager's
+    `all_admins` mode: the switch checks the group again."""
+    monkeypatch.setenv(APPROVERS_ENV, "bob, dora")
+    by_ann = {**APPROVED, "responded_by_user": {"id": "ann", "name": "Ann"}}
+    outside = r"approved by ann, who is not one of the approvers \(\[revenue_platform\] approvers\)"
+    with pytest.raises(ReplayGateFailed, match=outside):
+        switch_live(_run(registry, by_ann), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
+    assert registry.live_deployment() == "blue"
+
+    by_dora = {**APPROVED, "responded_by_user": {"id": "dora", "name": "Dora"}}
+    result = switch_live(_run(registry, by_dora), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
+    assert result == {"previous": "blue", "live": "green"}
+
+
+def test_a_malformed_approver_group_fails_the_switch_naming_the_option(
+    registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from revenue_platform.errors import ConfigError
+
+    monkeypatch.setenv(APPROVERS_ENV, "bob, $(id)")
+    with pytest.raises(ConfigError, match=r"\[revenue_platform\] approvers: '\$\(id\)' is not a user id"):
+        switch_live(_run(registry, APPROVED), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
+    assert registry.live_deployment() == "blue"

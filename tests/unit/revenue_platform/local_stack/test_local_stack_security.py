@@ -109,6 +109,8 @@ def test_a_second_person_approves_switches_with_a_password_of_their_own(tmp_path
     assert local_password(settings, LOCAL_APPROVER_USER) == approver, "generated once, then reused"
     users = airflow_environment(settings)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"]
     assert users == f"{LOCAL_ADMIN_USER}:admin,{LOCAL_APPROVER_USER}:admin"
+    # Only the second person is assigned the replays' approvals (the admin triggers them).
+    assert airflow_environment(settings)["AIRFLOW__REVENUE_PLATFORM__APPROVERS"] == LOCAL_APPROVER_USER
 
 
 def test_local_spark_drivers_bind_loopback_and_cluster_masters_are_left_alone() -> None:
