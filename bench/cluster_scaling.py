@@ -222,6 +222,8 @@ def start_fresh(cluster: LocalCluster) -> None:
     cluster.stop(progress=_say)
     shutil.rmtree(cluster.settings.home, ignore_errors=True)
     cluster.start(progress=_say)
+    # The drivers this bench launches authenticate with the cluster's secret (its SPARK_CONF_DIR).
+    os.environ.update(cluster.client_environment())
     provision_cluster_topics(cluster.settings.bootstrap_servers, progress=_say)
 
 

@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(ClusterSettings.from_env())
     started_cluster = not cluster.is_running()
     cluster.start(progress=_say)
+    # The driver authenticates with the cluster's secret (its SPARK_CONF_DIR).
+    os.environ.update(cluster.client_environment())
     bootstrap = cluster.settings.bootstrap_servers
     work = state_dir() / "soak" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     work.mkdir(parents=True)

@@ -40,6 +40,9 @@ def cluster_session() -> Iterator[LocalCluster]:
         shutil.rmtree(cluster.settings.object_store.blobs_dir, ignore_errors=True)
     try:
         cluster.start()
+        # The drivers the tests launch authenticate with the cluster's secret (its SPARK_CONF_DIR).
+        previous.setdefault("SPARK_CONF_DIR", os.environ.get("SPARK_CONF_DIR"))
+        os.environ.update(cluster.client_environment())
         yield cluster
     finally:
         cluster.stop()

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from pathlib import Path
 
 from revenue_platform import processes
 from revenue_platform.errors import PlatformError
@@ -44,6 +45,8 @@ def _airflow(cluster: LocalCluster | None = None) -> LocalAirflow:
         AirflowLocalSettings.from_env(cluster.settings.bootstrap_servers),
         spark_master=cluster.settings.spark_master_url,
         platform_env="cluster",
+        # The cluster's authentication secret reaches the drivers through their SPARK_CONF_DIR.
+        spark_conf_dir=Path(cluster.client_environment()["SPARK_CONF_DIR"]),
     )
     if cluster.settings.on_object_store:
         # The lake on the cluster's store: tasks get its root and where the store and its credentials

@@ -95,6 +95,9 @@ class AirflowLocalSettings:
     object_store: ObjectStoreSettings | None = None
     """The local object store the lake is on (the cluster's, unless CLUSTER_LAKE=local): its
     OBJECT_STORE_* variables, so tasks find it and its 0600 credentials file; None = the caller's."""
+    spark_conf_dir: Path | None = None
+    """SPARK_CONF_DIR for Airflow's spark-submits: the one-machine cluster's, whose spark-defaults.conf
+    carries its authentication secret (`cluster.LocalCluster.client_environment`); None = Spark's."""
 
     @classmethod
     def from_env(cls, kafka_bootstrap_servers: str) -> AirflowLocalSettings:
@@ -252,6 +255,8 @@ def airflow_environment(settings: AirflowLocalSettings) -> dict[str, str]:
         env["PLATFORM_LAKE_ROOT"] = settings.lake_root
     if settings.object_store is not None:
         env.update(store_environment(settings.object_store))
+    if settings.spark_conf_dir is not None:
+        env["SPARK_CONF_DIR"] = str(settings.spark_conf_dir)
     return env
 
 
