@@ -5,6 +5,10 @@ the SMTP server, its extra which channels carry alerts (`email`: recipients, sen
 `webhook`: a URL that gets every alert as a JSON POST). Every platform task has `TaskFailureNotifier`
 as its `on_failure_callback` (`dag_defaults`) but a run's failure watcher, whose failure only restates
 one already alerted; the replay's approval task has `ApprovalRequestNotifier` as its HITL notifier.
+A refused request pages nobody: a run a person started whose task stopped on a refusal of its form or
+conf (`ConfigError`, `AppConfigError`: raised before anything is touched, naming the field) is red in
+the UI for that person, and its task log says no alert was sent (`refused_request`); the same error in a
+scheduled, asset-triggered or backfill run is the platform's own config gone wrong and alerts.
 Alerting never changes what a run does: without the connection it logs one line and sends nothing,
 and a channel that fails (SMTP down) is logged while the task's own outcome stands.
 Messages are plain text built here from values, never rendered as templates (an error text with
@@ -31,6 +35,8 @@ from airflow.sdk import BaseNotifier
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from revenue_platform.connections import ALERTS_CONN_ID
+from revenue_platform.errors import ConfigError
+from spark_apps.contract.config import AppConfigError
 
 log = logging.getLogger(__name__)
 
@@ -380,8 +386,38 @@ class PlatformNotifier(BaseNotifier):
         deliver(alert, self.conn_id)
 
 
+# What a refusal is: the platform's "this request is invalid" errors, raised before anything is touched.
+REFUSALS: tuple[type[BaseException], ...] = (ConfigError, AppConfigError)
+# Runs a person starts (the trigger form, the REST API, `airflow dags trigger`, `dag.test()`).
+PERSON_STARTED_RUN_TYPES = frozenset({"manual"})
+
+
+def refused_request(context: Mapping[str, Any]) -> BaseException | None:
+    """The refusal a person's run failed on (the error), or None: a failure worth an alert."""
+    error = context.get("exception")
+    run_type = getattr(context.get("dag_run"), "run_type", None)
+    started_by_a_person = str(getattr(run_type, "value", run_type)) in PERSON_STARTED_RUN_TYPES
+    return error if isinstance(error, REFUSALS) and started_by_a_person else None
+
+
 class TaskFailureNotifier(PlatformNotifier):
-    """`on_failure_callback` of every platform task: which DAG, run and task failed, the error, the log."""
+    """`on_failure_callback` of every platform task: which DAG, run and task failed, the error, the log;
+    nothing for a refused request (`refused_request`)."""
+
+    def notify(self, context: Any) -> None:
+        refusal = refused_request(context)
+        if refusal is None:
+            super().notify(context)
+            return
+        ti = context["ti"]
+        log.warning(
+            "no alert: %s.%s (run %s) refused the request of the person who started it, which is not "
+            "a platform failure: %s",
+            ti.dag_id,
+            ti.task_id,
+            ti.run_id,
+            describe_error(refusal)[0],
+        )
 
     def build_alert(self, context: Mapping[str, Any]) -> Alert:
         ti = context["ti"]

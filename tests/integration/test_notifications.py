@@ -2,11 +2,13 @@
 and the chat webhook of the `platform_alerts` connection.
 
 A platform DAG that fails under `dag.test()` (real task instances, the migrated metadata DB) mails and
-posts an alert naming the DAG, run and task with the error; a failed blue-green replay alerts once, for
-the task that failed (its `fail_if_any_failed` watcher, which only restates that, stays quiet); the
-blue-green approval task's notifier, called as Airflow's HITL operator calls it, sends the gates'
-numbers and the link to answer. Without the connection nothing is sent and the run fails as before;
-with the mail server down the webhook still gets the alert and the task's own error stands.
+posts an alert naming the DAG, run and task with the error; a run refused on its form or conf (a
+person's mistake, not a platform failure) pages nobody and says so in its log; a failed blue-green
+replay alerts once, for the task that failed (its `fail_if_any_failed` watcher, which only restates
+that, stays quiet); the blue-green approval task's notifier, called as Airflow's HITL operator calls
+it, sends the gates' numbers and the link to answer. Without the connection nothing is sent and the
+run fails as before; with the mail server down the webhook still gets the alert and the task's own
+error stands.
 """
 
 from __future__ import annotations
@@ -124,9 +126,14 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return root
 
 
-def _fail_the_first_task(dags: dict[str, Any]) -> Any:
-    """A stop_streaming_app run whose first task fails on the bad conf key: the run is failed."""
-    run = dags["stop_streaming_app"].test(run_conf=BAD_CONF)
+# A deployment no registry holds: stopping it fails with DeploymentNotFoundError, a platform failure.
+GHOST = {"deployment_id": "ghost"}
+
+
+def _fail_the_first_task(dags: dict[str, Any], conf: dict[str, Any] | None = None) -> Any:
+    """A stop_streaming_app run whose only task fails (on a deployment the lake does not have, unless
+    `conf` says otherwise): the run is failed."""
+    run = dags["stop_streaming_app"].test(run_conf=GHOST if conf is None else conf)
     assert run.state == "failed"
     assert task_states(run)["stop"] == "failed"
     return run
@@ -143,9 +150,8 @@ def test_a_failed_task_is_mailed_and_posted_naming_dag_run_and_task_with_the_err
     assert message["To"] == ", ".join(RECIPIENTS)
     assert mail.recipients == [RECIPIENTS]
     body = message.get_content().replace("\r\n", "\n")
-    assert "unknown conf key(s) 'deploymnet_id{{ 7 * 7 }}'" in body
-    # Rendered, the key would read deploymnet_id49 (a bare "49" can be in the run id's timestamp).
-    assert "deploymnet_id49" not in body
+    assert "DeploymentNotFoundError" in body
+    assert "ghost" in body
     assert f"/dags/stop_streaming_app/runs/{quote(run.run_id)}/tasks/stop" in body
     [post] = posts
     assert (post["event"], post["dag_id"], post["run_id"], post["task_id"]) == (
@@ -154,9 +160,27 @@ def test_a_failed_task_is_mailed_and_posted_naming_dag_run_and_task_with_the_err
         run.run_id,
         "stop",
     )
-    assert "unknown conf key(s)" in post["error"]
+    assert "ghost" in post["error"]
     # The same text, escaped for chat (nothing to escape here but what a URL may hold).
     assert post["text"] == chat_text(body.rstrip("\n"))
+
+
+def test_a_refused_request_pages_nobody_and_its_log_says_so(
+    dags: dict[str, Any],
+    lake: str,
+    alerts: tuple[Inbox, list[dict[str, Any]]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A typo in a form is the person's to fix, in front of them; on-call is not woken for it."""
+    mail, posts = alerts
+
+    run = _fail_the_first_task(dags, BAD_CONF)
+
+    assert (mail.messages, posts) == ([], [])
+    [said] = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.notify"]
+    assert said.startswith(f"no alert: stop_streaming_app.stop (run {run.run_id}) refused the request")
+    # The refused key is named as typed: never rendered as a template (it would read deploymnet_id49).
+    assert "unknown conf key(s) 'deploymnet_id{{ 7 * 7 }}'" in said
 
 
 def test_a_failed_replay_alerts_once_naming_the_task_that_failed_not_the_watcher(
@@ -165,8 +189,8 @@ def test_a_failed_replay_alerts_once_naming_the_task_that_failed_not_the_watcher
     mail, posts = alerts
     replay = load_dags("blue_green_replay")["blue_green_replay"]
 
-    # An empty lake: nothing is live, so there is no blue to replace.
-    run = replay.test(run_conf={"green_deployment_id": "green-1"})
+    # An empty lake: the blue it names is not registered.
+    run = replay.test(run_conf={"green_deployment_id": "green-1", "blue_deployment_id": "ghost"})
 
     states = task_states(run)
     assert run.state == "failed", states
@@ -175,7 +199,7 @@ def test_a_failed_replay_alerts_once_naming_the_task_that_failed_not_the_watcher
     [message] = mail.messages
     subject = f"[revenue platform] FAILED blue_green_replay.validate_request (run {run.run_id})"
     assert message["Subject"] == subject
-    assert "no live deployment to replace" in message.get_content()
+    assert "ghost" in message.get_content()
     assert [(post["task_id"], post["event"]) for post in posts] == [("validate_request", "task_failed")]
 
 
@@ -192,7 +216,7 @@ def test_without_the_connection_nothing_is_sent_and_the_run_fails_as_before(
     alerts_log = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.notify"]
     assert len(alerts_log) == 1
     assert alerts_log[0].startswith(f"no Airflow connection '{ALERTS_CONN_ID}': alert not sent")
-    assert "unknown conf key(s) 'deploymnet_id" in "".join(capfd.readouterr())
+    assert "DeploymentNotFoundError" in "".join(capfd.readouterr())
 
 
 def test_a_mail_server_that_is_down_is_logged_and_the_webhook_still_alerts(
@@ -210,7 +234,7 @@ def test_a_mail_server_that_is_down_is_logged_and_the_webhook_still_alerts(
 
     log = "".join(capfd.readouterr()) + caplog.text
     assert "not delivered by email" in log
-    assert "unknown conf key(s) 'deploymnet_id" in log, "the task's own error is still in its log"
+    assert "DeploymentNotFoundError" in log, "the task's own error is still in its log"
     assert [post["event"] for post in posts] == ["task_failed"]
 
 

@@ -236,3 +236,26 @@ def test_a_webhook_that_redirects_is_refused_and_its_headers_stay_home(status: i
         server.shutdown()
         server.server_close()
     assert seen == [("/alerts", "Bearer s3cret")]
+
+
+def test_only_a_refusal_in_a_run_a_person_started_goes_without_an_alert() -> None:
+    from types import SimpleNamespace
+
+    from revenue_platform.errors import BrokerUnreachableError, ConfigError
+    from revenue_platform.notify import refused_request
+    from spark_apps.contract.config import AppConfigError
+
+    def context(error: BaseException | None, run_type: str) -> dict[str, Any]:
+        return {"exception": error, "dag_run": SimpleNamespace(run_type=SimpleNamespace(value=run_type))}
+
+    typo = ConfigError("range_end: before range_start")
+    assert refused_request(context(typo, "manual")) is typo
+    bad_set = AppConfigError("shuffle_partitions: at most 10000")
+    assert refused_request(context(bad_set, "manual")) is bad_set
+    # The platform's own config gone wrong in a run nobody typed: an alert.
+    for run_type in ("scheduled", "asset_triggered", "backfill"):
+        assert refused_request(context(typo, run_type)) is None, run_type
+    # Anything but a refusal fails a person's run for a reason they cannot fix: an alert.
+    assert refused_request(context(BrokerUnreachableError("no broker"), "manual")) is None
+    assert refused_request(context(RuntimeError("boom"), "manual")) is None
+    assert refused_request(context(None, "manual")) is None, "killed, timed out: no exception"
