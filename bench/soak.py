@@ -47,7 +47,7 @@ from revenue_platform.orders_generator import produce as produce_records
 from revenue_platform.paths import state_dir
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.contract.config import load_config
-from spark_apps.contract.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 WINDOW_SECONDS = 15
 # The one-machine cluster has three brokers: the spec's environment for a cluster.
@@ -106,12 +106,9 @@ def wait_ready(status_file: Path, started: float, app: subprocess.Popen[bytes], 
 
 
 def progress(names: DeploymentNames) -> str:
-    """Where the app was: each query's last committed batch (from the progress files the app writes)."""
-    parts = []
-    for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE):
-        batch = _json(local_path(names.progress_file(role))).get("batch_id")
-        parts.append(f"{role} batch {batch if batch is not None else '-'}")
-    return ", ".join(parts)
+    """Where the app was: its query's last committed batch (from the progress file the app writes)."""
+    batch = _json(local_path(names.progress_file(REVENUE_QUERY_ROLE))).get("batch_id")
+    return f"batch {batch if batch is not None else '-'}"
 
 
 def gold(table: str) -> dict[tuple[str, str, datetime], Decimal]:

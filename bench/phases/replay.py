@@ -30,7 +30,7 @@ from revenue_platform import processes
 from revenue_platform.orders_generator import GeneratorSettings, generate_stores, produce
 from revenue_platform.paths import APP_CONFIG_PATH
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
-from spark_apps.contract.naming import INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE, query_role
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, query_role
 
 
 def generate_and_produce(
@@ -108,8 +108,9 @@ def phase_replay(run: BenchRun, settings: GeneratorSettings) -> None:
         events = read_events(folder)
         timings = json.loads((folder / "timings.json").read_text())
         rows = {
-            f"__{role}": sum(e["numInputRows"] for e in events if query_role(e["name"]) == role)
-            for role in (INGEST_QUERY_ROLE, REVENUE_QUERY_ROLE)
+            f"__{REVENUE_QUERY_ROLE}": sum(
+                e["numInputRows"] for e in events if query_role(e["name"]) == REVENUE_QUERY_ROLE
+            )
         }
         records = run.results["phases"]["raw_ceiling"]["best"]["records"]
         record.update(

@@ -1,11 +1,16 @@
-"""The driver's side of deployment fencing and liveness: check the lease, publish a heartbeat.
+"""The driver's side of deployment fencing and liveness: check the lease, stamp the commits, publish a
+heartbeat.
 
-The control plane issues a fencing token per launch and records it in the registry's
-Delta table (`spark_apps.contract.naming.RegistryNames`). A driver started with `--lease-token`
-refuses to run unless that token is still the registry's current one, and `LeaseFence`
-checks it again immediately before every write it makes (bronze append, gold MERGE,
-Kafka writes), so a driver that was presumed dead and replaced fails its micro-batch
-before writing, instead of writing next to its successor until some timer notices.
+The control plane issues a fencing token per launch (`<epoch>-<12 hex>`) and records it in the
+registry's Delta table (`spark_apps.contract.naming.RegistryNames`). A driver started with
+`--lease-token` refuses to run unless that token is still the registry's current one, and `LeaseFence`
+checks it again before each batch's writes, so a driver that was presumed dead and replaced stops
+at its next batch. A check before a write cannot stop a driver that stalls between the check and the
+write (a GC pause, SIGSTOP), so the fence is also in the commits themselves (docs/architecture.md,
+"Fencing is in the commits"): each gold MERGE carries the lease epoch as a Delta application
+transaction (`CommitStamp`, refused against a snapshot that records a newer epoch), and the revenue
+topic's Kafka transactions use one `transactional.id` per deployment, so the successor's producer
+fences the old one (`spark_apps.storage.revenue_topic`).
 The heartbeat file (`DeploymentNames.driver_status_file`) is rewritten every few seconds
 by the driver's main loop, independently of whether micro-batches have data, so the
 supervisor can tell an idle app from a dead one.

@@ -22,9 +22,8 @@ DEPLOYMENT_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$(?!\n)")
 LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$(?!\n)")
 
 
-# The two streaming queries of a deployment (spark_apps/orders_streaming_app.py); their names are
-# `<deployment>__<role>` (`DeploymentNames.query_name`).
-INGEST_QUERY_ROLE: Final = "ingest"
+# A deployment's streaming query is named `<deployment>__<role>` (`DeploymentNames.query_name`): the
+# app's one query has the revenue role (the name the control plane has always read its progress by).
 REVENUE_QUERY_ROLE: Final = "revenue"
 # The one-query engine's query that reads a replay's history from bronze before its revenue query
 # reads Kafka; it publishes its progress as the revenue query's (with `history_pending`).

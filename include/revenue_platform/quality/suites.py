@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from great_expectations.expectations.expectation import Expectation
 
 SUITE_VERSION: Final = "1"
-DATASETS: Final = ("gold_schema", "gold_windows", "reconciliation", "freshness", "input_health")
 
 
 def suite_name(deployment_id: str, dataset: str) -> str:

@@ -12,16 +12,16 @@ from deltalake import write_deltalake
 
 from bench.soak import cents_off, gold, progress
 from revenue_platform.gold_table import gold_arrow_schema
-from spark_apps.contract.naming import INGEST_QUERY_ROLE, DeploymentNames, local_path
+from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, local_path
 
 
-def test_progress_reads_each_query_s_progress_file_by_its_name(tmp_path: Path) -> None:
+def test_progress_reads_the_query_s_progress_file_by_its_name(tmp_path: Path) -> None:
     names = DeploymentNames(f"file:{tmp_path}", "soakabc")
-    assert progress(names) == "ingest batch -, revenue batch -"
-    ingest = local_path(names.progress_file(INGEST_QUERY_ROLE))
-    ingest.parent.mkdir(parents=True)
-    ingest.write_text(json.dumps({"batch_id": 7}))
-    assert progress(names) == "ingest batch 7, revenue batch -"
+    assert progress(names) == "batch -"
+    revenue = local_path(names.progress_file(REVENUE_QUERY_ROLE))
+    revenue.parent.mkdir(parents=True)
+    revenue.write_text(json.dumps({"batch_id": 7}))
+    assert progress(names) == "batch 7"
 
 
 def test_gold_is_empty_before_the_app_wrote_it_and_keyed_by_window_after(tmp_path: Path) -> None:
