@@ -65,13 +65,20 @@ def _plan_field(name: str) -> str:
             None,
             type=["null", "string"],
             maxLength=MAX_DATETIME_TEXT,
-            description="Ad-hoc range start (UTC ISO); empty = data interval.",
+            description=(
+                "Ad-hoc range start (UTC ISO, e.g. 2026-11-22T09:00:00Z); empty = the run's data interval: "
+                "for a run triggered now, the last complete hour (09:00-10:00 when triggered at 10:20), "
+                "not the hour in progress. Reprocess the current hour by giving both ends."
+            ),
         ),
         "range_end": Param(
             None,
             type=["null", "string"],
             maxLength=MAX_DATETIME_TEXT,
-            description="Ad-hoc range end, exclusive (at most 24 h after the start); empty = data interval.",
+            description=(
+                "Ad-hoc range end, exclusive (after the start, at most 24 h after it, aligned to the "
+                "windows); empty = the run's data interval (see range_start)."
+            ),
         ),
         "deployment_id": Param(
             None,
