@@ -12,20 +12,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def private_json(path: Path, generate: Callable[[], dict[str, str]]) -> dict[str, str]:
-    """The JSON object in `path`, created 0600 (never readable by others) with `generate()` if missing."""
+def private_text(path: Path, generate: Callable[[], str]) -> str:
+    """The text of `path`, created 0600 (never readable by others) with `generate()` if missing."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         # O_EXCL: two processes starting at once never overwrite each other's freshly generated value.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         os.chmod(path, 0o600)  # tighten a file an older version wrote 0644
-        loaded: dict[str, str] = json.loads(path.read_text())
-        return loaded
-    values = generate()
+        return path.read_text()
+    text = generate()
     with os.fdopen(fd, "w") as handle:
-        json.dump(values, handle)
-    return values
+        handle.write(text)
+    return text
+
+
+def private_json(path: Path, generate: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """The JSON object in `path`, created 0600 (never readable by others) with `generate()` if missing."""
+    loaded: dict[str, str] = json.loads(private_text(path, lambda: json.dumps(generate())))
+    return loaded
 
 
 def replace_private_json(path: Path, values: dict[str, str]) -> None:
