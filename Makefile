@@ -27,7 +27,8 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 # process). The 2 cores sit idle half the time of one session's run, waiting on drivers and brokers.
 TEST_WORKERS ?= 2
 # Each worker's own broker and object store (see tests/conftest.py: worker N's ports are 1000 * N
-# up, its state in .local/test/gwN), stopped after every run in case pytest itself was killed.
+# up, its state in .local/test/gwN), stopped after every run in case pytest itself was killed, also
+# those of a worker that replaced a stalled one (tests/stall_watchdog.py: gw2 and up).
 TEST_STATE_ROOT = $${TEST_STATE_DIR:-$(CURDIR)/.local/test}
 TEST_WORKER_STATE = $(TEST_STATE_ROOT)$$( (( worker )) && echo /gw$$worker)
 TEST_KAFKA_ENV := KAFKA_PORT=$$(( $${TEST_KAFKA_PORT:-19092} + 1000 * worker )) KAFKA_CONTROLLER_PORT=$$(( $${TEST_KAFKA_CONTROLLER_PORT:-19093} + 1000 * worker )) KAFKA_DATA_DIR=$(TEST_WORKER_STATE)/kafka
@@ -144,7 +145,8 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow) on TEST_WORKERS (2) workers
 	@[[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] || { echo "TEST_WORKERS=$(TEST_WORKERS): give a number of workers (0: the suite in one process, e.g. for --pdb)" >&2; exit 2; }
 	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || status=$$?; \
-	  for worker in $$(seq 0 $$(( $(TEST_WORKERS) > 1 ? $(TEST_WORKERS) - 1 : 0 ))); do \
+	  for worker in $$( { seq 0 $$(( $(TEST_WORKERS) > 1 ? $(TEST_WORKERS) - 1 : 0 )); \
+	      ls -d $(TEST_STATE_ROOT)/gw* 2>/dev/null | sed 's/.*gw//'; } | sort -un); do \
 	    $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
 	    $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
 	  done; \

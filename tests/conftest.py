@@ -36,6 +36,7 @@ from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, Local
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
 from spark_apps.engine.session import DRIVER_JIT_ENV
+from tests.stall_watchdog import StallWatchdog, run_stalls_dir
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -116,6 +117,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="only tests that start no JVM, broker or Airflow DB (make test-fast)",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A test past the per-test limit (pyproject.toml `timeout`) is reported with the JVM's threads and
+    # its worker replaced, instead of holding the run until CI's limit (tests/stall_watchdog.py).
+    if config.pluginmanager.hasplugin("timeout"):
+        config.pluginmanager.register(StallWatchdog(run_stalls_dir(_TEST_STATE_ROOT)), "stall_watchdog")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
