@@ -68,6 +68,9 @@ GOLD_COLUMNS: Final = tuple(GOLD_DELTA_TYPES)
 # clock, which no producer can set ahead.
 DEDUPE_RULE: Final = "repeat = previous copy (arrival order) has a Kafka timestamp within dedupe.horizon"
 ARRIVAL_ORDER: Final = ("ingest_batch_id", "timestamp", "partition", "offset")
+CONFLICT_COLUMN: Final = "conflicting_copy"
+"""The dedupe rule's second verdict (`spark_apps.revenue.dedupe`): a repeat whose store, type or amount
+differ from the copy before it. A dead letter (`DlqReason.CONFLICTING_COPY`), never counted."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class DlqReason:
     unknown_order_type, negative_amount, amount_too_large, unparseable_timestamp,
     event_time_in_future, event_time_too_old (see ``OrderRules``).
     The validator (spark_apps.validation.orders) and the bench's work-equivalent ceiling use these.
+    One more comes from the dedupe rule, not the validator: conflicting_copy, a valid order that
+    repeats an order id within the horizon with another store, type or amount than the copy before
+    it (``CONFLICT_COLUMN``); bronze keeps it as a valid, uncounted repeat.
     """
 
     EMPTY_VALUE: Final = "empty_value"
@@ -129,6 +135,7 @@ class DlqReason:
     UNPARSEABLE_TIMESTAMP: Final = "unparseable_timestamp"
     EVENT_TIME_IN_FUTURE: Final = "event_time_in_future"
     EVENT_TIME_TOO_OLD: Final = "event_time_too_old"
+    CONFLICTING_COPY: Final = "conflicting_copy"
 
     @staticmethod
     def missing_field(name: str) -> str:
@@ -139,7 +146,7 @@ class DlqReason:
         return f"{DlqReason.WRONG_TYPE_PREFIX}{name}"
 
 
-DLQ_REASON_KINDS: Final = (
+VALIDATOR_DLQ_REASON_KINDS: Final = (
     DlqReason.EMPTY_VALUE,
     DlqReason.RECORD_TOO_LARGE,
     DlqReason.NOT_UTF8,
@@ -156,8 +163,11 @@ DLQ_REASON_KINDS: Final = (
     DlqReason.EVENT_TIME_IN_FUTURE,
     DlqReason.EVENT_TIME_TOO_OLD,
 )
-"""Every dead-letter reason without its field (`missing_field:orderId` is `missing_field`): a bounded set,
-so the app counts dead letters per kind and the metrics label them by it."""
+"""Every reason the validator gives, without its field (`missing_field:orderId` is `missing_field`)."""
+
+DLQ_REASON_KINDS: Final = (*VALIDATOR_DLQ_REASON_KINDS, DlqReason.CONFLICTING_COPY)
+"""Every dead-letter reason without its field: the validator's and the dedupe rule's conflicting copy. A
+bounded set, so the app counts dead letters per kind and the metrics label them by it."""
 
 
 DEAD_LETTERS_OF_KIND: Final = "dead_letters.{}"

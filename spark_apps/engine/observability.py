@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.listener import JStreamingQueryListener, StreamingQueryListener
 
 from spark_apps.contract.naming import query_progress_file
-from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS
+from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, VALIDATOR_DLQ_REASON_KINDS
 from spark_apps.contract.side_files import read_json, write_json
 
 LOG = logging.getLogger("orders_streaming_app.progress")
@@ -42,7 +42,7 @@ def ingest_totals(dlq_reason: Column) -> list[Column]:
         F.count(F.when(dlq_reason.startswith(f"{kind}:") | (dlq_reason == kind), 1)).alias(
             DEAD_LETTERS_OF_KIND.format(kind)
         )
-        for kind in DLQ_REASON_KINDS
+        for kind in VALIDATOR_DLQ_REASON_KINDS
     ]
     return [F.count(F.lit(1)).alias("records"), F.count(dlq_reason).alias("dead_letters"), *per_kind]
 
@@ -298,7 +298,7 @@ class ProgressPublisher(JsonProgressListener):
         totals = (progress.get("observedMetrics") or {}).get(INGEST_METRICS) or {}
         self.counters.add("records_archived", int(totals.get("records") or 0))
         self.counters.add("dead_letters", int(totals.get("dead_letters") or 0))
-        for kind in DLQ_REASON_KINDS:
+        for kind in VALIDATOR_DLQ_REASON_KINDS:
             name = DEAD_LETTERS_OF_KIND.format(kind)
             self.counters.add(name, int(totals.get(name) or 0))
 

@@ -50,7 +50,13 @@ from spark_apps.contract import fault_points
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.fencing import LeaseFence, LeaseRejectedError
-from spark_apps.contract.records import MONEY_SCALE, REVENUE_PRECISION, STORE_ADDRESS_COLUMNS
+from spark_apps.contract.records import (
+    DEAD_LETTERS_OF_KIND,
+    MONEY_SCALE,
+    REVENUE_PRECISION,
+    STORE_ADDRESS_COLUMNS,
+    DlqReason,
+)
 from spark_apps.engine.observability import BatchCounters
 from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
 from spark_apps.revenue.counting import count_batch, not_counted
@@ -199,6 +205,10 @@ class OneQueryBatch:
         self.counters.add("windows_updated", len(outcome.windows))
         self.counters.add("orders_late", outcome.late)
         self.counters.add("orders_duplicate", outcome.duplicates)
+        # Conflicting copies are repeats (in orders_duplicate) that went to the dead-letter topic: the
+        # listener counts the validator's dead letters, the batch these.
+        self.counters.add("dead_letters", counted.conflicting_copies)
+        self.counters.add(DEAD_LETTERS_OF_KIND.format(DlqReason.CONFLICTING_COPY), counted.conflicting_copies)
         with self._facts_lock:
             self._facts[query_batch_id] = {
                 "watermark": iso_us(outcome.watermark_us),
@@ -210,11 +220,13 @@ class OneQueryBatch:
             for old in [b for b in self._facts if b <= query_batch_id - _KEEP_BATCH_FACTS]:
                 del self._facts[old]
         LOG.info(
-            "batch %d: %d valid orders (%d late, %d duplicates), %d windows; ms per step %s",
+            "batch %d: %d valid orders (%d late, %d duplicates of which %d conflicting copies), %d windows; "
+            "ms per step %s",
             batch_id,
             counted.valid,
             outcome.late,
             outcome.duplicates,
+            counted.conflicting_copies,
             len(outcome.windows),
             steps.elapsed_ms,
         )

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
 from spark_apps.contract.config_rules import interval_seconds
-from spark_apps.contract.records import MONEY_SCALE
+from spark_apps.contract.records import CONFLICT_COLUMN, MONEY_SCALE
 from spark_apps.revenue.dedupe import REPEAT_COLUMN
 from spark_apps.revenue.state import MICROS_PER_SECOND, BatchCount
 from spark_apps.revenue.windows import event_window, revenue_from_sums, revenue_sums
@@ -71,11 +71,13 @@ def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: st
     if slide is not None and slide != size:
         slide_us = interval_seconds(slide) * MICROS_PER_SECOND
         once = F.unix_micros(F.col("window.start")) == event_us - F.pmod(event_us, F.lit(slide_us))
+    conflicting = F.col(CONFLICT_COLUMN) if CONFLICT_COLUMN in valid.columns else F.lit(False)
     in_windows = valid.withColumn("window", event_window(size, slide))  # a row per window an order is in
     grouped = in_windows.groupBy("location_id", "order_type", "window").agg(
         *revenue_sums(counted=~not_counted(watermark_us)),
         F.count_if(once).alias("valid"),
         F.count_if(once & F.col(REPEAT_COLUMN)).alias("repeats"),
+        F.count_if(once & conflicting).alias("conflicting_copies"),
         F.count_if(once & late).alias("late"),
         F.max(watermark_event_us()).alias("watermark_event_us"),
     )
@@ -89,6 +91,7 @@ def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: st
             revenue_from_sums(),
             "valid",
             "repeats",
+            "conflicting_copies",
             "late",
             "watermark_event_us",
         )
@@ -100,6 +103,7 @@ def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: st
         watermark_us=watermark_us,
         valid=sum(row["valid"] for row in rows),
         repeats=sum(row["repeats"] for row in rows),
+        conflicting_copies=sum(row["conflicting_copies"] for row in rows),
         late=sum(row["late"] for row in rows),
         watermark_event_us=max(latest) if latest else None,
         # A window only late orders or repeats fell into is not changed.

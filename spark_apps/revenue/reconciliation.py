@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_apps.contract.records import GOLD_KEY_COLUMNS, OrderRules
-from spark_apps.revenue.dedupe import REPEAT_COLUMN, mark_repeats
+from spark_apps.revenue.dedupe import CONFLICT_COLUMN, REPEAT_COLUMN, mark_repeats
 from spark_apps.revenue.windows import windowed_revenue
 from spark_apps.validation.orders import DEFAULT_ORDER_RULES, parse_and_validate_orders, valid_orders
 
@@ -38,7 +38,8 @@ def closed_window_revenue(
     windows inside [start, end). `raw` must reach one dedupe horizon before the copies it judges."""
     valid = valid_orders(parse_and_validate_orders(raw, rules))
     lineage = ("source_ingest_batch", "source_timestamp", "source_partition", "source_offset")
-    orders = mark_repeats(valid, dedupe_horizon_s, lineage).filter(~F.col(REPEAT_COLUMN)).drop(REPEAT_COLUMN)
+    judged = mark_repeats(valid, dedupe_horizon_s, lineage)
+    orders = judged.filter(~F.col(REPEAT_COLUMN)).drop(REPEAT_COLUMN, CONFLICT_COLUMN)
     windows = windowed_revenue(orders, size, slide)
     start, end = F.lit(range_start).cast("timestamp"), F.lit(range_end).cast("timestamp")
     return windows.filter((F.col("window_start") >= start) & (F.col("window_end") <= end))

@@ -50,7 +50,7 @@ class BatchCount:
     """One batch as the executors counted it (`counting.count_batch`) from the watermark `watermark_us`
     the batch started from: its valid orders, how many of them are repeats and how many late, the
     latest event time a valid order moves the watermark with (None without one), and the totals of
-    the counted orders per window."""
+    the counted orders per window; how many of the repeats are conflicting copies (dead letters)."""
 
     watermark_us: int | None
     valid: int
@@ -58,6 +58,7 @@ class BatchCount:
     late: int
     watermark_event_us: int | None
     windows: list[tuple[str, str, int, int, int]]  # location, type, start_us, count, cents
+    conflicting_copies: int = 0
 
 
 @dataclass

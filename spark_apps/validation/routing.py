@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.contract.records import GENERAL
+from spark_apps.contract.records import CONFLICT_COLUMN, GENERAL, DlqReason
 from spark_apps.validation.orders import invalid_orders
 from spark_apps.validation.schemas import JSON_WRITE_OPTIONS, KAFKA_HEADERS_TYPE, ORDER_COLUMNS
 
@@ -120,18 +120,23 @@ def side_output_records(
 ) -> DataFrame:
     """Every validated record as one Kafka sink row (topic, key, value, headers), in one projection.
 
-    Dead letters go to ``dlq_topic`` with the key, value and headers of ``to_dlq_kafka_records``;
-    valid orders to the topic of their type with those of ``to_kafka_records``. One projection
-    instead of three filtered writes: the batch is scanned once and written by one Kafka job.
+    Dead letters go to ``dlq_topic`` with the key, value and headers of ``to_dlq_kafka_records``, and so
+    do the dedupe rule's conflicting copies (``CONFLICT_COLUMN``, when `validated` has it), with the
+    reason ``conflicting_copy``; valid orders to the topic of their type with those of
+    ``to_kafka_records``. One projection instead of three filtered writes: the batch is scanned once
+    and written by one Kafka job.
     """
-    dead_letter = F.col("dlq_reason").isNotNull()
+    reason = F.col("dlq_reason")
+    if CONFLICT_COLUMN in validated.columns:
+        reason = F.coalesce(reason, F.when(F.col(CONFLICT_COLUMN), F.lit(DlqReason.CONFLICTING_COPY)))
+    dead_letter = reason.isNotNull()
     topic = (
         F.when(dead_letter, F.lit(dlq_topic))
         .when(F.col("order_type") == GENERAL, F.lit(general_topic))
         .otherwise(F.lit(restaurant_topic))
     )
     dlq_value = _dlq_value(
-        F.col("dlq_reason"),
+        reason,
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
@@ -139,7 +144,7 @@ def side_output_records(
         F.col("key"),
         F.col("value"),
     )
-    dlq_headers = _dlq_headers(F.col("dlq_reason"), F.col("topic"), F.col("partition"), F.col("offset"))
+    dlq_headers = _dlq_headers(reason, F.col("topic"), F.col("partition"), F.col("offset"))
     return validated.select(
         topic.alias("topic"),
         F.when(dead_letter, _first_bytes(F.col("key")))

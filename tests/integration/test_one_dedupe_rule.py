@@ -13,6 +13,7 @@ implementation.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections import defaultdict
@@ -36,11 +37,17 @@ from revenue_platform.orders_generator import (
 from revenue_platform.quality.config import QualityConfig
 from revenue_platform.quality.runner import run_revenue_checks
 from spark_apps.contract.config import StreamingAppConfig, load_config
-from spark_apps.contract.records import ARRIVAL_ORDER
+from spark_apps.contract.records import ARRIVAL_ORDER, DEAD_LETTERS_OF_KIND, DlqReason
 from spark_apps.orders_streaming_app import run
 from spark_apps.reprocess_revenue_job import reprocess
 from spark_apps.storage.gold import gold_frame
-from tests.kafka_helpers import app_topic_overrides, create_app_topics, latest_revenue, unique_suffix
+from tests.kafka_helpers import (
+    app_topic_overrides,
+    create_app_topics,
+    latest_revenue,
+    read_topic,
+    unique_suffix,
+)
 from tests.registry_helpers import register_deployment
 
 pytestmark = pytest.mark.integration
@@ -80,6 +87,25 @@ def first_arrived_windows(
     return {key: (len(amounts), sum(amounts, Decimal("0"))) for key, amounts in windows.items()}
 
 
+def conflicting_by_hand(bronze_path: str) -> list[bytes]:
+    """The conflicting copies by hand, from what bronze archived: a valid copy whose store, type or
+    amount differ from the copy of its order id just before it in arrival order (all within seconds
+    of each other, far inside the horizon)."""
+    rows = DeltaTable(bronze_path).to_pyarrow_table().to_pylist()
+    valid = sorted(
+        (r for r in rows if r["dlq_reason"] is None),
+        key=lambda r: tuple(r[c] for c in ARRIVAL_ORDER),
+    )
+    before: dict[int, tuple[Any, ...]] = {}
+    conflicting = []
+    for row in valid:
+        content = (row["location_id"], row["order_type"], row["final_amount"])
+        if before.get(row["order_id"], content) != content:
+            conflicting.append(row["value"])
+        before[row["order_id"]] = content
+    return conflicting
+
+
 # One batch per run: copies of one batch sorted into arrival order, and in the second run copies of
 # orders counted by the first, known only to the dedupe state restored from the checkpoint. (Batches
 # of 40 would make orders late under the 10 s watermark, which the rule by hand ignores.)
@@ -113,27 +139,26 @@ def test_stream_reprocess_and_quality_count_the_same_copy(
     other_key = b"store_other"
     # Copies right behind their originals (the same ingest batch, or the next one).
     mixed: list[GeneratedRecord] = []
+    copies: list[GeneratedRecord] = []
     for index, original in enumerate(originals):
         mixed.append(original)
         if index % 15 == 3:
-            mixed.append(copy_of(original, "7.77", seconds_earlier=5, key=original.key))
+            copies.append(copy_of(original, "7.77", seconds_earlier=5, key=original.key))
+            mixed.append(copies[-1])
         if index % 15 == 9:
-            mixed.append(copy_of(original, "8.88", seconds_earlier=9, key=None))
+            copies.append(copy_of(original, "8.88", seconds_earlier=9, key=None))
+            mixed.append(copies[-1])
     produce(kafka_bootstrap, orders_topic, mixed)
     time.sleep(0.01)  # later copies get a later Kafka timestamp than every original
-    produce(
-        kafka_bootstrap,
-        orders_topic,
-        [copy_of(o, "9.99", seconds_earlier=3, key=other_key) for o in originals[::20]],
-    )
+    copies_elsewhere = [copy_of(o, "9.99", seconds_earlier=3, key=other_key) for o in originals[::20]]
+    copies += copies_elsewhere
+    produce(kafka_bootstrap, orders_topic, copies_elsewhere)
     run(config, spark)
 
     # A later run: copies of orders the stream has already counted (its dedupe state has them).
-    produce(
-        kafka_bootstrap,
-        orders_topic,
-        [copy_of(o, "1.11", seconds_earlier=1, key=o.key) for o in originals[5::25]],
-    )
+    copies_later = [copy_of(o, "1.11", seconds_earlier=1, key=o.key) for o in originals[5::25]]
+    copies += copies_later
+    produce(kafka_bootstrap, orders_topic, copies_later)
     # One order far enough ahead to move the watermark past the checked minutes.
     produce(
         kafka_bootstrap,
@@ -171,6 +196,28 @@ def test_stream_reprocess_and_quality_count_the_same_copy(
     # window before the range); the one extra is the order that moved the watermark.
     counted = sum(count for count, _ in gold.values())
     assert counted == len({json.loads(o.value or b"{}")["orderId"] for o in originals}) + 1
+
+    # Every copy here has another amount than the copy before it (whichever of an order's copies
+    # arrived first): each but the first of an order is a conflicting copy, a dead letter with its
+    # reason and its own bytes (none reaches a split topic), counted by the driver that met it (the
+    # second run's: the copies known only to the state from the checkpoint).
+    dead_letters = [json.loads(r.value or b"{}") for r in read_topic(kafka_bootstrap, config.kafka.dlq_topic)]
+    conflicting = sorted(
+        base64.b64decode(d["original_value_base64"])
+        for d in dead_letters
+        if d["dlq_reason"] == DlqReason.CONFLICTING_COPY
+    )
+    assert conflicting == sorted(conflicting_by_hand(config.names.bronze_orders_table))
+    assert len(conflicting) == len(copies)
+    split = [
+        r.value
+        for topic in (config.kafka.general_orders_topic, config.kafka.restaurant_orders_topic)
+        for r in read_topic(kafka_bootstrap, topic)
+    ]
+    assert not set(conflicting) & set(split)
+    progress = Path(config.names.progress_dir) / f"{config.names.query_name('revenue')}.json"
+    counters = json.loads(progress.read_text())["counters"]
+    assert counters[DEAD_LETTERS_OF_KIND.format(DlqReason.CONFLICTING_COPY)] == len(copies_later)
 
     # 2. and 3. The reprocess job and the quality suite agree with gold.
     assert_reprocess_and_quality_agree_with_gold(spark, config, lake, RANGE)

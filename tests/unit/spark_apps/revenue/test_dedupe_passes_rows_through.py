@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
 
-from spark_apps.revenue.dedupe import REPEAT_COLUMN, with_repeats
+from spark_apps.revenue.dedupe import CONFLICT_COLUMN, REPEAT_COLUMN, with_repeats
 from tests.row_helpers import line_items
 
 ROWS = 3_000
@@ -45,7 +45,7 @@ def test_every_column_crosses_the_operator_as_it_came(spark: SparkSession, tmp_p
 
     def collect(batch: DataFrame, _batch_id: int) -> None:
         schemas.append([(f.name, f.dataType.simpleString()) for f in batch.schema.fields])
-        came_out.extend(batch.drop(REPEAT_COLUMN).collect())
+        came_out.extend(batch.drop(REPEAT_COLUMN, CONFLICT_COLUMN).collect())
 
     source = spark.readStream.schema(records.schema).parquet(str(tmp_path / "input"))
     query = (
@@ -59,7 +59,9 @@ def test_every_column_crosses_the_operator_as_it_came(spark: SparkSession, tmp_p
 
     expected_schema = [(f.name, f.dataType.simpleString()) for f in records.schema.fields]
     assert schemas
-    assert all(s == [*expected_schema, (REPEAT_COLUMN, "boolean")] for s in schemas)
+    assert all(
+        s == [*expected_schema, (REPEAT_COLUMN, "boolean"), (CONFLICT_COLUMN, "boolean")] for s in schemas
+    )
     assert sorted(came_out) == sorted(records.collect())
 
 

@@ -1,11 +1,14 @@
 """One table of copies, three engines of the one dedupe rule (spark_apps.contract.records.DEDUPE_RULE): the
 stream's operator in Spark's state store (each ingest batch a micro-batch of its own, each run a
 restart from the checkpoint), the batch window function the reprocess job uses, and the pandas
-function of the quality suite. All three must flag exactly the copies the table says."""
+function of the quality suite. All three must flag exactly the copies the table says; the stream and
+the batch also flag the same conflicting copies (repeats with another store, type or amount than the
+copy before them: dead letters; the quality suite needs only the repeats, as neither is counted)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +18,20 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from revenue_platform.quality.frames import repeat_flags
-from spark_apps.revenue.dedupe import REPEAT_COLUMN, initial_repeat_state, mark_repeats, with_repeats
+from spark_apps.revenue.dedupe import (
+    CONFLICT_COLUMN,
+    REPEAT_COLUMN,
+    initial_repeat_state,
+    mark_repeats,
+    with_repeats,
+)
 
 HORIZON_S = 600
 DELAY_S = 120
 T0 = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
 SCHEMA = (
     "order_id long, timestamp timestamp, topic string, partition int, offset long, dlq_reason string, "
-    "ingest_batch_id long"
+    "ingest_batch_id long, location_id string, order_type string, final_amount decimal(18,2)"
 )
 Copy = tuple[int, int, int, int, int, bool, bool]
 
@@ -45,16 +54,49 @@ CASES: list[Copy] = [
     (5, 3, 1200, 0, 13, True, False),  # 1195 s after its first copy, long forgotten
     (5, 4, 1250, 0, 14, True, True),
     (1, 4, 2000, 0, 15, True, True),  # 500 s after the copy that counted again
+    # Conflicting copies (their content in CONTENT), on partition 2:
+    (9, 0, 20, 2, 0, True, False),  # store-1
+    (9, 1, 320, 2, 1, True, True),  # store-2: a conflicting copy
+    (9, 2, 330, 2, 2, True, True),  # store-2 again: the same as the copy before it, a plain repeat
+    (9, 3, 340, 2, 3, True, True),  # store-1: conflicts with the copy before it
+    (10, 0, 30, 2, 4, True, False),
+    (10, 3, 1000, 2, 5, True, False),  # store-2, but 970 s later: counts, no conflict
+    (11, 4, 2000, 2, 6, True, False),
+    (11, 4, 2000, 2, 7, True, True),  # the same micro-batch, another amount: conflicting
+    (12, 4, 2000, 2, 8, True, False),
+    (12, 4, 2001, 2, 9, True, True),  # another order type: conflicting
 ]
+# (partition, offset) -> (store, order type, amount) of a copy; every other copy: DEFAULT_CONTENT.
+DEFAULT_CONTENT = ("store-1", "GENERAL", Decimal("10.00"))
+CONTENT = {
+    (2, 1): ("store-2", "GENERAL", Decimal("10.00")),
+    (2, 2): ("store-2", "GENERAL", Decimal("10.00")),
+    (2, 5): ("store-2", "GENERAL", Decimal("10.00")),
+    (2, 7): ("store-1", "GENERAL", Decimal("0.01")),
+    (2, 9): ("store-1", "RESTAURANT", Decimal("10.00")),
+}
+CONFLICTING = {(2, 1), (2, 3), (2, 7), (2, 9)}
 
 
 def _at(seconds: int) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def _rows(cases: list[Copy]) -> list[tuple[Any, ...]]:
+Content = dict[tuple[int, int], tuple[str, str, Decimal]]
+
+
+def _rows(cases: list[Copy], content: Content = CONTENT) -> list[tuple[Any, ...]]:
     return [
-        (oid, _at(secs), "orders", part, off, None if valid else "bad", batch)
+        (
+            oid,
+            _at(secs),
+            "orders",
+            part,
+            off,
+            None if valid else "bad",
+            batch,
+            *content.get((part, off), DEFAULT_CONTENT),
+        )
         for oid, batch, secs, part, off, valid, _ in cases
     ]
 
@@ -64,17 +106,26 @@ def _expected(cases: list[Copy]) -> dict[tuple[int, int], bool]:
 
 
 def _stream_verdicts(
-    spark: SparkSession, folder: Path, batches: list[list[Copy]], initial: DataFrame | None = None
+    spark: SparkSession,
+    folder: Path,
+    batches: list[list[Copy]],
+    initial: DataFrame | None = None,
+    conflicting: set[tuple[int, int]] | None = None,
+    content: Content = CONTENT,
 ) -> dict[tuple[int, int], bool]:
-    """Each batch written as a file, then read by a run of the stream to its end (a restart each)."""
+    """Each batch written as a file, then read by a run of the stream to its end (a restart each). The
+    repeat verdict of each copy; the conflicting copies' positions go into `conflicting`."""
     verdicts: dict[tuple[int, int], bool] = {}
+    found = set() if conflicting is None else conflicting
 
     def collect(batch: DataFrame, _batch_id: int) -> None:
-        for row in batch.select("partition", "offset", REPEAT_COLUMN).collect():
+        for row in batch.select("partition", "offset", REPEAT_COLUMN, CONFLICT_COLUMN).collect():
             verdicts[row["partition"], row["offset"]] = row[REPEAT_COLUMN]
+            if row[CONFLICT_COLUMN]:
+                found.add((row["partition"], row["offset"]))
 
     for number, cases in enumerate(batches):
-        spark.createDataFrame(_rows(cases), SCHEMA).coalesce(1).write.mode("append").parquet(
+        spark.createDataFrame(_rows(cases, content), SCHEMA).coalesce(1).write.mode("append").parquet(
             str(folder / "input")
         )
         source = spark.readStream.schema(SCHEMA).parquet(str(folder / "input"))
@@ -95,19 +146,23 @@ def test_the_stream_the_batch_and_the_quality_suite_flag_the_same_repeats(
     batches = [[case for case in CASES if case[1] == number] for number in range(5)]
     expected = _expected(CASES)
 
-    streamed = _stream_verdicts(spark, tmp_path, batches)
+    streamed_conflicts: set[tuple[int, int]] = set()
+    streamed = _stream_verdicts(spark, tmp_path, batches, conflicting=streamed_conflicts)
     assert streamed == expected
+    assert streamed_conflicts == CONFLICTING
     # The state forgets an id once Kafka time (the watermark: newest record minus the delay, 1480 s in
     # the last batch) is past its last copy plus the horizon: what stays grows with the horizon, not
-    # with history. Left: 1 (last copy at 2000 s), 5 (1250 s), 7 (1600 s).
-    assert _state_ids(spark, tmp_path / "checkpoint") == [1, 5, 7]
+    # with history. Left: 1 (last copy at 2000 s), 5 (1250 s), 7 (1600 s), 10 (1000 s), 11 and 12
+    # (2000 s); 9 (340 s) has gone.
+    assert _state_ids(spark, tmp_path / "checkpoint") == [1, 5, 7, 10, 11, 12]
 
     valid = spark.createDataFrame(_rows(CASES), SCHEMA).filter(F.col("dlq_reason").isNull())
-    batch = {
-        (row["partition"], row["offset"]): row[REPEAT_COLUMN]
-        for row in mark_repeats(valid, HORIZON_S).select("partition", "offset", REPEAT_COLUMN).collect()
-    }
+    marked = (
+        mark_repeats(valid, HORIZON_S).select("partition", "offset", REPEAT_COLUMN, CONFLICT_COLUMN).collect()
+    )
+    batch = {(row["partition"], row["offset"]): row[REPEAT_COLUMN] for row in marked}
     assert batch == {key: repeat for key, repeat in expected.items() if key != (0, 3)}
+    assert {(row["partition"], row["offset"]) for row in marked if row[CONFLICT_COLUMN]} == CONFLICTING
 
     in_arrival = sorted((c for c in CASES if c[5]), key=lambda c: (c[1], c[2], c[3], c[4]))
     frame = pd.DataFrame(
@@ -207,11 +262,39 @@ def test_a_new_query_starts_from_the_ids_bronze_saw_within_the_horizon(
     assert sorted((r["order_id"], r["last_arrival_ms"]) for r in initial.collect()) == [
         (1, int(_at(2000).timestamp() * 1000)),
         (7, int(_at(1600).timestamp() * 1000)),
+        (11, int(_at(2000).timestamp() * 1000)),
+        (12, int(_at(2001).timestamp() * 1000)),
     ]
     after_cut_over: list[Copy] = [
         (1, 0, 2100, 0, 100, True, True),  # 100 s after bronze's last copy
         (7, 0, 2300, 0, 101, True, False),  # 700 s after
         (8, 0, 2100, 0, 102, True, False),  # never seen
         (8, 0, 2200, 0, 103, True, True),
+        (11, 0, 2100, 0, 104, True, True),  # the content of 11's last copy in bronze (0.01): a repeat
+        (12, 0, 2100, 0, 105, True, True),  # not the content of 12's last copy (RESTAURANT): conflicting
     ]
-    assert _stream_verdicts(spark, tmp_path, [after_cut_over], initial) == _expected(after_cut_over)
+    content = {**CONTENT, (0, 104): CONTENT[2, 7]}
+    conflicting: set[tuple[int, int]] = set()
+    verdicts = _stream_verdicts(spark, tmp_path, [after_cut_over], initial, conflicting, content)
+    assert verdicts == _expected(after_cut_over)
+    assert conflicting == {(0, 105)}
+
+
+def test_a_copy_whose_kafka_time_cannot_carry_a_fingerprint_is_judged_by_time_alone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The state packs a fingerprint beside a Kafka time of 1970 to 2109 (OrderRepeats.pack); a time out
+    of that range is kept whole, without one: its copies are repeats as always, never conflicts."""
+    far = int((datetime(2200, 1, 1, tzinfo=UTC) - T0).total_seconds())
+    copies: list[Copy] = [
+        (20, 0, far, 0, 0, True, False),
+        (20, 1, far + 10, 0, 1, True, True),  # store-2 (CONTENT below): by time a repeat, no conflict
+        (20, 2, far + 20, 0, 2, True, True),
+    ]
+    content = {(0, 1): ("store-2", "GENERAL", Decimal("10.00"))}
+    conflicting: set[tuple[int, int]] = set()
+    verdicts = _stream_verdicts(
+        spark, tmp_path, [[c] for c in copies], conflicting=conflicting, content=content
+    )
+    assert verdicts == _expected(copies)
+    assert conflicting == set()

@@ -15,7 +15,12 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS, OrderRules, dlq_reason_kind
+from spark_apps.contract.records import (
+    DEAD_LETTERS_OF_KIND,
+    VALIDATOR_DLQ_REASON_KINDS,
+    OrderRules,
+    dlq_reason_kind,
+)
 from spark_apps.engine.observability import ingest_totals
 from spark_apps.validation.orders import (
     DlqReason,
@@ -330,12 +335,14 @@ def test_dead_letters_are_counted_per_reason_kind(kafka_df: Any) -> None:
     validated = parse_and_validate_orders(kafka_df([{"value": v} for v in values]))
     totals = validated.agg(*ingest_totals(F.col("dlq_reason"))).first()
     assert totals is not None
-    expected = {kind: 0 for kind in DLQ_REASON_KINDS}
+    expected = {kind: 0 for kind in VALIDATOR_DLQ_REASON_KINDS}
     for p in DLQ_CASES:
         expected[dlq_reason_kind(str(p.values[1]))] += 1
-    assert set(expected) == set(DLQ_REASON_KINDS), "a reason outside the kinds the metrics label"
+    assert set(expected) == set(VALIDATOR_DLQ_REASON_KINDS), "a reason outside the kinds the metrics label"
     assert all(expected.values()), "every kind has a case"
-    assert {kind: totals[DEAD_LETTERS_OF_KIND.format(kind)] for kind in DLQ_REASON_KINDS} == expected
+    assert {
+        kind: totals[DEAD_LETTERS_OF_KIND.format(kind)] for kind in VALIDATOR_DLQ_REASON_KINDS
+    } == expected
     assert (totals["records"], totals["dead_letters"]) == (len(values), len(values))
 
 

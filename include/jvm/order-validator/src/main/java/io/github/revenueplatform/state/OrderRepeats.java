@@ -36,10 +36,16 @@ import scala.Tuple2;
  * quality suite): a valid copy of an order is a <em>repeat</em> when the copy of the same
  * {@code order_id} that arrived just before it (arrival order: the micro-batch, then Kafka
  * timestamp, partition, offset) has a Kafka timestamp at most the horizon before its own. Every
- * input row comes out once, unchanged, plus {@code repeat} (boolean, not null): invalid rows
- * (a {@code dlq_reason}) are never repeats and never touch state.
+ * input row comes out once, unchanged, plus {@code repeat} and {@code conflicting_copy} (booleans, not
+ * null): invalid rows (a {@code dlq_reason}) are never either and never touch state. A repeat is a
+ * <em>conflicting copy</em> when its content fingerprint (store, type and amount, computed by the caller
+ * into {@code _content_fingerprint}, 1 to 2^20 - 1; 0 or null: unknown) differs from that of the copy
+ * before it: a forged or broken copy that must not pass silently as a retry (issue 56: a copy at
+ * another store for 0.01, sent first, made the real order a repeat). Both are known, or no verdict.
  *
- * <p>State: per order id, the Kafka timestamp (ms) of its last copy, in a map keyed by the id
+ * <p>State: per order id, the Kafka timestamp (ms) of its last copy and that copy's fingerprint, packed
+ * into one long ({@link #pack}: no second state write per id; a value written before fingerprints
+ * existed reads as fingerprint 0), in a map keyed by the id
  * inside one of {@link #BUCKETS} buckets (a hash of the id), Spark's grouping key. An id's entry may
  * go once the query's watermark, defined on the Kafka timestamp, is past its last copy plus the
  * horizon: no later copy can be a repeat of it then (one arriving more than the watermark's delay
@@ -69,6 +75,19 @@ public final class OrderRepeats
     private static final long serialVersionUID = 1L;
 
     public static final String REPEAT_COLUMN = "repeat";
+    public static final String CONFLICT_COLUMN = "conflicting_copy";
+    /** The caller's fingerprint of a copy's content (spark_apps.revenue.dedupe.content_fingerprint). */
+    public static final String FINGERPRINT_COLUMN = "_content_fingerprint";
+    /**
+     * A state value with this bit holds a fingerprint (bits 42-61) and a Kafka time in ms (bits 0-41,
+     * 1970 to 2109); any other value is a plain Kafka time in ms with no fingerprint: one written before
+     * fingerprints, or a time outside that range (Spark's timestamps stay below 2^53 ms, so a plain time
+     * never has this bit; a negative one is below it).
+     */
+    private static final long PACKED = 1L << 62;
+    private static final int TIME_BITS = 42;
+    private static final long TIME_MASK = (1L << TIME_BITS) - 1;
+    private static final long FINGERPRINT_MASK = (1L << 20) - 1;
     /** Names of the state variables (the state reader and the checkpoint checks use them). */
     public static final String LAST_ARRIVAL_STATE = "order_last_arrival_ms";
     public static final String NEXT_CHECK_STATE = "bucket_next_check_ms";
@@ -86,7 +105,7 @@ public final class OrderRepeats
     private static final String OFFSET = "offset";
     private static final String INVALID_REASON = "dlq_reason";
     private static final Set<String> READ_COLUMNS =
-            Set.of(ORDER_ID, KAFKA_TIMESTAMP, PARTITION, OFFSET, INVALID_REASON);
+            Set.of(ORDER_ID, KAFKA_TIMESTAMP, PARTITION, OFFSET, INVALID_REASON, FINGERPRINT_COLUMN);
     private static final String PACKED_COLUMN = "_passed_through";
 
     private final long horizonMs;
@@ -96,9 +115,10 @@ public final class OrderRepeats
     private final int offsetIdx;
     private final int invalidReasonIdx;
     private final int orderIdIdx;
+    private final int fingerprintIdx;
     private final int width;
 
-    /** Kafka timestamp (ms) of each order's last copy, by order id. Created in init(), on the executor. */
+    /** Kafka timestamp (ms) and fingerprint of each order's last copy ({@link #pack}), by order id. Created in init(), on the executor. */
     private transient MapState<Long, Long> lastArrival;
     /** When the bucket's timer fires (ms of watermark); absent when the bucket holds no id. */
     private transient ValueState<Long> nextCheck;
@@ -114,7 +134,24 @@ public final class OrderRepeats
         this.offsetIdx = input.fieldIndex(OFFSET);
         this.invalidReasonIdx = input.fieldIndex(INVALID_REASON);
         this.orderIdIdx = input.fieldIndex(ORDER_ID);
+        this.fingerprintIdx = input.fieldIndex(FINGERPRINT_COLUMN);
         this.width = input.length();
+    }
+
+    /** One state value: {@code kafkaMs} and {@code fingerprint} (0: unknown) packed when both fit. */
+    static long pack(long kafkaMs, long fingerprint) {
+        if (fingerprint <= 0 || fingerprint > FINGERPRINT_MASK || kafkaMs < 0 || kafkaMs > TIME_MASK) {
+            return kafkaMs;
+        }
+        return PACKED | (fingerprint << TIME_BITS) | kafkaMs;
+    }
+
+    static long kafkaMs(long stored) {
+        return stored >= PACKED ? stored & TIME_MASK : stored;
+    }
+
+    static long fingerprint(long stored) {
+        return stored >= PACKED ? (stored >>> TIME_BITS) & FINGERPRINT_MASK : 0L;
     }
 
     /** The bucket of an order id (a long column): a hash, so no choice of ids puts them all in one. */
@@ -123,10 +160,10 @@ public final class OrderRepeats
     }
 
     /**
-     * {@code rows} (needs order_id, timestamp, partition, offset, dlq_reason; a watermark on
-     * timestamp) with {@code repeat}: the same columns in the same order, then {@code repeat}.
-     * {@code initial}, when not null, is the state a new query starts from: one row per order id of
-     * (order_id long, last_arrival_ms long).
+     * {@code rows} (needs order_id, timestamp, partition, offset, dlq_reason, _content_fingerprint; a
+     * watermark on timestamp) with {@code repeat} and {@code conflicting_copy}: the same columns in the
+     * same order, then those two. {@code initial}, when not null, is the state a new query starts from:
+     * one row per order id of (order_id long, last_arrival_ms long[, last_fingerprint long]).
      *
      * <p>The columns the operator does not read cross it packed into one binary column
      * ({@link RowBytes}): Spark converts the operator's input and output rows to Java {@code Row}s and
@@ -158,12 +195,14 @@ public final class OrderRepeats
                     : unpacked.getField(field.name()).alias(field.name()));
         }
         restored.add(functions.col(REPEAT_COLUMN));
+        restored.add(functions.col(CONFLICT_COLUMN));
         return judged.select(restored.toArray(new Column[0]));
     }
 
     private static Dataset<Row> judge(Dataset<Row> rows, long horizonMs, Dataset<Row> initial) {
         StructType input = rows.schema();
-        Encoder<Row> output = Encoders.row(input.add(REPEAT_COLUMN, DataTypes.BooleanType, false));
+        Encoder<Row> output = Encoders.row(input.add(REPEAT_COLUMN, DataTypes.BooleanType, false)
+                .add(CONFLICT_COLUMN, DataTypes.BooleanType, false));
         // The key is a column, not a function of the row: a key function would make Spark turn every
         // row into a Java Row once more just to compute it. An invalid row never touches state, so
         // its bucket only spreads it; the column is last, so the rows' fields keep their positions.
@@ -177,9 +216,13 @@ public final class OrderRepeats
         if (initial == null) {
             return byBucket.transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(), output);
         }
+        Column lastFingerprint = Set.of(initial.columns()).contains("last_fingerprint")
+                ? functions.coalesce(functions.col("last_fingerprint").cast("long"), functions.lit(0L))
+                : functions.lit(0L);
         Dataset<Row> seeds = initial.select(
                 functions.col("order_id").cast("long").alias("order_id"),
                 functions.col("last_arrival_ms").cast("long").alias("last_arrival_ms"),
+                lastFingerprint.alias("last_fingerprint"),
                 bucket(functions.col("order_id")).alias(BUCKET_COLUMN));
         Encoder<Row> seed = Encoders.row(seeds.schema());
         KeyValueGroupedDataset<Long, Row> initialState =
@@ -200,8 +243,8 @@ public final class OrderRepeats
         long orderId = seed.getLong(0);
         long lastMs = seed.getLong(1);
         Long stored = lastArrival.getValue(orderId);
-        if (stored == null || stored < lastMs) {
-            lastArrival.updateValue(orderId, lastMs);
+        if (stored == null || kafkaMs(stored) < lastMs) {
+            lastArrival.updateValue(orderId, pack(lastMs, seed.getLong(2)));
         }
         watch(lastMs + horizonMs);
     }
@@ -243,13 +286,15 @@ public final class OrderRepeats
         final long kafkaMs;
         final int partition;
         final long offset;
+        final long fingerprint;
 
-        Copy(Row row, long orderId, long kafkaMs, int partition, long offset) {
+        Copy(Row row, long orderId, long kafkaMs, int partition, long offset, long fingerprint) {
             this.row = row;
             this.orderId = orderId;
             this.kafkaMs = kafkaMs;
             this.partition = partition;
             this.offset = offset;
+            this.fingerprint = fingerprint;
         }
     }
 
@@ -266,14 +311,15 @@ public final class OrderRepeats
         while (rows.hasNext()) {
             Row row = rows.next();
             if (!row.isNullAt(invalidReasonIdx) || row.isNullAt(orderIdIdx)) {
-                out.add(withRepeat(row, false));
+                out.add(withVerdict(row, false, false));
             } else {
                 copies.add(new Copy(
                         row,
                         ((Number) row.get(orderIdIdx)).longValue(),
                         millis(row.get(timestampIdx)),
                         row.getInt(partitionIdx),
-                        row.getLong(offsetIdx)));
+                        row.getLong(offsetIdx),
+                        row.isNullAt(fingerprintIdx) ? 0L : ((Number) row.get(fingerprintIdx)).longValue()));
             }
         }
         if (copies.isEmpty()) {
@@ -288,14 +334,20 @@ public final class OrderRepeats
             long orderId = copies.get(i).orderId;
             Long stored = lastArrival.getValue(orderId);
             boolean seen = stored != null;
-            long previousMs = seen ? stored : 0L;
+            long previousMs = seen ? kafkaMs(stored) : 0L;
+            long previousFingerprint = seen ? fingerprint(stored) : 0L;
             for (; i < copies.size() && copies.get(i).orderId == orderId; i++) {
                 Copy copy = copies.get(i);
-                out.add(withRepeat(copy.row, seen && copy.kafkaMs - previousMs <= horizonMs));
+                boolean repeat = seen && copy.kafkaMs - previousMs <= horizonMs;
+                boolean conflicting = repeat && previousFingerprint != 0 && copy.fingerprint != 0
+                        && copy.fingerprint != previousFingerprint;
+                out.add(withVerdict(copy.row, repeat, conflicting));
                 previousMs = copy.kafkaMs;
+                previousFingerprint = copy.fingerprint;
                 seen = true;
             }
-            lastArrival.updateValue(orderId, previousMs); // one state write per order id per batch
+            // One state write per order id per batch.
+            lastArrival.updateValue(orderId, pack(previousMs, previousFingerprint));
             earliestKeepUntil = Math.min(earliestKeepUntil, previousMs + horizonMs);
         }
         watch(earliestKeepUntil);
@@ -311,7 +363,7 @@ public final class OrderRepeats
         scala.collection.Iterator<Tuple2<Long, Long>> entries = lastArrival.iterator();
         while (entries.hasNext()) {
             Tuple2<Long, Long> entry = entries.next();
-            long keepUntilMs = entry._2() + horizonMs;
+            long keepUntilMs = kafkaMs(entry._2()) + horizonMs;
             if (watermarkMs > keepUntilMs) {
                 gone.add(entry._1());
             } else {
@@ -333,12 +385,13 @@ public final class OrderRepeats
         return asScala(new ArrayList<Row>());
     }
 
-    private Row withRepeat(Row row, boolean repeat) {
-        Object[] values = new Object[width + 1];
+    private Row withVerdict(Row row, boolean repeat, boolean conflicting) {
+        Object[] values = new Object[width + 2];
         for (int i = 0; i < width; i++) {
             values[i] = row.get(i);
         }
         values[width] = repeat;
+        values[width + 1] = conflicting;
         return RowFactory.create(values);
     }
 
