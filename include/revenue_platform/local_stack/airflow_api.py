@@ -17,6 +17,29 @@ from revenue_platform.errors import PlatformError
 
 TERMINAL_STATES = {"success", "failed"}
 SERVER_ERROR_ATTEMPTS = 4
+# How much of a failed task's log a failed run's error carries: its cause (the exception, a driver
+# log's tail inside it) without the whole log.
+FAILED_TASK_LOG_LINES = 40
+
+
+def log_lines(content: Any) -> list[str]:
+    """The lines of a task log as Airflow's logs endpoint returns it (`content`: structured messages,
+    or plain strings from an older log): each message's text and its exceptions' types and values;
+    the UI's `::group::` markers left out."""
+    lines: list[str] = []
+    for entry in content or []:
+        if isinstance(entry, str):
+            lines.extend(entry.splitlines())
+            continue
+        if not isinstance(entry, dict):
+            continue
+        event = str(entry.get("event") or "")
+        if event and not event.startswith("::"):
+            lines.extend(event.splitlines())
+        for error in entry.get("error_detail") or []:
+            if isinstance(error, dict):
+                lines.extend(f"{error.get('exc_type', 'Error')}: {error.get('exc_value', '')}".splitlines())
+    return lines
 
 
 class DagRunFailed(PlatformError):
@@ -106,12 +129,29 @@ class AirflowApiClient:
             time.sleep(3)
         if state != "success":
             tasks = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-            failed = [ti["task_id"] for ti in tasks.get("task_instances", []) if ti["state"] != "success"]
+            instances = tasks.get("task_instances", [])
+            failed = [ti["task_id"] for ti in instances if ti["state"] != "success"]
+            logs = "".join(
+                self._failed_task_log(dag_id, run_id, ti) for ti in instances if ti["state"] == "failed"
+            )
             raise DagRunFailed(
                 f"DAG run {dag_id}/{run_id} ended as {state!r}; tasks not successful: {failed}. "
-                f"See the task logs in the Airflow UI ({self.base_url})."
+                f"See the task logs in the Airflow UI ({self.base_url}).{logs}"
             )
         progress(f"[airflow] {dag_id} run {run_id} succeeded")
+
+    def _failed_task_log(self, dag_id: str, run_id: str, instance: dict[str, Any]) -> str:
+        """The last lines of a failed task's log, for the error a user sees first; a note if the log
+        cannot be read (the error about the run is raised either way)."""
+        task_id, attempt = instance["task_id"], instance.get("try_number") or 1
+        try:
+            log = self._request(
+                "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{attempt}"
+            )
+        except PlatformError as error:
+            return f"\n(the log of {task_id} could not be read: {error})"
+        tail = log_lines(log.get("content") if isinstance(log, dict) else [log])[-FAILED_TASK_LOG_LINES:]
+        return f"\n--- the last {len(tail)} lines of {task_id}'s log (try {attempt}) ---\n" + "\n".join(tail)
 
     def run_and_wait(
         self,
