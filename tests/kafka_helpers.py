@@ -129,15 +129,25 @@ def create_app_topics(
     orders_partitions: int = 2,
     other_partitions: int = 1,
     client_config: dict[str, str] | None = None,
+    broker_stamped: bool = False,
 ) -> None:
-    """Create the app topics for `suffix` (stores and revenue compacted like include/topics/)."""
+    """Create the app topics for `suffix` (stores and revenue compacted like include/topics/).
+    `broker_stamped`: orders and stores are LogAppendTime, as include/topics/ declares them (a live
+    test's event times then follow the broker's clock); otherwise Kafka's default, CreateTime, so a
+    test may stamp records with the dates of its fixtures."""
+    configs: dict[str, dict[str, str]] = {}
+    for base in APP_TOPIC_FIELDS.values():
+        config = {"cleanup.policy": "compact"} if base in COMPACTED_APP_TOPICS else {}
+        if broker_stamped and base in ("orders", "stores"):
+            config["message.timestamp.type"] = "LogAppendTime"
+        configs[f"{base}_{suffix}"] = config
     create_topics(
         bootstrap,
         {
             f"{base}_{suffix}": orders_partitions if base == "orders" else other_partitions
             for base in APP_TOPIC_FIELDS.values()
         },
-        configs={f"{base}_{suffix}": {"cleanup.policy": "compact"} for base in COMPACTED_APP_TOPICS},
+        configs=configs,
         client_config=client_config,
     )
 

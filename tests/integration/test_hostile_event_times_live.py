@@ -17,117 +17,51 @@ count, to the cent.
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
 from revenue_platform.orders_generator import (
     GeneratedRecord,
-    GeneratorSettings,
     expected_windows,
-    generate_orders,
     generate_stores,
-    order_json,
     produce,
 )
 from spark_apps.contract.config import StreamingAppConfig, load_config
-from spark_apps.orders_streaming_app import run
 from spark_apps.storage.gold import gold_frame
-from tests.kafka_helpers import (
-    APP_TOPIC_FIELDS,
-    COMPACTED_APP_TOPICS,
-    create_topics,
-    read_topic,
-    unique_suffix,
-)
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
+from tests.paced_orders import LiveApp, PacedOrders, stamped_order
 
 pytestmark = pytest.mark.integration
 
 RATE_PER_S = 200
 SECONDS = 16
 GOLD_WAIT_S = 90
-LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 
 
-def _topics(bootstrap: str, suffix: str, broker_stamped: bool = True) -> dict[str, str]:
-    """The app's test-private topics; orders and stores stamped by the broker, as topics.yaml says
-    (or, `broker_stamped=False`, by their producers: Kafka's default, CreateTime)."""
-    names = {f"kafka.{field}": f"{base}_{suffix}" for field, base in APP_TOPIC_FIELDS.items()}
-    configs: dict[str, dict[str, str]] = {}
-    for base in APP_TOPIC_FIELDS.values():
-        config = {"cleanup.policy": "compact"} if base in COMPACTED_APP_TOPICS else {}
-        if base in ("orders", "stores") and broker_stamped:
-            config |= LOG_APPEND_TIME
-        configs[f"{base}_{suffix}"] = config
-    create_topics(
-        bootstrap,
-        {f"{base}_{suffix}": 2 if base == "orders" else 1 for base in APP_TOPIC_FIELDS.values()},
-        configs,
-    )
-    return names
-
-
-def _stamped(template: dict[str, Any], order_id: int, ordered_at: datetime) -> GeneratedRecord:
-    order = template | {"orderId": order_id, "orderedDateTime": ordered_at.isoformat(timespec="seconds")}
-    return GeneratedRecord(key=str(order["locationId"]).encode(), value=order_json(order), order=order)
-
-
-class PacedProducer(threading.Thread):
-    """Sends honest orders at RATE_PER_S for SECONDS, each dated 0-3 s before it is sent, and the early
-    order five seconds in; keeps what it sent for the oracle. `forge_timestamp`: the early order's
-    Kafka timestamp is its event time, as a producer may set it on a CreateTime topic."""
+class PacedProducer(PacedOrders):
+    """Honest orders at RATE_PER_S for SECONDS, and the early order five seconds in. `forge_timestamp`:
+    the early order's Kafka timestamp is its event time, as a producer may set it on a CreateTime topic."""
 
     def __init__(self, bootstrap: str, topic: str, forge_timestamp: bool = False) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.forge_timestamp = bootstrap, topic, forge_timestamp
-        self.templates = [
-            r.order for r in generate_orders(GeneratorSettings(orders=500, stores=3, seed=11)) if r.order
-        ]
-        self.honest: list[GeneratedRecord] = []
+        super().__init__(bootstrap, topic, RATE_PER_S, SECONDS, first_order_id=1_000_000)
+        self.forge_timestamp = forge_timestamp
         self.early: GeneratedRecord | None = None
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            self._send()
-        except BaseException as error:  # reported by the test, not lost in the thread
-            self.error = error
-
-    def _send(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "acks": "all"})
-        rng = random.Random(3)
-        started = time.monotonic()
-        for tick in range(SECONDS * 10):  # a burst every 100 ms
-            batch = []
-            for n in range(RATE_PER_S // 10):
-                now = datetime.now(UTC).replace(tzinfo=None)
-                order_id = 1_000_000 + tick * 1000 + n
-                template = self.templates[order_id % len(self.templates)]
-                batch.append(_stamped(template, order_id, now - timedelta(seconds=rng.uniform(0, 3))))
-            self.honest += batch
-            forged: dict[str, int] = {}
-            if tick == 50:  # five seconds in
-                ahead = datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=299)
-                self.early = _stamped(self.templates[0], 9_000_001, ahead)
-                batch.append(self.early)
-                if self.forge_timestamp:  # Kafka's timestamp in ms, as the order's own time
-                    forged = {"timestamp": int(ahead.replace(tzinfo=UTC).timestamp() * 1000)}
-            for record in batch:
-                stamp = forged if record is self.early else {}
-                producer.produce(self.topic, key=record.key, value=record.value, **stamp)
-            producer.poll(0)
-            time.sleep(max(0.0, started + (tick + 1) / 10 - time.monotonic()))
-        if producer.flush(30) != 0:
-            raise RuntimeError("orders not delivered within 30 s")
+    def extra(self, tick: int) -> list[tuple[GeneratedRecord, dict[str, int]]]:
+        if tick != 50:  # five seconds in
+            return []
+        ahead = datetime.now(UTC).replace(tzinfo=None) + timedelta(seconds=299)
+        self.early = stamped_order(self.templates[0], 9_000_001, ahead)
+        # Kafka's timestamp in ms, as the order's own time.
+        forged = (
+            {"timestamp": int(ahead.replace(tzinfo=UTC).timestamp() * 1000)} if self.forge_timestamp else {}
+        )
+        return [(self.early, forged)]
 
 
 def _has_read_a_record(spark: SparkSession) -> bool:
@@ -163,7 +97,8 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
     broker_stamped: bool,
 ) -> None:
     suffix = unique_suffix()
-    topics = _topics(kafka_bootstrap, suffix, broker_stamped)
+    topics = app_topic_overrides(suffix)
+    create_app_topics(kafka_bootstrap, suffix, broker_stamped=broker_stamped)
     config = load_config(
         overrides={
             "deployment_id": "hostiletime",
@@ -179,15 +114,7 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
         }
     )
     produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(3))
-    app_error: list[BaseException] = []
-
-    def run_app() -> None:
-        try:
-            run(config, spark)
-        except BaseException as error:
-            app_error.append(error)
-
-    app = threading.Thread(target=run_app, daemon=True)
+    app = LiveApp(config, spark)
     app.start()
     producer = PacedProducer(kafka_bootstrap, config.kafka.orders_topic, forge_timestamp=not broker_stamped)
     try:
@@ -195,13 +122,13 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
         while not any(q.isActive for q in spark.streams.active) and time.monotonic() < deadline:
             time.sleep(0.5)
         # The year-1 order first and alone, as the first record of a new deployment: no watermark yet.
-        year_one = _stamped(producer.templates[1], 9_000_002, datetime(1, 1, 1))
+        year_one = stamped_order(producer.templates[1], 9_000_002, datetime(1, 1, 1))
         produce(kafka_bootstrap, config.kafka.orders_topic, [year_one])
         while not _has_read_a_record(spark) and time.monotonic() < deadline:
-            assert not app_error, f"the app stopped on the year-1 order: {app_error[0]!r}"
+            assert app.error is None, f"the app stopped on the year-1 order: {app.error!r}"
             time.sleep(0.5)
         time.sleep(3)  # the batch after it: an app that fails on it has failed by now
-        assert not app_error, f"the app stopped on the year-1 order: {app_error[0]!r}"
+        assert app.error is None, f"the app stopped on the year-1 order: {app.error!r}"
         producer.start()
         producer.join(timeout=SECONDS + 60)
         assert producer.error is None
@@ -214,10 +141,10 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
         gold: dict[tuple[str, str, datetime], tuple[int, Decimal]] = {}
         deadline = time.monotonic() + GOLD_WAIT_S
         while time.monotonic() < deadline and gold != expected:
-            assert not app_error, f"the app stopped: {app_error[0]!r}"
+            assert app.error is None, f"the app stopped: {app.error!r}"
             time.sleep(2)
             gold = _gold(spark, config)
-        assert not app_error, f"the app stopped: {app_error[0]!r}"
+        assert app.error is None, f"the app stopped: {app.error!r}"
         assert app.is_alive(), "the app must keep running through both orders"
         missing = {k: v for k, v in expected.items() if gold.get(k) != v}
         assert not missing, (
@@ -226,10 +153,8 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
         )
         assert gold == expected
     finally:
-        for query in spark.streams.active:
-            query.stop()
-        app.join(timeout=60)
-    assert not app_error, f"the app failed: {app_error[0]!r}"
+        app.stop()
+    assert app.error is None, f"the app failed: {app.error!r}"
     dead_letters = read_topic(kafka_bootstrap, config.kafka.dlq_topic)
     expected_reasons = ["event_time_too_old"] + ([] if early_counts else ["event_time_in_future"])
     assert sorted(d.headers["dlq_reason"].decode() for d in dead_letters) == sorted(expected_reasons)

@@ -13,7 +13,6 @@ retention, 1 hour, deletes nothing a running batch may still commit.)
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,19 +26,15 @@ from pyspark.sql import SparkSession
 
 from revenue_platform.lake_maintenance import MaintenancePolicy, TableMaintenance, maintain_lake
 from revenue_platform.orders_generator import (
-    GeneratedRecord,
-    GeneratorSettings,
     expected_windows,
-    generate_orders,
     generate_stores,
-    order_json,
     produce,
 )
 from spark_apps.contract.config import load_config
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
-from spark_apps.orders_streaming_app import run
 from spark_apps.storage.gold import gold_frame
-from tests.kafka_helpers import APP_TOPIC_FIELDS, COMPACTED_APP_TOPICS, create_topics, unique_suffix
+from tests.kafka_helpers import app_topic_overrides, create_app_topics, unique_suffix
+from tests.paced_orders import LiveApp, PacedOrders
 from tests.registry_helpers import register_deployment
 
 pytestmark = pytest.mark.integration
@@ -55,71 +50,18 @@ POLICY = MaintenancePolicy(
 )
 
 
-class PacedOrders(threading.Thread):
-    """Honest orders at RATE_PER_S for SECONDS, each dated 0-3 s before it is sent; keeps them for the
-    oracle."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
-        self.templates = [
-            r.order for r in generate_orders(GeneratorSettings(orders=300, stores=3, seed=5)) if r.order
-        ]
-        self.sent: list[GeneratedRecord] = []
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._send()
-        except BaseException as error:  # reported by the test, not lost in the thread
-            self.error = error
-
-    def _send(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "acks": "all"})
-        rng = random.Random(9)
-        started = time.monotonic()
-        for tick in range(SECONDS * 10):  # a burst every 100 ms
-            for n in range(RATE_PER_S // 10):
-                order_id = 2_000_000 + tick * 1000 + n
-                at = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=rng.uniform(0, 3))
-                order = self.templates[order_id % len(self.templates)] | {
-                    "orderId": order_id,
-                    "orderedDateTime": at.isoformat(timespec="seconds"),
-                }
-                record = GeneratedRecord(
-                    key=str(order["locationId"]).encode(), value=order_json(order), order=order
-                )
-                producer.produce(self.topic, key=record.key, value=record.value)
-                self.sent.append(record)
-            producer.poll(0)
-            time.sleep(max(0.0, started + (tick + 1) / 10 - time.monotonic()))
-        if producer.flush(30) != 0:
-            raise RuntimeError("orders not delivered within 30 s")
-
-
 def test_maintenance_compacting_the_partitions_live_batches_write_fails_no_batch_and_moves_no_number(
     kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     suffix = unique_suffix()
     lake = tmp_path / "lake"
-    topics = {f"kafka.{field}": f"{base}_{suffix}" for field, base in APP_TOPIC_FIELDS.items()}
-    create_topics(
-        kafka_bootstrap,
-        {f"{base}_{suffix}": 2 if base == "orders" else 1 for base in APP_TOPIC_FIELDS.values()},
-        {
-            f"{base}_{suffix}": ({"cleanup.policy": "compact"} if base in COMPACTED_APP_TOPICS else {})
-            | ({"message.timestamp.type": "LogAppendTime"} if base in ("orders", "stores") else {})
-            for base in APP_TOPIC_FIELDS.values()
-        },
-    )
+    create_app_topics(kafka_bootstrap, suffix, broker_stamped=True)
     config = load_config(
         overrides={
             "deployment_id": "maintained",
             "lake_root": str(lake),
             "kafka.bootstrap_servers": kafka_bootstrap,
-            **topics,
+            **app_topic_overrides(suffix),
             "trigger.mode": "processing_time",
             "trigger.interval": "1 second",
             "shuffle_partitions": 2,
@@ -127,17 +69,11 @@ def test_maintenance_compacting_the_partitions_live_batches_write_fails_no_batch
     )
     register_deployment(lake, config)
     produce(kafka_bootstrap, config.kafka.stores_topic, generate_stores(3))
-    app_error: list[BaseException] = []
-
-    def run_app() -> None:
-        try:
-            run(config, spark)
-        except BaseException as error:
-            app_error.append(error)
-
-    app = threading.Thread(target=run_app, daemon=True)
+    app = LiveApp(config, spark)
     app.start()
-    orders = PacedOrders(kafka_bootstrap, config.kafka.orders_topic)
+    orders = PacedOrders(
+        kafka_bootstrap, config.kafka.orders_topic, RATE_PER_S, SECONDS, first_order_id=2_000_000
+    )
     runs: list[list[TableMaintenance]] = []
     maintenance_errors: list[BaseException] = []
     maintenance_done = threading.Event()
@@ -164,7 +100,7 @@ def test_maintenance_compacting_the_partitions_live_batches_write_fails_no_batch
     try:
         deadline = time.monotonic() + 120
         while not any(q.isActive for q in spark.streams.active) and time.monotonic() < deadline:
-            assert not app_error, f"the app did not start: {app_error[0]!r}"
+            assert app.error is None, f"the app did not start: {app.error!r}"
             time.sleep(0.5)
         orders.start()
         maintenance.start()
@@ -172,26 +108,25 @@ def test_maintenance_compacting_the_partitions_live_batches_write_fails_no_batch
         assert orders.error is None
         assert not orders.is_alive()
         expected = {
-            k: (w.order_count, w.revenue) for k, w in expected_windows(orders.sent, window_seconds=15).items()
+            k: (w.order_count, w.revenue)
+            for k, w in expected_windows(orders.honest, window_seconds=15).items()
         }
         gold: dict[tuple[str, str, datetime], tuple[int, Decimal]] = {}
         deadline = time.monotonic() + GOLD_WAIT_S
         while time.monotonic() < deadline and gold != expected:
-            assert not app_error, f"a batch failed beside maintenance: {app_error[0]!r}"
+            assert app.error is None, f"a batch failed beside maintenance: {app.error!r}"
             time.sleep(2)
             rows = gold_frame(spark, config.names.gold_revenue_table).collect()
             gold = {(r.location_id, r.order_type, r.window_start): (r.order_count, r.revenue) for r in rows}
         maintenance_done.set()
         maintenance.join(timeout=120)
-        assert not app_error, f"a batch failed beside maintenance: {app_error[0]!r}"
+        assert app.error is None, f"a batch failed beside maintenance: {app.error!r}"
         assert app.is_alive(), "the app keeps running beside maintenance"
         assert gold == expected, f"{len(expected)} windows expected, gold has {len(gold)}"
     finally:
         maintenance_done.set()
-        for query in spark.streams.active:
-            query.stop()
-        app.join(timeout=60)
-    assert not app_error, f"the app failed: {app_error[0]!r}"
+        app.stop()
+    assert app.error is None, f"the app failed: {app.error!r}"
     assert not maintenance_errors, (
         f"{len(maintenance_errors)} of {len(runs) + len(maintenance_errors)} runs failed: "
         f"{maintenance_errors[0]!r}"
