@@ -19,6 +19,12 @@ class ConfigError(PlatformError):
     """Configuration is invalid; raised before anything is touched, naming the field."""
 
 
+class PlatformConfigError(ConfigError):
+    """The platform's own settings are invalid (an Airflow option of `[revenue_platform]`), not a person's
+    request: an operator must fix it, so it alerts even in a run a person started
+    (`notify.refused_request`)."""
+
+
 class BrokerUnreachableError(PlatformError):
     """The Kafka bootstrap servers did not answer within the bounded retries."""
 

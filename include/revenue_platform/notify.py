@@ -8,7 +8,8 @@ one already alerted; the replay's approval task has `ApprovalRequestNotifier` as
 A refused request pages nobody: a run a person started whose task stopped on a refusal of its form or
 conf (`ConfigError`, `AppConfigError`: raised before anything is touched, naming the field) is red in
 the UI for that person, and its task log says no alert was sent (`refused_request`); the same error in a
-scheduled, asset-triggered or backfill run is the platform's own config gone wrong and alerts.
+scheduled, asset-triggered or backfill run is the platform's own config gone wrong and alerts, and so
+does a `PlatformConfigError` (an invalid `[revenue_platform]` Airflow option) in any run.
 Alerting never changes what a run does: without the connection it logs one line and sends nothing,
 and a channel that fails (SMTP down) is logged while the task's own outcome stands.
 Messages are plain text built here from values, never rendered as templates (an error text with
@@ -35,7 +36,7 @@ from airflow.sdk import BaseNotifier
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from revenue_platform.connections import ALERTS_CONN_ID
-from revenue_platform.errors import ConfigError
+from revenue_platform.errors import ConfigError, PlatformConfigError
 from spark_apps.contract.config import AppConfigError
 
 log = logging.getLogger(__name__)
@@ -393,11 +394,13 @@ PERSON_STARTED_RUN_TYPES = frozenset({"manual"})
 
 
 def refused_request(context: Mapping[str, Any]) -> BaseException | None:
-    """The refusal a person's run failed on (the error), or None: a failure worth an alert."""
+    """The refusal a person's run failed on (the error), or None: a failure worth an alert. The
+    platform's own settings gone wrong (`PlatformConfigError`) are never the person's refusal."""
     error = context.get("exception")
     run_type = getattr(context.get("dag_run"), "run_type", None)
     started_by_a_person = str(getattr(run_type, "value", run_type)) in PERSON_STARTED_RUN_TYPES
-    return error if isinstance(error, REFUSALS) and started_by_a_person else None
+    refused = isinstance(error, REFUSALS) and not isinstance(error, PlatformConfigError)
+    return error if refused and started_by_a_person else None
 
 
 class TaskFailureNotifier(PlatformNotifier):

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from revenue_platform.errors import ConfigError
+from revenue_platform.errors import ConfigError, PlatformConfigError
 
 # Fields of the blue config that a green replay never inherits: identity and lease come from the
 # registry, where to connect from today's kafka_default connection and registry, the starting
@@ -300,14 +300,14 @@ MAX_APPROVERS = 100
 def parse_approvers(text: str | None) -> tuple[str, ...]:
     """The approver group from `APPROVERS_OPTION`'s text (empty: no group, any user who may see the
     run is offered the approval). Each id as the auth manager names its users (the simple auth
-    manager: the user name); ConfigError naming the option for anything else."""
+    manager: the user name); PlatformConfigError naming the option for anything else."""
     option = "[{}] {}".format(*APPROVERS_OPTION)
     ids = [part.strip() for part in (text or "").split(",") if part.strip()]
     if len(ids) > MAX_APPROVERS:
-        raise ConfigError(f"{option}: at most {MAX_APPROVERS} user ids, got {len(ids)}")
+        raise PlatformConfigError(f"{option}: at most {MAX_APPROVERS} user ids, got {len(ids)}")
     for user_id in ids:
         if not _APPROVER_ID.fullmatch(user_id):
-            raise ConfigError(
+            raise PlatformConfigError(
                 f"{option}: {user_id[:40]!r} is not a user id (letters, digits and _.@+-, "
                 "at most 128, starting with a letter or digit)"
             )

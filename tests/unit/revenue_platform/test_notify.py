@@ -241,7 +241,8 @@ def test_a_webhook_that_redirects_is_refused_and_its_headers_stay_home(status: i
 def test_only_a_refusal_in_a_run_a_person_started_goes_without_an_alert() -> None:
     from types import SimpleNamespace
 
-    from revenue_platform.errors import BrokerUnreachableError, ConfigError
+    from revenue_platform.bluegreen.logic import parse_approvers
+    from revenue_platform.errors import BrokerUnreachableError, ConfigError, PlatformConfigError
     from revenue_platform.notify import refused_request
     from spark_apps.contract.config import AppConfigError
 
@@ -255,6 +256,10 @@ def test_only_a_refusal_in_a_run_a_person_started_goes_without_an_alert() -> Non
     # The platform's own config gone wrong in a run nobody typed: an alert.
     for run_type in ("scheduled", "asset_triggered", "backfill"):
         assert refused_request(context(typo, run_type)) is None, run_type
+    # ... and in a run a person typed: a malformed approver group met at a manual replay's switch.
+    with pytest.raises(PlatformConfigError) as malformed:
+        parse_approvers("alice, bob smith")
+    assert refused_request(context(malformed.value, "manual")) is None
     # Anything but a refusal fails a person's run for a reason they cannot fix: an alert.
     assert refused_request(context(BrokerUnreachableError("no broker"), "manual")) is None
     assert refused_request(context(RuntimeError("boom"), "manual")) is None
