@@ -129,15 +129,41 @@ def is_stopped(pid: int) -> bool:
     return _state(pid) in _STOPPED_STATES
 
 
+# A process in the middle of an exec (spark-submit's bash execs spark-class, which execs java) shows
+# an empty /proc/<pid>/cmdline for a moment: its new memory has no arguments yet. Read as "not ours",
+# that moment made a deploy report a healthy driver as "exited at start" (a busy CI machine, 2026-12-02).
+_EXEC_SETTLE_READS = 20
+_EXEC_SETTLE_PAUSE_S = 0.05
+
+
+def runs_command_with(pid: int, fragment: str) -> bool:
+    """True when `pid` is alive and its command line holds `fragment` (the process we started, not
+    another that got its pid). An empty command line of a live process is an exec in progress: read
+    again, for up to a second, before answering."""
+    for _ in range(_EXEC_SETTLE_READS):
+        if not is_alive(pid):
+            return False
+        line = cmdline(pid)
+        if line:
+            return fragment in line
+        time.sleep(_EXEC_SETTLE_PAUSE_S)
+    return False
+
+
+def spawned_and_running(pid: int) -> bool | None:
+    """Whether `pid`, started by this process with `spawn_detached`, still runs (its own exit status
+    says, whatever its command line shows); None when another process started it."""
+    process = _SPAWNED.get(pid)
+    return None if process is None else process.poll() is None
+
+
 def read_live_pid(pid_path: Path, expected_cmdline_fragment: str) -> int | None:
     """The pid in `pid_path` if that process is alive and is the one we started."""
     try:
         pid = int(pid_path.read_text().strip())
     except (OSError, ValueError):
         return None
-    if is_alive(pid) and expected_cmdline_fragment in cmdline(pid):
-        return pid
-    return None
+    return pid if runs_command_with(pid, expected_cmdline_fragment) else None
 
 
 def group_members(group: int) -> list[int]:

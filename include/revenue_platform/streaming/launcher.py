@@ -237,7 +237,10 @@ def local_process_alive(record: DeploymentRecord) -> bool | None:
     if record.driver_host != socket.gethostname():
         return None
     pid = record.driver_pid
-    return processes.is_alive(pid) and record.lease_token in processes.cmdline(pid)
+    # A driver this process launched: its own exit status. Else: alive, and the lease's token on its
+    # command line (not another process that reused the pid).
+    own = processes.spawned_and_running(pid)
+    return own if own is not None else processes.runs_command_with(pid, record.lease_token)
 
 
 def read_driver_status(record: DeploymentRecord) -> dict[str, Any] | None:
