@@ -8,7 +8,7 @@ against the session's migrated metadata DB).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -72,9 +72,11 @@ def _append_gold_file(table: str, rows: list[tuple[Any, ...]]) -> None:
     )
 
 
-def _lake(root: Path) -> DeploymentNames:
+def _lake(root: Path, today: date | None = None) -> DeploymentNames:
     """A registered deployment whose gold holds a closed hour in two files and an open hour in two (one
-    rewritten by three live batches), and whose bronze holds yesterday and today in three small files each."""
+    rewritten by three live batches), and whose bronze holds the day before `today` and `today` in three
+    small files each (`today`: NOW's date, the clock the tests hand maintain_lake)."""
+    today = today or NOW.date()
     DeploymentRegistry(str(root)).register(
         DeploymentRecord(deployment_id="blue", colour="blue"), actor="test"
     )
@@ -85,7 +87,7 @@ def _lake(root: Path) -> DeploymentNames:
     for batch in range(3, 6):  # live batches: each rewrites the open hour's file with new totals
         merge_gold_from_driver(_gold_rows(OPEN_HOUR, 3, batch, batch), names.gold_revenue_table)
     _append_gold_file(names.gold_revenue_table, _gold_rows(OPEN_HOUR + 10 * WINDOW, 2, 6, 1))
-    for day in (NOW.date() - timedelta(days=1), NOW.date()):
+    for day in (today - timedelta(days=1), today):
         for offset in range(3):
             rows = pa.table({"ingest_date": [day], "offset": [offset]}, schema=BRONZE_ARROW)
             write_deltalake(names.bronze_orders_table, rows, mode="append", partition_by=["ingest_date"])
@@ -172,7 +174,9 @@ def test_the_maintain_lake_dag_maintains_every_registered_deployment_and_refuses
     airflow_db: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "lake"
-    names = _lake(root)
+    # The DAG reads the wall clock, not NOW (taken when the module was imported, possibly before a
+    # midnight the run then crosses: CI, 2026-12-03, compacted both fixture days): today, now.
+    names = _lake(root, today=datetime.now(UTC).date())
     monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(root))
     dag = load_dags("maintain_lake")["maintain_lake"]
 
