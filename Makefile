@@ -166,13 +166,17 @@ test-cluster: jvm object-store-jars ## Fault tests on a cluster of its own with 
 soak: jvm $(CLUSTER_LAKE_JARS) ## Not in CI: 1,000,000 orders on the cluster, 20 random driver SIGKILLs + a broker restart; prints lost/doubled cents
 	@$(PYTHON) -m bench.soak $(SOAK_ARGS)
 
-.PHONY: bench bench-quick bench-cluster bench-object-store bench-gold-history
+.PHONY: bench bench-quick bench-cluster bench-object-store bench-gold-history bench-month-two bench-log-length
 bench: jvm ## Benchmark on its own broker (:23092): 2M-order replay vs raw and work-equivalent ceilings, live latency, memory
 	@$(PYTHON) -m bench
 bench-quick: jvm ## The benchmark's small variant (100k orders, live 1k/5k per s; 5-15 min)
 	@$(PYTHON) -m bench --quick
 bench-gold-history: $(INSTALLED) ## One live gold batch after 1, 3 and 30 days of history, hourly layout vs unpartitioned: wall, rows and bytes written (~5 min, no Spark)
 	@$(PYTHON) -m bench.gold_history $(GOLD_HISTORY_ARGS)
+bench-month-two: jvm ## Not in CI: the live app at 5,000/s on a lake seeded with 1 day, then 30 days of history (logs included); per-batch wall, bytes, restart, their ratios (~20 min, ~10 GB)
+	@$(PYTHON) -m bench --quick --phases month_two --rates '' $(MONTH_TWO_ARGS)
+bench-log-length: jvm ## One Delta commit (Spark's append, its history read, delta-rs's open + append) with 0 to 30 days of log entries (~10 min, ~5 GB)
+	@$(PYTHON) -m bench.delta_log_length $(LOG_LENGTH_ARGS)
 bench-object-store: jvm object-store-jars ## Not in CI: replay + live 20,000/s with the lake on local disk, then on an S3 server (:23400); the ratios
 	@$(PYTHON) -m bench --lake both --phases replay,live --no-airflow $(or $(LAKE_BENCH_ARGS),--orders 500000 --rates 20000)
 bench-cluster: jvm ## Not in CI: on a cluster of its own (:23100), replay 1,000,000 orders with 1 worker, then 2; records/s and their ratio

@@ -60,8 +60,8 @@ def argument_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--phases",
-        help=f"comma-separated phases to run, of {', '.join(OPTIONAL_PHASES)} (default: all; the "
-        "broker, production and the raw read always run; history needs replay)",
+        help=f"comma-separated phases to run, of {', '.join(OPTIONAL_PHASES)} (default: all but "
+        "month_two; the broker, production and the raw read always run; history needs replay)",
     )
     parser.add_argument("--window-heavy-orders", type=int, help="orders of the window-heavy replay")
     parser.add_argument(
@@ -88,6 +88,13 @@ def argument_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="an app config override for every app the bench starts (repeatable), e.g. "
         "kafka.max_offsets_per_trigger=100000",
+    )
+    parser.add_argument(
+        "--month-two-days",
+        help="comma-separated days of history the month_two phase seeds, one deployment each (default 1,30)",
+    )
+    parser.add_argument(
+        "--month-two-rate", type=int, help="orders/s of the month_two live runs (default 5000)"
     )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
@@ -123,6 +130,7 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
         settings = replace(settings, dedupe_horizon=args.dedupe_horizon)
     if args.kafka_time:
         settings = replace(settings, kafka_time=args.kafka_time)
+    settings = _with_month_two(settings, args)
     if args.app_set:
         from spark_apps.contract.config import AppConfigError, parse_override
 
@@ -133,6 +141,14 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
         # The value as given: the app reads it as YAML itself.
         values = [item.partition("=")[2] for item in args.app_set]
         settings = replace(settings, app_settings=tuple(zip(keys, values, strict=True)))
+    return settings
+
+
+def _with_month_two(settings: BenchSettings, args: argparse.Namespace) -> BenchSettings:
+    if args.month_two_days:
+        settings = replace(settings, month_two_days=tuple(int(d) for d in args.month_two_days.split(",")))
+    if args.month_two_rate:
+        settings = replace(settings, month_two_rate=args.month_two_rate)
     return settings
 
 

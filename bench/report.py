@@ -215,12 +215,75 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     lines += _gold_cross_check_lines(derived.get("work_ceiling_vs_gold"))
     lines += _history_lines(phases, peaks.get("history") or {})
     lines += _live_lines(live_phases(results))
+    lines += _month_two_lines(month_two_phases(results), peaks)
     lines += _batch_quality_dag_lines(phases)
     lines += _memory_lines(peaks)
     lines += load_lines(phases)
     lines += _target_lines(derived)
     lines += _error_lines(results)
     return "\n".join(lines) + "\n"
+
+
+def month_two_phases(results: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The month-two phases that ran live on their seeded history, by days of history."""
+    found = {}
+    for name, phase in (results.get("phases") or {}).items():
+        if name.startswith("month_two_") and "live" in phase and "seed" in phase:
+            found[int(phase["seed"]["days"])] = phase
+    return dict(sorted(found.items()))
+
+
+def month_two_figures(phase: dict[str, Any], peaks: dict[str, Any]) -> dict[str, Any]:
+    """The figures issue 57 bounds, of one month-two phase: a live batch's wall and bytes written
+    (gold + bronze, medians per commit), the restart's time to ready, the app's peak memory."""
+    gold, bronze = phase.get("gold_commits") or {}, phase.get("bronze_commits") or {}
+    written = [c.get("bytes_per_commit_median") for c in (gold, bronze)]
+    return {
+        "batch_wall_ms": (phase.get("revenue_batches") or {}).get("wall_ms_median"),
+        "bytes_per_batch": None if None in written else sum(int(w) for w in written if w is not None),
+        "restart_ready_s": phase.get("restart_ready_s"),
+        "spark_peak_mib": peaks.get("spark"),
+    }
+
+
+def _month_two_lines(phases: dict[int, dict[str, Any]], peaks: dict[str, Any]) -> list[str]:
+    if not phases:
+        return []
+    lines = [
+        "",
+        "## Month two: a live run on seeded history",
+        "",
+        "| history | log entries per table | batches | batch wall median / p90 (ms) | gold + bronze bytes "
+        "per batch | latency p50 / p99 (s) | restart to ready (s) | spark peak (MiB) | disk after (MiB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    figures = {}
+    for days, phase in phases.items():
+        figures[days] = month_two_figures(phase, peaks.get(f"month_two_{days}d") or {})
+        batches = phase.get("revenue_batches") or {}
+        latency = (phase.get("live") or {}).get("latency") or {}
+        disk = phase.get("disk_after_live") or {}
+        disk_bytes = sum(part.get("bytes", 0) for part in disk.values())
+        lines.append(
+            f"| {days} d | {fmt((phase.get('seed') or {}).get('log_entries_per_table'))} | "
+            f"{fmt(batches.get('batches'))} | {fmt(batches.get('wall_ms_median'))} / "
+            f"{fmt(batches.get('wall_ms_p90'))} | {fmt(figures[days]['bytes_per_batch'])} | "
+            f"{fmt(latency.get('p50_s'), 2)} / {fmt(latency.get('p99_s'), 2)} | "
+            f"{fmt(phase.get('restart_ready_s'), 1)} | {fmt(figures[days]['spark_peak_mib'])} | "
+            f"{fmt(disk_bytes / 2**20, 1)} |"
+        )
+    first_days = next(iter(figures))
+    for days in list(figures)[1:]:
+        parts = [
+            f"{key} {fmt(ratio(figures[days][key], figures[first_days][key]), 2)}x"
+            for key in ("batch_wall_ms", "bytes_per_batch", "restart_ready_s", "spark_peak_mib")
+        ]
+        lines += [
+            "",
+            f"{days} days against {first_days}: {', '.join(parts)} (issue 57's bounds: wall and "
+            "bytes 1.2x, restart 1.5x, memory 1.25x).",
+        ]
+    return lines
 
 
 def machine_lines(machine: dict[str, Any]) -> list[str]:

@@ -58,6 +58,10 @@ class BenchSettings:
     the history as they do through a month of real traffic; with "append" they cannot, since the
     dedupe's Kafka-time watermark trails by the window's watermark delay (30 s) and the whole
     history is stamped within about a minute."""
+    month_two_days: tuple[int, ...] = (1, 30)
+    """The histories the `month_two` phase seeds, one deployment each (bench/phases/month_two.py)."""
+    month_two_rate: int = 5_000
+    """Orders/s of the `month_two` phase's live runs."""
     app_settings: tuple[tuple[str, str], ...] = ()
     """Extra `--set key=value` overrides for every app the bench starts (e.g.
     `kafka.max_offsets_per_trigger`): a setting measured against a run without it."""
@@ -94,13 +98,18 @@ OPTIONAL_PHASES = (
     "dag_parse",
     "live",
     "restart",
+    "month_two",
 )
+# Phases a run includes only when `--phases` names them (minutes of seeding, gigabytes of log files).
+OPT_IN_PHASES = ("month_two",)
 
 
 def selected(settings: BenchSettings, step: str) -> bool:
     """Whether the run includes `step` (a live phase is selected by `live`)."""
     name = "live" if step.startswith("live_") else step
-    return not settings.phases or name in settings.phases
+    if not settings.phases:
+        return name not in OPT_IN_PHASES
+    return name in settings.phases
 
 
 def settings_json(settings: BenchSettings) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from bench.phases.control_plane import phase_dag_parse, phase_quality
 from bench.phases.history import phase_history, phase_restart, phase_window_heavy
 from bench.phases.live import phase_live
+from bench.phases.month_two import phase_month_two
 from bench.phases.replay import (
     phase_ceiling,
     phase_generate,
@@ -78,6 +79,10 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
             *((f"live_{rate}", lambda rate=rate: phase_live(run, rate)) for rate in settings.live_rates),
             # Last: it adds orders to the replay topic.
             ("restart", lambda: phase_restart(run, generated)),
+            *(
+                ("month_two", lambda days=days: phase_month_two(run, days))
+                for days in settings.month_two_days
+            ),
         ]
         for name, step in steps:
             if not selected(settings, name):

@@ -80,56 +80,63 @@ def visible_batches(
 
 
 def phase_live(run: BenchRun, rate: int) -> None:
-    deployment = f"bench-live-{rate}"
-    topic = f"orders_live_{rate}"
+    with run.phase(f"live_{rate}") as record:
+        run_live(run, rate, f"bench-live-{rate}", f"orders_live_{rate}", record, f"live_{rate}")
+
+
+def run_live(
+    run: BenchRun, rate: int, deployment: str, topic: str, record: dict[str, Any], name: str
+) -> Path:
+    """A live run of `deployment` reading `topic` (created here) at `rate` orders/s, its figures added
+    to `record`; returns the driver's run folder (`name` under the run's)."""
     names = DeploymentNames(run.lake_root, deployment)
     trigger_s = run.settings.trigger_interval_s
-    with run.phase(f"live_{rate}") as record:
-        create_run_topics(run, [topic])
-        overrides = app_overrides(run, deployment, topic, "processing_time")
-        process, folder = start_driver(run, f"live_{rate}", overrides)
-        status_file = names.driver_status_file
-        try:
-            record["ready_after_s"] = wait_ready(status_file, process)
-            stamper = datagen.LiveOrderStamper(run.settings.seed, run.settings.stores)
-            warmup_s = run.settings.live_warmup_seconds
-            record["producer"] = datagen.produce_paced(
-                run.bootstrap, topic, rate, warmup_s + run.settings.live_seconds, stamper
-            )
-            record["drained"] = drain(folder, record["producer"]["records"], trigger_s)
-        finally:
-            stop_driver(run, process, status_file)
-        batches = visible_batches(read_events(folder), topic, gold_commit_times_ms(run.lake_root, deployment))
-        appended, firsts = append_times(run.bootstrap, topic)
-        all_pairs, invisible = stats.record_latencies_ms(appended, firsts, batches)
-        pairs = stats.after_warmup(all_pairs, warmup_s)
-        summary = stats.latency_summary([latency / 1000 for _, latency in pairs])
-        first_q, last_q = stats.quarter_medians_s(pairs)
-        verdict = stats.judge_sustained(
-            rate,
-            record["producer"]["achieved_per_s"],
-            invisible,
-            first_q,
-            last_q,
-            trigger_s,
-            record["drained"],
+    create_run_topics(run, [topic])
+    overrides = app_overrides(run, deployment, topic, "processing_time")
+    process, folder = start_driver(run, name, overrides)
+    status_file = names.driver_status_file
+    try:
+        record["ready_after_s"] = wait_ready(status_file, process)
+        stamper = datagen.LiveOrderStamper(run.settings.seed, run.settings.stores)
+        warmup_s = run.settings.live_warmup_seconds
+        record["producer"] = datagen.produce_paced(
+            run.bootstrap, topic, rate, warmup_s + run.settings.live_seconds, stamper
         )
-        record.update(
-            {
-                "target_per_s": rate,
-                "trigger_interval_s": trigger_s,
-                "latency": summary,
-                "warmup_s": warmup_s,
-                "latency_from_cold_start": stats.latency_summary([lat / 1000 for _, lat in all_pairs]),
-                "invisible_records": invisible,
-                "first_quarter_p50_s": first_q,
-                "last_quarter_p50_s": last_q,
-                "sustained": verdict.sustained,
-                "verdict": verdict.reason,
-                "profile_ms": duration_profile(read_events(folder)),
-                "stage_profile": event_log_profile(folder),
-                "batches": len(batches),
-            }
-        )
-        del appended, all_pairs, pairs
-        return_freed_memory()
+        record["drained"] = drain(folder, record["producer"]["records"], trigger_s)
+    finally:
+        stop_driver(run, process, status_file)
+    batches = visible_batches(read_events(folder), topic, gold_commit_times_ms(run.lake_root, deployment))
+    appended, firsts = append_times(run.bootstrap, topic)
+    all_pairs, invisible = stats.record_latencies_ms(appended, firsts, batches)
+    pairs = stats.after_warmup(all_pairs, warmup_s)
+    summary = stats.latency_summary([latency / 1000 for _, latency in pairs])
+    first_q, last_q = stats.quarter_medians_s(pairs)
+    verdict = stats.judge_sustained(
+        rate,
+        record["producer"]["achieved_per_s"],
+        invisible,
+        first_q,
+        last_q,
+        trigger_s,
+        record["drained"],
+    )
+    record.update(
+        {
+            "target_per_s": rate,
+            "trigger_interval_s": trigger_s,
+            "latency": summary,
+            "warmup_s": warmup_s,
+            "latency_from_cold_start": stats.latency_summary([lat / 1000 for _, lat in all_pairs]),
+            "invisible_records": invisible,
+            "first_quarter_p50_s": first_q,
+            "last_quarter_p50_s": last_q,
+            "sustained": verdict.sustained,
+            "verdict": verdict.reason,
+            "profile_ms": duration_profile(read_events(folder)),
+            "stage_profile": event_log_profile(folder),
+            "batches": len(batches),
+        }
+    )
+    del appended, all_pairs, pairs
+    return_freed_memory()
+    return folder

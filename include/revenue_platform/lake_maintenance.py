@@ -173,6 +173,11 @@ def maintain_table(
         # The platform's own bound (MIN_RETENTION, checked on the form); delta-rs would otherwise
         # refuse anything under the table's 7-day default.
         enforce_retention_duration=False,
+        # Every file the snapshot does not reference, by its age: gold's and bronze's tombstones expire
+        # after an hour (`storage.tables.LIVE_TABLE_PROPERTIES`), and the default (lite) VACUUM finds
+        # only files whose tombstone is still in the snapshot: the rest would stay on disk for good.
+        # A tombstone still in the snapshot protects its file until `retention` after its removal.
+        full=True,
     )
     report.files_vacuumed = len(vacuumed)
     if not dry_run:

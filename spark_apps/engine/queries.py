@@ -5,6 +5,7 @@ each micro-batch handled by `one_query.OneQueryBatch` behind the lease fence.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,14 @@ from spark_apps.storage.gold import ensure_gold_table
 from spark_apps.storage.kafka import kafka_admin_config, kafka_cluster_id, read_orders_stream
 from spark_apps.storage.replay_history import read_replay_history_stream
 from spark_apps.storage.stores import StoresTable
-from spark_apps.storage.tables import delta_rs_storage_options
+from spark_apps.storage.tables import (
+    LIVE_TABLE_PROPERTIES,
+    delta_rs_storage_options,
+    ensure_live_table_properties,
+)
 from spark_apps.validation.orders import parse_and_validate_orders
+
+LOG = logging.getLogger("orders_streaming_app.queries")
 
 
 def _trigger(config: StreamingAppConfig) -> dict[str, Any]:
@@ -106,6 +113,11 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
         # Kafka query after a replay's history starts at batch 2^30 and resumes, which reads it.)
         (history or live).bronze.holds_no_batch()
     ensure_gold_table(spark, names.gold_revenue_table)
+    # A table created before the live tables' log retention (`storage.tables.LIVE_TABLE_PROPERTIES`)
+    # gets it now, before any batch of this driver commits.
+    for table in (names.bronze_orders_table, names.gold_revenue_table):
+        if ensure_live_table_properties(table, delta_rs_storage_options(table, spark)):
+            LOG.info("%s: set %s (its log keeps an hour, not 30 days)", table, LIVE_TABLE_PROPERTIES)
 
     def start_one_query() -> StreamingQuery:
         # After a replay's history, a new Kafka query starts from the order ids the history saw within

@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, StructField, StructType
 
-from spark_apps.storage.tables import ensure_delta_table, local_table
+from spark_apps.storage.tables import LIVE_TABLE_PROPERTIES, ensure_delta_table, local_table
 from spark_apps.validation.schemas import BRONZE_ORDER_COLUMNS, BRONZE_SCHEMA, KAFKA_RAW_COLUMNS
 
 
@@ -108,7 +108,7 @@ def ensure_bronze_table(spark: SparkSession, table_path: str) -> bool:
         table_path,
         BRONZE_SCHEMA,
         "ingest_date",
-        properties={"delta.checkpointInterval": str(BRONZE_CHECKPOINT_INTERVAL)},
+        properties={"delta.checkpointInterval": str(BRONZE_CHECKPOINT_INTERVAL), **LIVE_TABLE_PROPERTIES},
     )
     existing = set(DeltaTable.forPath(spark, table_path).toDF().columns)
     if not set(BRONZE_SCHEMA.fieldNames()) <= existing:

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from spark_apps.contract.fencing import GOLD_COMMIT_APP_ID, CommitStamp
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, SPARK_HOUR_PATTERN, window_hour
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
-from spark_apps.storage.tables import ensure_delta_table
+from spark_apps.storage.tables import LIVE_TABLE_PROPERTIES, ensure_delta_table
 from spark_apps.validation.schemas import GOLD_TABLE_SCHEMA
 
 LOG = logging.getLogger("orders_streaming_app.io")
@@ -72,7 +72,9 @@ def retry_concurrent_gold_write(
 def ensure_gold_table(spark: SparkSession, table_path: str) -> None:
     """Create the (empty) gold table once, before the first batch: no existence check per batch.
     Partitioned by the hour of its windows (`contract.gold_layout`); an existing table keeps its layout."""
-    ensure_delta_table(spark, table_path, GOLD_TABLE_SCHEMA, GOLD_HOUR_COLUMN)
+    ensure_delta_table(
+        spark, table_path, GOLD_TABLE_SCHEMA, GOLD_HOUR_COLUMN, properties=LIVE_TABLE_PROPERTIES
+    )
 
 
 def with_window_hour(windows: DataFrame) -> DataFrame:

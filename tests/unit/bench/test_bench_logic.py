@@ -425,6 +425,9 @@ def test_phases_select_what_runs_and_live_selects_every_rate() -> None:
     some = BenchSettings(phases=("replay", "live"))
     assert [selected(some, step) for step in ("replay", "live_5000", "live_50000")] == [True, True, True]
     assert [selected(some, step) for step in ("history", "window_heavy")] == [False, False]
+    # The month-two phase seeds gigabytes of log files: only when asked for.
+    assert not selected(every, "month_two")
+    assert selected(BenchSettings(phases=("month_two",)), "month_two")
 
 
 def test_markdown_reports_the_window_heavy_replay_next_to_the_main_one() -> None:
