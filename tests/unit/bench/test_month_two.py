@@ -50,7 +50,7 @@ def _phase(days: int, wall_ms: int, gold_bytes: int, restart_s: float) -> dict[s
         "live": {"latency": {"p50_s": 2.0, "p99_s": 4.0}},
         "revenue_batches": {"batches": 20, "wall_ms_median": wall_ms, "wall_ms_p90": wall_ms + 100},
         "gold_commits": {"bytes_per_commit_median": gold_bytes},
-        "bronze_commits": {"bytes_per_commit_median": 1_000},
+        "bronze_commits": {"bytes_per_commit_median": 50_000, "rows_per_commit_median": 1_000},
         "restart_ready_s": restart_s,
         "disk_after_live": {"gold": {"bytes": 2**20}, "bronze": {"bytes": 2**20}},
     }
@@ -67,6 +67,13 @@ def test_the_summary_puts_each_history_against_the_first() -> None:
         "memory_peaks_mib": {"month_two_1d": {"spark": 1_000}, "month_two_30d": {"spark": 1_100}},
     }
     text = markdown(results, derive(results))
-    assert "| 30 d | 1,036,800 | 20 | 3,000 / 3,100 | 10,000 | 2.00 / 4.00 | 60.0 | 1,100 | 2.0 |" in text
-    assert "30 days against 1: batch_wall_ms 1.50x, bytes_per_batch 1.00x, restart_ready_s 2.00x" in text
-    assert month_two_figures({}, {})["bytes_per_batch"] is None  # a phase that failed before its commits
+    assert (
+        "| 30 d | 1,036,800 | 20 | 3,000 / 3,100 | 9,000 | 50.0 | 2.00 / 4.00 | 60.0 | 1,100 | 2.0 |" in text
+    )
+    assert (
+        "30 days against 1: batch_wall_ms 1.50x, gold_bytes_per_batch 1.00x, bronze_bytes_per_order 1.00x, "
+        "restart_ready_s 2.00x" in text
+    )
+    figures = month_two_figures({}, {})  # a phase that failed before its commits
+    assert figures["gold_bytes_per_batch"] is None
+    assert figures["bronze_bytes_per_order"] is None
