@@ -23,18 +23,21 @@ IMPORT_CONTRACTS := tests/unit/project/test_import_contracts.py tests/unit/spark
 # does the same for Pythons started outside make, e.g. by Airflow or spark-submit).
 export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
-# `make test` runs the suite on this many pytest-xdist workers (whole modules each; 0 runs it in one
-# process). The 2 cores sit idle half the time of one session's run, waiting on drivers and brokers.
-TEST_WORKERS ?= 2
+# `make test` runs the suite on this many pytest-xdist workers (whole modules each, the longest first:
+# tests/xdist_schedule.py; 0 runs it in one process). The 2 cores sit idle half the time of one
+# session's run and a fifth of two sessions', waiting on drivers and brokers.
+TEST_WORKERS ?= 3
 # Each worker's own broker and object store (see tests/conftest.py: worker N's ports are 1000 * N
 # up, its state in .local/test/gwN), stopped after every run in case pytest itself was killed, also
-# those of a worker that replaced a stalled one (tests/stall_watchdog.py: gw2 and up).
+# those of a worker that replaced a stalled one (tests/stall_watchdog.py: gw3 and up).
 TEST_STATE_ROOT = $${TEST_STATE_DIR:-$(CURDIR)/.local/test}
 TEST_WORKER_STATE = $(TEST_STATE_ROOT)$$( (( worker )) && echo /gw$$worker)
 TEST_KAFKA_ENV := KAFKA_PORT=$$(( $${TEST_KAFKA_PORT:-19092} + 1000 * worker )) KAFKA_CONTROLLER_PORT=$$(( $${TEST_KAFKA_CONTROLLER_PORT:-19093} + 1000 * worker )) KAFKA_DATA_DIR=$(TEST_WORKER_STATE)/kafka
 TEST_OBJECT_STORE_ENV := OBJECT_STORE_PORT=$$(( $${TEST_OBJECT_STORE_PORT:-19400} + 1000 * worker )) OBJECT_STORE_DATA_DIR=$(TEST_WORKER_STATE)/object-store
 # The fault tests' own cluster (see tests/cluster/conftest.py): ports from 19100, state in .local/test/cluster.
 TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$(TEST_STATE_ROOT) CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
+# The same cluster as `make test` starts it, on whichever worker ran the cluster suite.
+TEST_WORKER_CLUSTER_ENV := PLATFORM_STATE_DIR=$(TEST_WORKER_STATE) CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
 
 .PHONY: help
 help: ## List the targets
@@ -142,13 +145,15 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 	@$(PYTHON) -m revenue_platform.bluegreen.release
 
 .PHONY: test
-test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow) on TEST_WORKERS (2) workers
+test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration and e2e against real Kafka/Spark/Airflow, the cluster fault tests) on TEST_WORKERS (3) workers
 	@[[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] || { echo "TEST_WORKERS=$(TEST_WORKERS): give a number of workers (0: the suite in one process, e.g. for --pdb)" >&2; exit 2; }
-	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || status=$$?; \
+	@# -m '' lifts pyproject's default `not cluster`: the cluster suite runs on one of the workers.
+	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile -m '' $(PYTEST_ARGS) || status=$$?; \
 	  for worker in $$( { seq 0 $$(( $(TEST_WORKERS) > 1 ? $(TEST_WORKERS) - 1 : 0 )); \
 	      ls -d $(TEST_STATE_ROOT)/gw* 2>/dev/null | sed 's/.*gw//'; } | sort -un); do \
 	    $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
 	    $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
+	    $(TEST_WORKER_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  done; \
 	  exit $$status
 
@@ -157,7 +162,7 @@ test-fast: $(INSTALLED) promtool ## The inner loop: unit + DAG tests that start 
 	@$(PYTHON) -m pytest --fast -q tests/unit tests/dags $(PYTEST_ARGS)
 
 .PHONY: test-cluster
-test-cluster: jvm object-store-jars ## Fault tests on a cluster of its own with its lake store (broker, worker, driver and object store kills); starts and stops it
+test-cluster: jvm object-store-jars ## Only the fault tests (make test runs them too) on a cluster of its own with its lake store (broker, worker, driver and object store kills); starts and stops it
 	@status=0; $(PYTHON) -m pytest -m cluster tests/cluster $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  exit $$status
@@ -173,7 +178,7 @@ bench-quick: jvm ## The benchmark's small variant (100k orders, live 1k/5k per s
 	@$(PYTHON) -m bench --quick
 bench-gold-history: $(INSTALLED) ## One live gold batch after 1, 3 and 30 days of history, hourly layout vs unpartitioned: wall, rows and bytes written (~5 min, no Spark)
 	@$(PYTHON) -m bench.gold_history $(GOLD_HISTORY_ARGS)
-bench-month-two: jvm ## Not in CI: the live app at 5,000/s on a lake seeded with 1 day, then 30 days of history (logs included); per-batch wall, bytes, restart, their ratios (~20 min, ~10 GB)
+bench-month-two: jvm ## Not in CI: the live app at 5,000/s on a lake seeded with 1 day, then 30 days of history (logs included); per-batch wall, bytes, restart, their ratios (~5 min, ~0.1 GB; MONTH_TWO_ARGS="--live-seconds 120 --warmup-seconds 30" for a steadier one)
 	@$(PYTHON) -m bench --quick --phases month_two --rates '' $(MONTH_TWO_ARGS)
 bench-log-length: jvm ## One Delta commit (Spark's append, its history read, delta-rs's open + append) with 0 to 30 days of log entries (~10 min, ~5 GB)
 	@$(PYTHON) -m bench.delta_log_length $(LOG_LENGTH_ARGS)
