@@ -20,7 +20,7 @@ def shares_parent_memory(member: Any) -> bool:
     (posix_spawn, Java's way to start a process) and not yet exec'd. Its PSS is then the JVM's pages
     again, not a share of them. The Spark driver's JVM spawns such children for each Hadoop shell
     command on a local file system (`chmod`, `readlink`, `bash`); one caught mid-spawn doubled the
-    driver's PSS in a sample (stop 16). Only JVM parents: a fork()ed child (Airflow's workers) has
+    driver's PSS in a sample. Only JVM parents: a fork()ed child (Airflow's workers) has
     its own address space, whose shared pages PSS already splits, even when its sizes match."""
     import psutil
 

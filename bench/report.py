@@ -166,7 +166,7 @@ def fmt(value: Any, digits: int = 0) -> str:
 
 def _history_lines(phases: dict[str, Any], peaks: dict[str, Any]) -> list[str]:
     """How cost grows with history: the replay from bronze and the restart with 1-day windows (compare
-    these rows across runs with different `--orders`; docs/performance.md); and with windows: the
+    these rows across runs with different `--orders`; bench/results/history.md); and with windows: the
     window-heavy replay next to the main one."""
     history, restart = phases.get("history") or {}, phases.get("restart") or {}
     heavy, replay = phases.get("window_heavy") or {}, phases.get("replay") or {}

@@ -56,7 +56,7 @@ CODEGEN_CACHE_ENTRIES = 1000
 # The one-query engine MERGEs a local relation of a few hundred window totals into gold. Delta
 # copies a MERGE source first unless told otherwise, in case reading it twice gives other rows; a
 # local relation cannot, and the copy and the shuffle before the write were a fifth of the MERGE's
-# time for such a source (0.94 -> 0.82 s median, docs/performance.md, stop 18).
+# time for such a source (0.94 -> 0.82 s median; bench/results/history.md, "the one-query engine").
 ONE_QUERY_MERGE_CONF = {
     "spark.databricks.delta.merge.materializeSource": "none",
     "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
@@ -79,8 +79,8 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # ones, plus a few per batch whose code holds the batch's literals (batch ids, the
             # watermark, gold's window range), so the stable ones were evicted and compiled again
             # every batch, and the JIT compiled them again too: 934 compilations in a 75 s live run,
-            # 305 with a 5,000-entry cache (docs/performance.md, stop 16). A static conf: set before
-            # the session.
+            # 305 with a 5,000-entry cache (bench/results/history.md, "live batches, the JIT and Spark's code
+            # cache"). A static conf: set before the session.
             "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         },
     )
@@ -314,7 +314,7 @@ def run(
             # The app owns its session: stop it here, in order, rather than leave it to the JVM's
             # shutdown hooks, which close the RocksDB state stores while their maintenance may still
             # run. That is the suspect of a driver holding 20M order ids dying of std::bad_alloc at
-            # exit after its last batch had committed (docs/performance.md, stop 24).
+            # exit after its last batch had committed (bench/results/history.md, "std::bad_alloc").
             session.stop()
             LOG.info("Spark session stopped")
     loop.raise_outcome(fence)

@@ -258,9 +258,9 @@ class StreamingAppConfig(StrictModel):
     a blue-green replay into a new deployment, which does not inherit it."""
     shuffle_partitions: int = Field(default=2, ge=1, le=MAX_SHUFFLE_PARTITIONS, strict=True)
     """spark.sql.shuffle.partitions, 1..10,000: one partition per core of the local stack
-    (docs/performance.md, stop 16). The stateful operators keep the count recorded in their
-    checkpoint whatever is configured (Spark pins their state store layout); the other shuffles of a
-    batch use this value."""
+    (bench/results/history.md, "live batches, the JIT and Spark's code cache"). The stateful operators keep
+    the count recorded in their checkpoint whatever is configured (Spark pins their state store layout); the
+    other shuffles of a batch use this value."""
     lease_token: str | None = None
     """Fencing token issued by the deployment registry; when set, the app refuses to start unless the
     registry's current token for this deployment is the same (never two drivers per deployment).

@@ -148,9 +148,9 @@ class JsonProgressListener(StreamingQueryListener):
     `on_progress` as a dict.
 
     PySpark's own bridge builds a Python object of every progress: a py4j call per field, per state
-    operator metric and per source, and for each observed metric a lookup of `PythonSQLUtils` through
-    py4j's imported packages (a failing class-loader search over Spark's ~300 jars each). On the
-    listener thread that was 5 % of the driver JVM's CPU in a live run (docs/performance.md, stop 32),
+    operator metric and per source, and for each observed metric a lookup of `PythonSQLUtils` through py4j's
+    imported packages (a failing class-loader search over Spark's ~300 jars each). On the listener thread
+    that was 5 % of the driver JVM's CPU in a live run (bench/results/history.md, "The progress listener"),
     on a 2-core machine the batches share. Here a progress costs one call, `progress().json()`. The
     other events (started, idle, terminated: a few per query) go through PySpark's bridge as before."""
 

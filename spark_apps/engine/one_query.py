@@ -3,16 +3,16 @@ side outputs and gold before the next one starts.
 
 The retired two-query engine (ingest, then revenue streaming from bronze) made a record wait for two
 pipeline stages, each with its own trigger and batch; live latency was about four batch times
-(docs/performance.md, stop 16). Here a record waits for one. Per-order state (which copies are
-repeats, `spark_apps.revenue.dedupe`) lives in Spark's state store, before the batch reaches foreachBatch;
-revenue state (the watermark and the open windows' totals, O(windows)) lives in the driver
-(`spark_apps.revenue.state`). One job validates the batch, dedupes it and counts it on the executors
-(`spark_apps.revenue.counting`: the driver receives the changed windows' totals, never an order; a
-cache keeps the rows for the writes), then three writes run side by side: bronze,
-the Kafka side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred
-window rows is made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's
-filesystem or on the lake's object store (with put-if-absent commits), and by Spark's Delta otherwise
-(~10 small jobs; docs/performance.md, stop 19).
+(bench/results/history.md, "one query per batch, measured as a prototype"). Here a record waits for one.
+Per-order state (which copies are repeats, `spark_apps.revenue.dedupe`) lives in Spark's state store,
+before the batch reaches foreachBatch; revenue state (the watermark and the open windows' totals,
+O(windows)) lives in the driver (`spark_apps.revenue.state`). One job validates the batch, dedupes it and
+counts it on the executors (`spark_apps.revenue.counting`: the driver receives the changed windows'
+totals, never an order; a cache keeps the rows for the writes), then three writes run side by side:
+bronze, the Kafka side outputs, and gold followed by the revenue topic. Gold's MERGE of a few hundred
+window rows is made by the driver itself (delta-rs, ~30 ms) when the table is on this machine's filesystem
+or on the lake's object store (with put-if-absent commits), and by Spark's Delta otherwise (~10 small
+jobs; bench/results/history.md, "Why the gold step fell").
 
 Exactly once, per batch N. Its writes, in any order or overlap:
   - bronze append, once per batch (`storage.bronze.BronzeAppender`: skipped when bronze's commits

@@ -39,9 +39,9 @@ DEFAULT_CONF: Mapping[str, str] = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    # Keeping the state's row count (a progress's `numRowsTotal`, which nothing here reads) makes
-    # RocksDB read every key before it writes it: a second read per order id in the dedupe state,
-    # 15-30 % of a dedupe batch's executor CPU (docs/performance.md, stop 34).
+    # Keeping the state's row count (a progress's `numRowsTotal`, which nothing here reads) makes RocksDB
+    # read every key before it writes it: a second read per order id in the dedupe state, 15-30 % of a
+    # dedupe batch's executor CPU (bench/results/history.md, "the dedupe state's second read per order").
     "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
     # A batch runs when records arrive, never for the watermark alone: the engine's batch commits
     # bronze and gold, and the dedupe state's timers can wait for the next records.
@@ -62,12 +62,13 @@ def loopback_driver_conf(master: str) -> dict[str, str]:
     return {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 
 
-# The streaming app caches each micro-batch once and reads it whole for bronze and the Kafka side
-# outputs. Spark's default cache stores columns: it builds them from the rows and rows from them on
-# every read (and compressed them, at ~2.5 s per 500,000 records: docs/performance.md, stop 15). The
-# batch is cached as Spark's row bytes instead, uncompressed, for a batch that lives a few seconds
+# The streaming app caches each micro-batch once and reads it whole for bronze and the Kafka side outputs.
+# Spark's default cache stores columns: it builds them from the rows and rows from them on every read (and
+# compressed them, at ~2.5 s per 500,000 records: bench/results/history.md, "the rest of the ingest batch").
+# The batch is cached as Spark's row bytes instead, uncompressed, for a batch that lives a few seconds
 # (include/jvm/order-validator, `UnsafeRowBatches`: a copy in, a pointer per row out;
-# docs/performance.md, stop 39). A static setting: it must be set before the session starts.
+# bench/results/history.md, "the batch cache as Spark's row bytes"). A static setting: it must be set before
+# the session starts.
 # (`bench.dedupe_operator` and the tests' session cache the same way.)
 ROW_CACHE_SERIALIZER = "io.github.revenueplatform.cache.UnsafeRowBatches"
 BATCH_CACHE_CONF: Mapping[str, str] = {"spark.sql.cache.serializer": ROW_CACHE_SERIALIZER}
@@ -78,7 +79,7 @@ DELTA_CONF: Mapping[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     # Delta rebuilds a table's snapshot after every commit with this many tasks (default 50). Our
     # tables' logs are small and a micro-batch commits several times: on a few cores, 50 tiny tasks
-    # per rebuild were ~half of each batch (docs/performance.md).
+    # per rebuild were ~half of each batch (bench/results/history.md, "snapshotPartitions").
     "spark.databricks.delta.snapshotPartitions": "2",
 }
 
@@ -154,7 +155,7 @@ def java_feature_version(java: Path) -> int | None:
 # --enable-native-access, that the JDK's own base archive was dumped without), and on JDK 25 it did
 # not help where it counts: live 20,000/s p99 21.4-37.6 s with it (median of four 29.0 s) against
 # 25.3 and 25.8 s without it in the same 20 minutes, although it started ~5 s sooner
-# (docs/performance.md, stop 42).
+# (bench/results/history.md, "both engines on JDK 17 and on JDK 25").
 LAST_JDK_WITH_CLASS_ARCHIVE = 23
 
 
@@ -198,11 +199,11 @@ def driver_class_archive_options(archive: Path | None = None) -> str:
     """JVM options for a driver started on this machine: map the class archive, when there is one
     and the driver's JDK is one it helps (`class_archive_helps`).
 
-    A driver then maps ~16,000 classes of Spark, Delta and the Kafka connector from the archive
-    instead of loading and verifying them from the jars: a trivial Spark + Delta driver starts in
-    ~18 s instead of ~28 s on 2 cores (docs/performance.md). A stale archive (another pyspark or JDK)
-    is refused by the JVM, which then starts as without it and says so; JVM warnings go to stderr, as
-    Spark's own logs do. No archive, no options: a missing file would switch off the JDK's own
+    A driver then maps ~16,000 classes of Spark, Delta and the Kafka connector from the archive instead of
+    loading and verifying them from the jars: a trivial Spark + Delta driver starts in ~18 s instead of ~28
+    s on 2 cores (bench/results/history.md, "the driver's class archive"). A stale archive (another pyspark
+    or JDK) is refused by the JVM, which then starts as without it and says so; JVM warnings go to stderr,
+    as Spark's own logs do. No archive, no options: a missing file would switch off the JDK's own
     archive too.
     """
     path = archive if archive is not None else driver_class_archive()

@@ -7,7 +7,8 @@ reprocess job's own window and sums (`windows.event_window`, `windows.revenue_su
 and the batch job window and sum alike. One aggregation, one shuffle of partial sums: the facts
 (valid, repeats, late, the latest event time a valid order moves the watermark with) are aggregated
 per window beside the sums and added up in the driver (a second aggregate for them, or Spark's
-`observe`, cost a batch of 40,000 orders 30-100 % more, docs/performance.md, stop 25). The driver
+`observe`, cost a batch of 40,000 orders 30-100 % more; bench/results/history.md, "each batch counted on the
+executors"). The driver
 receives one row per window the batch touched, never an order: the cost in the driver is
 O(windows) per batch, whatever the batch's size.
 """
@@ -40,10 +41,11 @@ def watermark_event_us() -> Column:
 # DECIMAL(19, 0) as a widening, so its optimizer does not unwrap the comparison back into a long
 # one with a long literal, as it does for DECIMAL(20, 0). A value below 10^18 stays a long inside
 # Spark's Decimal.
-# Spark writes a long literal into the Java source it generates for a stage, so a watermark that moves
-# every batch made every batch's counting and bronze stages compile anew, and run as fresh classes
-# the JIT had not seen; a decimal literal is passed to the generated class as a reference instead,
-# and the class compiled for the first batch serves every later one (docs/performance.md, stop 33).
+# Spark writes a long literal into the Java source it generates for a stage, so a watermark that moves every
+# batch made every batch's counting and bronze stages compile anew, and run as fresh classes the JIT had not
+# seen; a decimal literal is passed to the generated class as a reference instead, and the class compiled
+# for the first batch serves every later one (bench/results/history.md, "per-batch values out of generated
+# code").
 _MICROS = DecimalType(19, 0)
 
 

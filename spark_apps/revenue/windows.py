@@ -38,7 +38,7 @@ def revenue_sums(counted: Column | None = None) -> list[Column]:
     the batch on every restart): each amount's cents are split into their high and low 32 bits and
     each half is summed as a long (within range up to 2^31 orders per window). A DECIMAL(38,2) sum
     runs on Java BigDecimals per row: the split made a 500,000-order batch's counting about twice
-    as fast (docs/performance.md, stop 25)."""
+    as fast (bench/results/history.md, "each batch counted on the executors")."""
     cents = (F.col("final_amount") * F.lit(100)).cast("long")  # exact: DECIMAL(18,2) in cents fits a long
     high, low = F.shiftright(cents, 32), cents.bitwiseAND(F.lit(_LOW_32_BITS))
     if counted is None:

@@ -72,10 +72,10 @@ def _batch_id_column(spark: SparkSession, batch_id: int | None) -> Column:
 
     A long literal is part of the generated Java source, so a batch id that changes every batch made
     the bronze write compile its stage anew each batch and run it as a class the JIT had not seen.
-    Here it is a scalar subquery of a one-row local table (no Spark job) holding a DECIMAL: its
-    value reaches the generated code as a reference, and the class compiled for the first batch
-    serves every later one (docs/performance.md, stop 33; `revenue.counting.at_or_before` is the
-    same for the watermark)."""
+    Here it is a scalar subquery of a one-row local table (no Spark job) holding a DECIMAL: its value
+    reaches the generated code as a reference, and the class compiled for the first batch serves every later
+    one (bench/results/history.md, "per-batch values out of generated code"; `revenue.counting.at_or_before`
+    is the same for the watermark)."""
     if batch_id is None:
         return F.lit(None).cast("long")
     one = local_table(spark, [(Decimal(batch_id),)], _BATCH_ID_ROW)
@@ -87,12 +87,12 @@ _BATCH_ID_ROW = StructType([StructField("batch_id", DecimalType(20, 0), False)])
 
 _POSITION = ("topic", "partition", "offset")
 
-# Commits between two checkpoints of a new bronze table (Delta's default is 10). A checkpoint is
-# written by the append that reaches it, inside a live batch: it rebuilds the table's state and
-# writes every file's entry, ~5 s at 5,000 orders/s after ten batches, and more as bronze grows
-# (docs/performance.md, stop 32). One in 100 batches keeps it out of all but the slowest percent of
-# batches; a reader (a restart, the reprocess job) then replays at most 99 small commits after it.
-# A table created before keeps its interval.
+# Commits between two checkpoints of a new bronze table (Delta's default is 10). A checkpoint is written by
+# the append that reaches it, inside a live batch: it rebuilds the table's state and writes every file's
+# entry, ~5 s at 5,000 orders/s after ten batches, and more as bronze grows (bench/results/history.md,
+# "bronze's append without Delta's idempotent-append lookup"). One in 100 batches keeps it out of all but
+# the slowest percent of batches; a reader (a restart, the reprocess job) then replays at most 99 small
+# commits after it. A table created before keeps its interval.
 BRONZE_CHECKPOINT_INTERVAL = 100
 
 
@@ -125,13 +125,13 @@ def ensure_bronze_table(spark: SparkSession, table_path: str) -> bool:
 class BronzeAppender:
     """Appends each micro-batch to one bronze table once, even when a batch is run again.
 
-    Once-only was Delta's txnAppId/txnVersion until stop 32. Delta 4.4 answers that lookup only
-    after rebuilding the table's whole snapshot state (three Spark jobs per append, their cost
-    growing with bronze's file count): a 30,000-row append took 1.6-2.0 s warm that way against
-    0.5-0.9 s plain, and a live 5,000/s batch's bronze step ~2.5 s against ~1.2 s
-    (docs/performance.md, stop 32). Here the appender knows which batch bronze holds
-    last: the one it appended itself; after a start or a failed batch (`forget`) it reads the
-    newest batch id recorded by bronze's latest commits, once, and skips every batch up to it. That
+    Once-only was Delta's txnAppId/txnVersion before. Delta 4.4 answers that lookup only
+    after rebuilding the table's whole snapshot state (three Spark jobs per append, their cost growing with
+    bronze's file count): a 30,000-row append took 1.6-2.0 s warm that way against 0.5-0.9 s plain, and a
+    live 5,000/s batch's bronze step ~2.5 s against ~1.2 s (bench/results/history.md, "bronze's append
+    without Delta's idempotent-append lookup"). Here the appender knows which batch bronze holds last: the
+    one it appended itself; after a start or a failed batch (`forget`) it reads the newest batch id recorded
+    by bronze's latest commits, once, and skips every batch up to it. That
     read is a Spark job (Delta's history, ~0.5 s cold): a restart's resume makes it for both
     (`recorded_before`), and a driver that has just created bronze makes none (`holds_no_batch`).
 

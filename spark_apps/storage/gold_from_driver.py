@@ -63,11 +63,11 @@ def merge_gold_from_driver(
 ) -> None:
     """`merge_gold` for a few hundred rows the driver holds, without Spark: delta-rs, in process.
 
-    The same upsert on the gold key, with the same result, in ~30 ms instead of Spark's ~10 small
-    jobs (0.8 s on a quiet machine, 2-3 s beside a live batch's other writes; docs/performance.md,
-    stop 19). The commit is an ordinary Delta commit: Spark's readers and writers (reprocessing,
-    repairs) see it, and a commit that conflicts with theirs is retried like Spark's. `rows` are in
-    GOLD_SCHEMA's column order, timestamps as aware UTC datetimes, money as Decimal.
+    The same upsert on the gold key, with the same result, in ~30 ms instead of Spark's ~10 small jobs
+    (0.8 s on a quiet machine, 2-3 s beside a live batch's other writes; bench/results/history.md, "Why
+    the gold step fell"). The commit is an ordinary Delta commit: Spark's readers and writers
+    (reprocessing, repairs) see it, and a commit that conflicts with theirs is retried like Spark's.
+    `rows` are in GOLD_SCHEMA's column order, timestamps as aware UTC datetimes, money as Decimal.
 
     With a `stamp`, the commit records the driver's lease epoch, and a table whose snapshot already
     records a newer one refuses it with LeaseRejectedError (`fencing.CommitStamp`). A table on the

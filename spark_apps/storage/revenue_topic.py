@@ -56,7 +56,7 @@ def revenue_record(row: Sequence[Any]) -> tuple[bytes, bytes]:
     A batch's windows are written one record each, so this is per-window work: 65 us a row when it
     was built with `json.dumps` per field and `strftime` (6.5 s for a window-heavy batch's 99,000
     windows), 9 us with the field names' JSON made once, json's C string encoder, and each window
-    bound formatted once (docs/performance.md, stop 35)."""
+    bound formatted once (bench/results/history.md, "per-window work in the gold step")."""
     if len(row) != len(GOLD_COLUMNS):
         raise ValueError(f"a gold row has {len(GOLD_COLUMNS)} fields, got {len(row)}")
     value = ",".join([name + _json_value(field) for name, field in zip(_JSON_NAMES, row, strict=True)])

@@ -326,7 +326,7 @@ def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothin
         (checkpoint / "commits").mkdir(parents=True)
         (checkpoint / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}\n')
         if state_variable:
-            # What Spark 4.2 wrote for the operator of stop 22 (operator metadata, format v2).
+            # What Spark 4.2 wrote for the first state-store operator (operator metadata, format v2).
             variables = [
                 {"stateName": "$eventTimers_keyToTimestamp", "stateVariableType": "TimerState"},
                 {"stateName": state_variable, "stateVariableType": "ValueState", "ttlEnabled": False},

@@ -1,5 +1,5 @@
 """A progress event reaches the app's listener as Spark's JSON, in one call into the JVM, without
-PySpark's field-by-field conversion (docs/performance.md, stop 32)."""
+PySpark's field-by-field conversion (bench/results/history.md, "The progress listener")."""
 
 from __future__ import annotations
 

@@ -29,9 +29,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Why: the dedupe operator ({@link OrderRepeats}) is a typed {@code transformWithState}, so Spark
  * turns every input row into a Java {@code Row} and every output row back into Spark's bytes. It
  * reads five columns; the others (line items as an array of structs of decimals, above all) only
- * pass through, and converting them both ways was ~40 % of the operator's time (docs/performance.md,
- * stop 23; packed, its update time fell by ~20 %, stop 40). Packed
- * into one binary column before the operator and unpacked after it, they cross as one byte array
+ * pass through, and converting them both ways was ~40 % of the operator's time
+ * (bench/results/history.md, "the dedupe state by bucket of order ids"; packed, its update time fell
+ * by ~20 %: "the dedupe operator carries what it does not read as packed row bytes"). Packed into
+ * one binary column before the operator and unpacked after it, they cross as one byte array
  * each way: a copy, not a conversion per field. {@code pack(struct)} and {@code unpack(binary,
  * schema)} of the same schema give back the struct's values exactly (the bytes are the values).
  */
