@@ -13,13 +13,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
+from revenue_platform.bluegreen.request import RollbackRequest
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import MAX_REASON
+from revenue_platform.forms import params_from_model
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(
@@ -31,37 +31,22 @@ from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
     default_args=platform_default_args(
         timedelta(seconds=10), non_retryable=(ConfigError, DeploymentNotFoundError, RegistryConflictError)
     ),
-    params={
-        "target_deployment_id": Param(
-            None,
-            type=["null", "string"],
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment to make live; empty = the previous live one from the audit trail.",
-        ),
-        "reason": Param(
-            "rollback",
-            type="string",
-            minLength=1,
-            maxLength=MAX_REASON,
-            description=f"Why (recorded in the audit trail; at most {MAX_REASON} characters).",
-        ),
-    },
+    params=params_from_model(RollbackRequest),
 )
 def rollback_live_deployment() -> None:
     @task(multiple_outputs=False)
     def rollback() -> dict[str, Any]:
         from revenue_platform.bluegreen.replay import rollback as roll_back
-        from revenue_platform.forms import validate_rollback_form
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        target, reason = validate_rollback_form(context["params"])
+        request = RollbackRequest.from_params(context["params"])
         return roll_back(
             DeploymentRegistry(),
-            target,
-            reason,
+            request.target_deployment_id,
+            request.reason,
             actor_from_context(context),
         )
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import MAX_STOP_TIMEOUT_S, MIN_STOP_TIMEOUT_S
+from revenue_platform.forms import params_from_model
 from revenue_platform.registry import DeploymentNotFoundError
+from revenue_platform.streaming.request import StopRequest
 from revenue_platform.streaming.stop import StopError
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(
@@ -36,37 +36,22 @@ from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
             StopError,
         ),
     ),
-    params={
-        "deployment_id": Param(
-            "blue",
-            type="string",
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment whose streaming app is stopped (its registry record is kept).",
-        ),
-        "timeout_s": Param(
-            60,
-            type="integer",
-            minimum=MIN_STOP_TIMEOUT_S,
-            maximum=MAX_STOP_TIMEOUT_S,
-            description="Graceful-stop budget before the driver is killed (seconds).",
-        ),
-    },
+    params=params_from_model(StopRequest),
 )
 def stop_streaming_app() -> None:
     @task(multiple_outputs=False)
     def stop() -> dict[str, Any]:
-        from revenue_platform.forms import validate_stop_form
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.stop import stop_deployment
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        deployment_id, timeout_s = validate_stop_form(context["params"])
+        request = StopRequest.from_params(context["params"])
         return stop_deployment(
             DeploymentRegistry(),
-            deployment_id,
-            timeout_s,
+            request.deployment_id,
+            float(request.timeout_s),
             actor=actor_from_context(context),
             reason="stop_streaming_app",
         )

@@ -6,10 +6,13 @@ form never saw, and JSON schema cannot express every rule (a quality interval's 
 inside the platform's lake). So each DAG's first task calls its form's `validate_*` here, after
 `refuse_unknown_conf`, before anything is registered, launched or written; a bad value is a
 ConfigError naming the field. The numbers are the DAGs' Params' too (they import them from here), and
-docs/security.md ("Input surfaces") lists them. Forms with a request model elsewhere: deploy
-(`streaming.deploy.DeployRequest`), blue-green replay (`bluegreen.request.ReplayRequest`, a pydantic
-model: `params_from_model` builds its DAG's Params, `validated` checks a request), publish
-(`bluegreen.release.publish`) and reprocess (`reprocessing.plan_reprocessing`).
+docs/security.md ("Input surfaces") lists them. The house pattern is a typed request model beside its
+feature, a pydantic model built from the shared field types below (`FORM_MODEL_CONFIG`,
+`DeploymentId`, `AuditText`): `params_from_model` builds its DAG's Params, `validated` checks a
+request. Forms with one: blue-green replay (`bluegreen.request.ReplayRequest`), rollback
+(`bluegreen.request.RollbackRequest`), stop (`streaming.request.StopRequest`). Forms with checks of
+their own: deploy (`streaming.deploy.DeployRequest`), publish (`bluegreen.release.publish`),
+reprocess (`reprocessing.plan_reprocessing`), and supervise, maintenance, provision and quality here.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_jsonable_python
 
 from revenue_platform.errors import ConfigError
+from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deployment_id
 
 if TYPE_CHECKING:
     from revenue_platform.lake_maintenance import MaintenancePolicy
@@ -54,6 +58,41 @@ MAX_DATETIME_TEXT: Final = 40
 _TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Audit text: printable, tabs and newlines allowed, no other control characters.
 _TEXT: Final = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f]*")
+
+
+# --- the fields request models share (one rule, one message, wherever a form has the field) -------
+
+FORM_MODEL_CONFIG: Final = ConfigDict(
+    # Strict: "5" is not a number and 1 is not true. Extra keys are ignored: `refuse_unknown_conf`
+    # already refused a run's unknown conf keys, and `dag.test()` keeps earlier runs' keys in params.
+    strict=True,
+    frozen=True,
+    extra="ignore",
+    validate_default=True,  # the defaults as the checked types (900 seconds -> 900.0)
+    use_attribute_docstrings=True,  # a field's docstring is its description on the form
+    # The forms' patterns refuse a trailing newline with a look-ahead (`$(?!\n)`), as JSON schema
+    # searches; Rust's regex engine has no look-ahead.
+    regex_engine="python-re",
+)
+
+# The form's pattern for the JSON schema, the friendlier rule of spark_apps/contract/naming.py for the model.
+DeploymentId = Annotated[
+    str,
+    AfterValidator(validate_deployment_id),
+    WithJsonSchema({"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern}),
+]
+
+
+def _without_control_characters(value: str) -> str:
+    if not _TEXT.fullmatch(value):
+        raise ValueError("must be text without control characters (tabs and newlines are allowed)")
+    return value
+
+
+# Audit text: 1..MAX_REASON characters without control characters (tabs and newlines allowed).
+AuditText = Annotated[
+    str, Field(min_length=1, max_length=MAX_REASON), AfterValidator(_without_control_characters)
+]
 
 
 def bounded_param(
@@ -132,8 +171,6 @@ def _readable(number: float) -> str:
 def deployment_id(value: Any, field: str, *, optional: bool = False) -> str | None:
     """A deployment id (spark_apps.contract.naming.DEPLOYMENT_ID_PATTERN, full string); None if optional
     and empty."""
-    from spark_apps.contract.naming import validate_deployment_id
-
     if optional and value in (None, ""):
         return None
     try:
@@ -175,21 +212,6 @@ def topic_name(value: Any, field: str) -> str:
             f"{field}: {str(value)[:80]!r} is not a Kafka topic name (1-249 letters, digits, '.', '_', '-')"
         )
     return value
-
-
-def validate_stop_form(params: Mapping[str, Any]) -> tuple[str, float]:
-    """stop_streaming_app: (deployment id, graceful-stop timeout in seconds)."""
-    target = deployment_id(params.get("deployment_id"), "deployment_id")
-    assert target is not None
-    return target, float(
-        number(params.get("timeout_s"), "timeout_s", MIN_STOP_TIMEOUT_S, MAX_STOP_TIMEOUT_S, whole=True)
-    )
-
-
-def validate_rollback_form(params: Mapping[str, Any]) -> tuple[str | None, str]:
-    """rollback_live_deployment: (target deployment or None = the previous live one, reason)."""
-    target = deployment_id(params.get("target_deployment_id"), "target_deployment_id", optional=True)
-    return target, text(params.get("reason"), "reason", minimum=1)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     WithJsonSchema,
@@ -28,10 +26,9 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from revenue_platform.bluegreen.triggers import VERSION_PATTERN, Mode, TriggerKind
-from revenue_platform.forms import validated
+from revenue_platform.forms import FORM_MODEL_CONFIG, MAX_REASON, AuditText, DeploymentId, validated
 from revenue_platform.quality.config import THRESHOLD_FIELDS, validate_thresholds
 from spark_apps.contract.config import MAX_OVERRIDES
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deployment_id
 
 ReplaySource = Literal["kafka_earliest", "bronze"]
 
@@ -44,30 +41,13 @@ GREEN_REQUIRED: Final = (
 # would also read '1e400', 'NaN' and any script's digits).
 AMOUNT: Final = r"[0-9]{1,16}(?:\.[0-9]{1,2})?"
 
-# The form's pattern for the JSON schema, the friendlier rule of spark_apps/contract/naming.py for the model.
-DeploymentId = Annotated[
-    str,
-    AfterValidator(validate_deployment_id),
-    WithJsonSchema({"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern}),
-]
 Amount = Annotated[Decimal, WithJsonSchema({"type": "string", "pattern": rf"^{AMOUNT}$(?!\n)"})]
 
 
 class ReplayRequest(BaseModel):
     """The blue_green_replay trigger form, validated (the `validate_request` XCom is `to_dict()`)."""
 
-    # Strict: "5" is not a number and 1 is not true. Extra keys are ignored here: `refuse_unknown_conf`
-    # already refused a run's unknown conf keys, and `dag.test()` keeps earlier runs' keys in params.
-    model_config = ConfigDict(
-        strict=True,
-        frozen=True,
-        extra="ignore",
-        validate_default=True,  # the defaults as the checked types (900 seconds -> 900.0)
-        use_attribute_docstrings=True,
-        # The form's patterns refuse a trailing newline with a look-ahead (`$(?!\n)`), as JSON schema
-        # searches; Rust's regex engine has no look-ahead.
-        regex_engine="python-re",
-    )
+    model_config = FORM_MODEL_CONFIG
 
     green_deployment_id: DeploymentId | None = None
     """A NEW deployment id; empty = green-<version>-<UTC time of the run>, fresh for every run (release
@@ -176,3 +156,20 @@ class ReplayRequest(BaseModel):
                 f"green_deployment_id {self.green_deployment_id!r} must differ from the blue deployment"
             )
         return self
+
+
+class RollbackRequest(BaseModel):
+    """The rollback_live_deployment trigger form, validated."""
+
+    model_config = FORM_MODEL_CONFIG
+
+    target_deployment_id: DeploymentId | None = None
+    """Deployment to make live; empty = the previous live one from the audit trail."""
+    reason: AuditText = Field(
+        "rollback", description=f"Why (recorded in the audit trail; at most {MAX_REASON} characters)."
+    )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> RollbackRequest:
+        """The request in a run's params; ConfigError names each bad field."""
+        return validated(cls, params)

@@ -243,9 +243,9 @@ def _quality(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _rollback(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.forms import validate_rollback_form
+    from revenue_platform.bluegreen.request import RollbackRequest
 
-    return validate_rollback_form(params)
+    return RollbackRequest.from_params(params)
 
 
 def _maintain(params: dict[str, Any], lake: Path) -> Any:
@@ -255,9 +255,9 @@ def _maintain(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _stop(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.forms import validate_stop_form
+    from revenue_platform.streaming.request import StopRequest
 
-    return validate_stop_form(params)
+    return StopRequest.from_params(params)
 
 
 def _supervise(params: dict[str, Any], lake: Path) -> Any:
