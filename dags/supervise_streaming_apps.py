@@ -15,15 +15,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import MAX_LIST_ITEMS, SUPERVISE_BOUNDS, bounded_param
+from revenue_platform.forms import params_from_model
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
+from revenue_platform.streaming.request import SuperviseRequest
 from revenue_platform.streaming.supervisor import GaveUpError
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
 
 
 @dag(
@@ -46,43 +46,11 @@ from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
         ),
         "execution_timeout": timedelta(minutes=25),
     },
-    params={
-        "deployment_ids": Param(
-            [],
-            type="array",
-            items={"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern},
-            maxItems=MAX_LIST_ITEMS,
-            description="Only these deployments; empty = all.",
-        ),
-        "max_restarts": bounded_param(
-            SUPERVISE_BOUNDS, "max_restarts", 3, "integer", "Restarts allowed within the window."
-        ),
-        "window_minutes": bounded_param(
-            SUPERVISE_BOUNDS, "window_minutes", 10, "number", "Restart budget window (minutes)."
-        ),
-        "backoff_base_s": bounded_param(
-            SUPERVISE_BOUNDS,
-            "backoff_base_s",
-            30,
-            "number",
-            "Back-off after a restart; doubles per further restart.",
-        ),
-        "heartbeat_stale_s": bounded_param(
-            SUPERVISE_BOUNDS,
-            "heartbeat_stale_s",
-            60,
-            "number",
-            "A driver heartbeat older than this means dead.",
-        ),
-        "start_timeout_s": bounded_param(
-            SUPERVISE_BOUNDS, "start_timeout_s", 180, "integer", "Wait for a restarted driver."
-        ),
-    },
+    params=params_from_model(SuperviseRequest),
 )
 def supervise_streaming_apps() -> None:
     @task(multiple_outputs=False)
     def supervise() -> dict[str, Any]:
-        from revenue_platform.forms import validate_supervise_form
         from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
@@ -92,7 +60,7 @@ def supervise_streaming_apps() -> None:
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        form = validate_supervise_form(context["params"])
+        form = SuperviseRequest.from_params(context["params"])
         policy = RestartPolicy(
             max_restarts=form.max_restarts,
             window_s=form.window_s,

@@ -10,9 +10,9 @@ docs/security.md ("Input surfaces") lists them. The house pattern is a typed req
 feature, a pydantic model built from the shared field types below (`FORM_MODEL_CONFIG`,
 `DeploymentId`, `AuditText`): `params_from_model` builds its DAG's Params, `validated` checks a
 request. Forms with one: blue-green replay (`bluegreen.request.ReplayRequest`), rollback
-(`bluegreen.request.RollbackRequest`), stop (`streaming.request.StopRequest`). Forms with checks of
+(`bluegreen.request.RollbackRequest`), stop and supervise (`streaming.request`). Forms with checks of
 their own: deploy (`streaming.deploy.DeployRequest`), publish (`bluegreen.release.publish`),
-reprocess (`reprocessing.plan_reprocessing`), and supervise, maintenance, provision and quality here.
+reprocess (`reprocessing.plan_reprocessing`), and maintenance, provision and quality here.
 """
 
 from __future__ import annotations
@@ -41,14 +41,6 @@ MAX_REASON: Final = 500
 # A driver's graceful stop before it is killed.
 MIN_STOP_TIMEOUT_S: Final = 1
 MAX_STOP_TIMEOUT_S: Final = 3600
-# The supervisor's restart policy.
-SUPERVISE_BOUNDS: Final[dict[str, tuple[float, float]]] = {
-    "max_restarts": (0, 100),
-    "window_minutes": (1, 1440),
-    "backoff_base_s": (0, 3600),
-    "heartbeat_stale_s": (10, 3600),
-    "start_timeout_s": (10, 3600),
-}
 # A quality run loads its interval's bronze (plus the lookback) into the worker's memory: one day at
 # most per run; longer checks are several runs (a backfill of the hourly schedule).
 MAX_QUALITY_SPAN: Final = timedelta(days=1)
@@ -93,23 +85,6 @@ def _without_control_characters(value: str) -> str:
 AuditText = Annotated[
     str, Field(min_length=1, max_length=MAX_REASON), AfterValidator(_without_control_characters)
 ]
-
-
-def bounded_param(
-    bounds: Mapping[str, tuple[float, float]], name: str, default: float, kind: str, description: str
-) -> Any:
-    """A numeric DAG `Param` with the bounds its form's validation checks (`bounds[name]`), stated in
-    its description; the form and the validation read the same numbers."""
-    from airflow.sdk import Param
-
-    minimum, maximum = bounds[name]
-    return Param(
-        default,
-        type=kind,
-        minimum=minimum,
-        maximum=maximum,
-        description=f"{description} {_readable(minimum)}..{_readable(maximum)}.",
-    )
 
 
 def params_from_model(model: type[BaseModel]) -> dict[str, Any]:
@@ -212,35 +187,6 @@ def topic_name(value: Any, field: str) -> str:
             f"{field}: {str(value)[:80]!r} is not a Kafka topic name (1-249 letters, digits, '.', '_', '-')"
         )
     return value
-
-
-@dataclass(frozen=True)
-class SuperviseForm:
-    deployment_ids: list[str]
-    max_restarts: int
-    window_s: float
-    backoff_base_s: float
-    heartbeat_stale_s: float
-    start_timeout_s: float
-
-
-def validate_supervise_form(params: Mapping[str, Any]) -> SuperviseForm:
-    """supervise_streaming_apps: the deployments to look at and the restart policy, bounded."""
-
-    def bounded(name: str, whole: bool = False) -> float:
-        return number(params.get(name), name, *SUPERVISE_BOUNDS[name], whole=whole)
-
-    ids = name_list(
-        params.get("deployment_ids"), "deployment_ids", lambda item, field: deployment_id(item, field)
-    )
-    return SuperviseForm(
-        deployment_ids=ids,
-        max_restarts=int(bounded("max_restarts", whole=True)),
-        window_s=float(bounded("window_minutes")) * 60,
-        backoff_base_s=float(bounded("backoff_base_s")),
-        heartbeat_stale_s=float(bounded("heartbeat_stale_s")),
-        start_timeout_s=float(bounded("start_timeout_s", whole=True)),
-    )
 
 
 @dataclass(frozen=True)

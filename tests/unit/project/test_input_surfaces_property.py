@@ -261,9 +261,9 @@ def _stop(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _supervise(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.forms import validate_supervise_form
+    from revenue_platform.streaming.request import SuperviseRequest
 
-    return validate_supervise_form(params)
+    return SuperviseRequest.from_params(params)
 
 
 DEPLOYMENT = identifier("green")
