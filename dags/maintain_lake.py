@@ -15,27 +15,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.lake_maintenance import MAX_RETENTION, MIN_RETENTION, MaintenancePolicy
+from revenue_platform.forms import params_from_model
+from revenue_platform.lake_maintenance import MaintenanceRequest
 from revenue_platform.registry import DeploymentNotFoundError
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
-
-_DEFAULTS = MaintenancePolicy()
-_HOUR = timedelta(hours=1)
-
-
-def _retention_param(default: timedelta, description: str) -> Param:
-    """A retention field in whole hours, within the bounds `MaintenancePolicy.from_form` checks."""
-    return Param(
-        default // _HOUR,
-        type="integer",
-        minimum=MIN_RETENTION // _HOUR,
-        maximum=MAX_RETENTION // _HOUR,
-        description=description,
-    )
 
 
 @dag(
@@ -48,31 +34,11 @@ def _retention_param(default: timedelta, description: str) -> Param:
     default_args=platform_default_args(
         timedelta(minutes=5), non_retryable=(ConfigError, DeploymentNotFoundError)
     ),
-    params={
-        "deployment_id": Param(
-            None,
-            type=["null", "string"],
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Maintain this deployment's gold and bronze only; empty = every registered "
-            "deployment.",
-        ),
-        "gold_retention_hours": _retention_param(
-            _DEFAULTS.gold_retention,
-            "Gold keeps files its snapshot stopped referencing for this many hours (time travel this far "
-            "back; readers of gold hold a snapshot for minutes).",
-        ),
-        "bronze_retention_hours": _retention_param(
-            _DEFAULTS.bronze_retention,
-            "The same for bronze, the registry and quality results (an audit can time-travel bronze this "
-            "far back).",
-        ),
-        "dry_run": Param(False, type="boolean", description="Measure and list; compact and delete nothing."),
-    },
+    params=params_from_model(MaintenanceRequest),
 )
 def maintain_lake() -> None:
     @task(multiple_outputs=False)
     def maintain() -> list[dict[str, Any]]:
-        from revenue_platform.forms import validate_maintenance_form
         from revenue_platform.lake_maintenance import maintain_lake as maintain_tables
         from revenue_platform.lake_maintenance import reports_as_dicts
         from revenue_platform.paths import lake_root
@@ -81,7 +47,7 @@ def maintain_lake() -> None:
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        form = validate_maintenance_form(context["params"])
+        form = MaintenanceRequest.from_params(context["params"])
         registry = DeploymentRegistry()
         if form.deployment_id is not None:
             deployments = [registry.get(form.deployment_id).deployment_id]

@@ -12,25 +12,21 @@ the spec format, environments and params.
 from __future__ import annotations
 
 import logging
-import os
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.connections import KAFKA_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
-from revenue_platform.forms import MAX_LIST_ITEMS
+from revenue_platform.forms import params_from_model
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
+from revenue_platform.topics.request import ProvisionRequest
 
 log = logging.getLogger(__name__)
-
-ENVIRONMENTS = ["local", "cluster"]
-# Kafka topic names (the spec then checks they are declared).
-_TOPIC_ITEM = {"type": "string", "pattern": r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$(?!\n)"}
 
 # Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not
 # answer through the library's own bounded retries (start it, fix the connection, then re-run).
@@ -53,51 +49,21 @@ _TOPIC_ITEM = {"type": "string", "pattern": r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$(
             BrokerUnreachableError,
         ),
     ),
-    params={
-        # Off by default: the DAG is triggered on purpose to converge the cluster, and refusals
-        # already stop every destructive change; dry_run is for previewing a spec change.
-        "dry_run": Param(
-            False,
-            type="boolean",
-            description="Only log the plan; change nothing.",
-        ),
-        "topics": Param(
-            [],
-            type="array",
-            items=_TOPIC_ITEM,
-            maxItems=MAX_LIST_ITEMS,
-            description="Topic names to provision; empty means every topic in the spec.",
-        ),
-        "environment": Param(
-            os.environ.get("PLATFORM_ENV", "local"),
-            type="string",
-            enum=ENVIRONMENTS,
-            description="Spec environment whose overrides (replication factor, min.insync.replicas) apply.",
-        ),
-        "allow_destructive": Param(
-            [],
-            type="array",
-            items=_TOPIC_ITEM,
-            maxItems=MAX_LIST_ITEMS,
-            description="Topics whose refused changes may proceed (compaction removal is applied; "
-            "impossible changes are skipped).",
-        ),
-    },
+    params=params_from_model(ProvisionRequest),
 )
 def provision_topics() -> None:
     @task(multiple_outputs=False)
     def load_spec() -> dict[str, Any]:
-        from revenue_platform.forms import validate_provision_form
         from revenue_platform.topics.provision import load_spec_step
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         refuse_unknown_conf(context)
-        form = validate_provision_form(context["params"], ENVIRONMENTS)
+        request = ProvisionRequest.from_params(context["params"])
         return load_spec_step(
-            environment=form["environment"],
-            topics=form["topics"],
-            allow_destructive=form["allow_destructive"],
+            environment=request.environment,
+            topics=request.topics,
+            allow_destructive=request.allow_destructive,
         )
 
     @task(multiple_outputs=False)

@@ -1,36 +1,35 @@
-"""The trigger forms of the DAGs: Params built from a request model, and the checks of the forms
-that have no model of their own.
+"""The trigger forms of the DAGs: the field rules their request models share, Params built from a
+model, and the checks of the forms that have no model yet.
 
 Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
 form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
-inside the platform's lake). So each DAG's first task calls its form's `validate_*` here, after
-`refuse_unknown_conf`, before anything is registered, launched or written; a bad value is a
-ConfigError naming the field. The numbers are the DAGs' Params' too (they import them from here), and
-docs/security.md ("Input surfaces") lists them. The house pattern is a typed request model beside its
-feature, a pydantic model built from the shared field types below (`FORM_MODEL_CONFIG`,
-`DeploymentId`, `AuditText`): `params_from_model` builds its DAG's Params, `validated` checks a
-request. Forms with one: blue-green replay (`bluegreen.request.ReplayRequest`), rollback
-(`bluegreen.request.RollbackRequest`), stop and supervise (`streaming.request`). Forms with checks of
-their own: deploy (`streaming.deploy.DeployRequest`), publish (`bluegreen.release.publish`),
-reprocess (`reprocessing.plan_reprocessing`), and maintenance, provision and quality here.
+inside the platform's lake). So each DAG's first task validates its form, after `refuse_unknown_conf`,
+before anything is registered, launched or written; a bad value is a ConfigError naming the field.
+docs/security.md ("Input surfaces") lists the forms' bounds.
+
+The house pattern is a typed request model beside its feature: a pydantic model with
+`FORM_MODEL_CONFIG`, built from the shared field types below (`DeploymentId`, `TopicName`,
+`AuditText`); `params_from_model` builds its DAG's Params from it (each field's default, description
+and bounds stated once), `validated` checks a request. Forms with one: blue-green replay
+(`bluegreen.request.ReplayRequest`), rollback (`bluegreen.request.RollbackRequest`), stop and
+supervise (`streaming.request`), lake maintenance (`lake_maintenance.MaintenanceRequest`), topics
+(`topics.request.ProvisionRequest`). Forms with checks of their own: deploy
+(`streaming.deploy.DeployRequest`), publish (`bluegreen.release.publish`), reprocess
+(`reprocessing.plan_reprocessing`), and the quality checks here (`validate_quality_form`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import to_jsonable_python
 
 from revenue_platform.errors import ConfigError
 from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deployment_id
-
-if TYPE_CHECKING:
-    from revenue_platform.lake_maintenance import MaintenancePolicy
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -72,6 +71,20 @@ DeploymentId = Annotated[
     str,
     AfterValidator(validate_deployment_id),
     WithJsonSchema({"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern}),
+]
+
+
+def _kafka_topic_name(value: str) -> str:
+    if not _TOPIC.fullmatch(value) or value in (".", ".."):
+        raise ValueError(f"{value[:80]!r} is not a Kafka topic name (1-249 letters, digits, '.', '_', '-')")
+    return value
+
+
+# A Kafka topic name as the spec and the app accept it (the spec then checks it is declared).
+TopicName = Annotated[
+    str,
+    AfterValidator(_kafka_topic_name),
+    WithJsonSchema({"type": "string", "pattern": r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$(?!\n)"}),
 ]
 
 
@@ -152,78 +165,6 @@ def deployment_id(value: Any, field: str, *, optional: bool = False) -> str | No
         return validate_deployment_id(value)
     except ValueError as error:
         raise ConfigError(f"{field}: {error}") from error
-
-
-def number(value: Any, field: str, minimum: float, maximum: float, *, whole: bool = False) -> float:
-    """`value` as a finite number in [minimum, maximum] (a whole one if `whole`); else ConfigError."""
-    ok = isinstance(value, int) or (isinstance(value, float) and not whole)
-    if isinstance(value, bool) or not ok or not minimum <= value <= maximum:  # NaN fails too
-        kind = "a whole number" if whole else "a number"
-        raise ConfigError(f"{field}: {str(value)[:40]!r} must be {kind} from {minimum:g} to {maximum:g}")
-    return float(value)
-
-
-def text(value: Any, field: str, *, minimum: int = 0, maximum: int = MAX_REASON) -> str:
-    """Audit text of `minimum`..`maximum` characters without control characters (tab, newline allowed)."""
-    if not isinstance(value, str) or not minimum <= len(value) <= maximum or not _TEXT.fullmatch(value):
-        raise ConfigError(
-            f"{field}: must be text of {minimum}-{maximum} characters without control characters"
-        )
-    return value
-
-
-def name_list(value: Any, field: str, check: Any) -> list[str]:
-    """A list of at most MAX_LIST_ITEMS names, each passing `check(name, field)`."""
-    if value in (None, ""):
-        return []
-    if not isinstance(value, list) or len(value) > MAX_LIST_ITEMS:
-        raise ConfigError(f"{field}: must be a list of at most {MAX_LIST_ITEMS} names")
-    return [check(item, field) for item in value]
-
-
-def topic_name(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not _TOPIC.fullmatch(value) or value in (".", ".."):
-        raise ConfigError(
-            f"{field}: {str(value)[:80]!r} is not a Kafka topic name (1-249 letters, digits, '.', '_', '-')"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class MaintenanceForm:
-    deployment_id: str | None  # None: every registered deployment
-    policy: MaintenancePolicy
-    dry_run: bool
-
-
-def validate_maintenance_form(params: Mapping[str, Any]) -> MaintenanceForm:
-    """maintain_lake: which deployment (or all), the retentions in whole hours within the platform's
-    bounds (`lake_maintenance.MaintenancePolicy.from_form`), dry run or not."""
-    from revenue_platform.lake_maintenance import MaintenancePolicy
-
-    target = deployment_id(params.get("deployment_id"), "deployment_id", optional=True)
-    dry_run = params.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        raise ConfigError("dry_run: must be true or false")
-    policy = MaintenancePolicy.from_form(
-        params.get("gold_retention_hours"), params.get("bronze_retention_hours")
-    )
-    return MaintenanceForm(deployment_id=target, policy=policy, dry_run=dry_run)
-
-
-def validate_provision_form(params: Mapping[str, Any], environments: Sequence[str]) -> dict[str, Any]:
-    """provision_topics: dry_run, topic selection, environment and destructive opt-ins (names only;
-    the spec then checks they are declared)."""
-    if not isinstance(params.get("dry_run", False), bool):
-        raise ConfigError("dry_run: must be true or false")
-    environment = params.get("environment")
-    if environment not in environments:
-        raise ConfigError(f"environment: {str(environment)[:40]!r} must be one of {list(environments)}")
-    return {
-        "environment": environment,
-        "topics": name_list(params.get("topics"), "topics", topic_name),
-        "allow_destructive": name_list(params.get("allow_destructive"), "allow_destructive", topic_name),
-    }
 
 
 def datetime_text(value: Any, field: str) -> datetime | None:

@@ -32,7 +32,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, Field
+
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import FORM_MODEL_CONFIG, DeploymentId, validated
 from revenue_platform.lake_storage import delta_storage_options, open_lake_table
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
@@ -77,26 +80,43 @@ class MaintenancePolicy:
         if self.target_file_bytes < 1024 * 1024:
             raise ConfigError(f"target_file_bytes: {self.target_file_bytes} is below 1 MiB")
 
+
+_HOUR = timedelta(hours=1)
+
+
+class MaintenanceRequest(BaseModel):
+    """The maintain_lake trigger form (its schedule runs the defaults), validated: which deployment (or
+    all), the retentions in whole hours between MIN_RETENTION and MAX_RETENTION, dry run or not."""
+
+    model_config = FORM_MODEL_CONFIG
+
+    deployment_id: DeploymentId | None = None
+    """Maintain this deployment's gold and bronze only; empty = every registered deployment."""
+    gold_retention_hours: int = Field(
+        MaintenancePolicy.gold_retention // _HOUR, ge=MIN_RETENTION // _HOUR, le=MAX_RETENTION // _HOUR
+    )
+    """Gold keeps files its snapshot stopped referencing for this many hours (time travel this far
+    back; readers of gold hold a snapshot for minutes)."""
+    bronze_retention_hours: int = Field(
+        MaintenancePolicy.bronze_retention // _HOUR, ge=MIN_RETENTION // _HOUR, le=MAX_RETENTION // _HOUR
+    )
+    """The same for bronze, the registry and quality results (an audit can time-travel bronze this far
+    back)."""
+    dry_run: bool = False
+    """Measure and list; compact and delete nothing."""
+
     @classmethod
-    def from_form(cls, gold_retention_hours: Any, bronze_retention_hours: Any) -> MaintenancePolicy:
-        """A policy from the maintain_lake form; each retention between MIN_RETENTION and MAX_RETENTION,
-        in whole hours (the error names the field). The registry and quality tables keep bronze's."""
-        retentions = {}
-        lowest, highest = (bound // timedelta(hours=1) for bound in (MIN_RETENTION, MAX_RETENTION))
-        for name, value in (
-            ("gold_retention_hours", gold_retention_hours),
-            ("bronze_retention_hours", bronze_retention_hours),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name}: give a whole number of hours, not {str(value)[:40]!r}")
-            # Compared as a number first: a huge one overflows timedelta.
-            if not lowest <= value <= highest:
-                raise ConfigError(f"{name}: {str(value)[:40]} is outside {lowest} .. {highest} hours")
-            retentions[name] = timedelta(hours=value)
-        return cls(
-            gold_retention=retentions["gold_retention_hours"],
-            bronze_retention=retentions["bronze_retention_hours"],
-            control_retention=retentions["bronze_retention_hours"],
+    def from_params(cls, params: Mapping[str, Any]) -> MaintenanceRequest:
+        """The request in a run's params; ConfigError names each bad field."""
+        return validated(cls, params)
+
+    @property
+    def policy(self) -> MaintenancePolicy:
+        """The retentions as a policy; the registry and quality tables keep bronze's."""
+        return MaintenancePolicy(
+            gold_retention=timedelta(hours=self.gold_retention_hours),
+            bronze_retention=timedelta(hours=self.bronze_retention_hours),
+            control_retention=timedelta(hours=self.bronze_retention_hours),
         )
 
 

@@ -20,7 +20,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.gold_table import read_gold
-from revenue_platform.lake_maintenance import MaintenancePolicy, maintain_lake, maintenance_record
+from revenue_platform.lake_maintenance import (
+    MaintenancePolicy,
+    MaintenanceRequest,
+    maintain_lake,
+    maintenance_record,
+)
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
@@ -198,6 +203,6 @@ def test_the_maintain_lake_dag_maintains_every_registered_deployment_and_refuses
     assert refused.state == "failed"
     assert task_states(refused)["maintain"] == "failed"
     with pytest.raises(ConfigError, match="gold_retention_hours"):
-        MaintenancePolicy.from_form(0, 168)
+        MaintenanceRequest.from_params({"gold_retention_hours": 0})
     with pytest.raises(ConfigError, match="bronze_retention_hours"):
-        MaintenancePolicy.from_form(24, "168; rm -rf /")
+        MaintenanceRequest.from_params({"bronze_retention_hours": "168; rm -rf /"})

@@ -223,11 +223,11 @@ def _publish(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _provision(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.forms import validate_provision_form
     from revenue_platform.topics.provision import load_spec_step
+    from revenue_platform.topics.request import ProvisionRequest
 
-    form = validate_provision_form(params, ["local", "cluster"])
-    return load_spec_step(form["environment"], form["topics"], form["allow_destructive"])
+    request = ProvisionRequest.from_params(params)
+    return load_spec_step(request.environment, request.topics, request.allow_destructive)
 
 
 def _reprocess(params: dict[str, Any], lake: Path) -> Any:
@@ -249,9 +249,9 @@ def _rollback(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _maintain(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.forms import validate_maintenance_form
+    from revenue_platform.lake_maintenance import MaintenanceRequest
 
-    return validate_maintenance_form(params)
+    return MaintenanceRequest.from_params(params)
 
 
 def _stop(params: dict[str, Any], lake: Path) -> Any:
