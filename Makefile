@@ -25,11 +25,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
 # `make test` runs the suite on this many pytest-xdist workers (whole modules each, the longest first:
 # tests/xdist_schedule.py; 0 runs it in one process). The 2 cores sit idle half the time of one
-# session's run and a fifth of two sessions', waiting on drivers and brokers.
-TEST_WORKERS ?= 3
+# session's run and a fifth of two sessions', waiting on drivers and brokers; three sessions left them
+# no idle time at all, and the cluster's fault test ran past the 15-minute limit per test.
+TEST_WORKERS ?= 2
 # Each worker's own broker and object store (see tests/conftest.py: worker N's ports are 1000 * N
 # up, its state in .local/test/gwN), stopped after every run in case pytest itself was killed, also
-# those of a worker that replaced a stalled one (tests/stall_watchdog.py: gw3 and up).
+# those of a worker that replaced a stalled one (tests/stall_watchdog.py: gw2 and up).
 TEST_STATE_ROOT = $${TEST_STATE_DIR:-$(CURDIR)/.local/test}
 TEST_WORKER_STATE = $(TEST_STATE_ROOT)$$( (( worker )) && echo /gw$$worker)
 TEST_KAFKA_ENV := KAFKA_PORT=$$(( $${TEST_KAFKA_PORT:-19092} + 1000 * worker )) KAFKA_CONTROLLER_PORT=$$(( $${TEST_KAFKA_CONTROLLER_PORT:-19093} + 1000 * worker )) KAFKA_DATA_DIR=$(TEST_WORKER_STATE)/kafka
@@ -145,7 +146,7 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 	@$(PYTHON) -m revenue_platform.bluegreen.release
 
 .PHONY: test
-test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration and e2e against real Kafka/Spark/Airflow, the cluster fault tests) on TEST_WORKERS (3) workers
+test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration and e2e against real Kafka/Spark/Airflow, the cluster fault tests) on TEST_WORKERS (2) workers
 	@[[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] || { echo "TEST_WORKERS=$(TEST_WORKERS): give a number of workers (0: the suite in one process, e.g. for --pdb)" >&2; exit 2; }
 	@# -m '' lifts pyproject's default `not cluster`: the cluster suite runs on one of the workers.
 	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile -m '' $(PYTEST_ARGS) || status=$$?; \

@@ -31,9 +31,9 @@ def test_the_queue_hands_out_the_longest_modules_then_integration_then_the_large
     handed_out = [queue.popitem(last=False)[0] for _ in range(len(queued))]
 
     assert handed_out == [
-        CLUSTER_SUITE,
         "tests/e2e/test_demo.py",
         "tests/integration/test_one_query_engine_crashes.py",
+        CLUSTER_SUITE,
         "tests/integration/test_plain.py",
         "tests/dags/test_dag_integrity.py",
         "tests/unit/test_many.py",
