@@ -14,14 +14,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
 from revenue_platform.assets import app_release_asset
-from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN
+from revenue_platform.bluegreen.request import PublishRequest
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import params_from_model
 from revenue_platform.registry import RegistryConflictError
-from spark_apps.contract.config import MAX_OVERRIDES
 
 
 @dag(
@@ -32,32 +32,7 @@ from spark_apps.contract.config import MAX_OVERRIDES
     default_args=platform_default_args(
         timedelta(seconds=30), non_retryable=(ConfigError, RegistryConflictError)
     ),
-    params={
-        "version": Param(
-            "",
-            type="string",
-            pattern=VERSION_PATTERN,
-            description="Version label to release, e.g. 2.1.0 (required; immutable once published).",
-        ),
-        "config_overrides": Param(
-            {},
-            type="object",
-            maxProperties=MAX_OVERRIDES,
-            description="Dotted config field -> value this version runs with, over the live deployment's "
-            'config, e.g. {"kafka.max_offsets_per_trigger": 20000}.',
-        ),
-        "require_approval": Param(
-            True,
-            type="boolean",
-            description="The release's replay waits for a human's approval before switching live.",
-        ),
-        "notes": Param(
-            "",
-            type="string",
-            maxLength=MAX_NOTES,
-            description=f"Release notes for the audit trail (optional, at most {MAX_NOTES} characters).",
-        ),
-    },
+    params=params_from_model(PublishRequest),
 )
 def publish_app_version() -> None:
     @task(outlets=[app_release_asset()], multiple_outputs=False)
@@ -69,13 +44,13 @@ def publish_app_version() -> None:
         context = get_current_context()
         # First: a misspelled key (`config_overides`) must not publish an immutable version without it.
         refuse_unknown_conf(context)
-        params = context["params"]
+        request = PublishRequest.from_params(context["params"])
         release = publish(
             DeploymentRegistry(),
-            params["version"],
-            params["config_overrides"],
-            params["require_approval"],
-            params["notes"],
+            request.version,
+            request.config_overrides,
+            request.require_approval,
+            request.notes,
             actor_from_context(context),
         )
         context["outlet_events"][app_release_asset()].extra = release_event_extra(release)

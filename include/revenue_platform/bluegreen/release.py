@@ -31,16 +31,6 @@ from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.registry import DeploymentRegistry, ReleaseRecord
 
 PUBLISH_DAG_ID = "publish_app_version"
-# The publish_app_version form; any other key of a request is refused (a misspelled
-# `config_overides` would otherwise publish an immutable version without its config).
-PUBLISH_PARAMS = ("version", "config_overrides", "require_approval", "notes")
-
-
-def validate_publish_conf(conf: Mapping[str, Any] | None) -> None:
-    """ConfigError naming each key of a publish request that is not one of PUBLISH_PARAMS."""
-    from revenue_platform.trigger_conf import check_conf_keys
-
-    check_conf_keys(conf, PUBLISH_PARAMS, PUBLISH_DAG_ID)
 
 
 def validate_notes(notes: Any) -> str:

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
-from revenue_platform.bluegreen.triggers import VERSION_PATTERN, Mode, TriggerKind
+from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN, Mode, TriggerKind
 from revenue_platform.forms import FORM_MODEL_CONFIG, MAX_REASON, AuditText, DeploymentId, validated
 from revenue_platform.quality.config import THRESHOLD_FIELDS, validate_thresholds
 from spark_apps.contract.config import MAX_OVERRIDES
@@ -171,5 +171,30 @@ class RollbackRequest(BaseModel):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RollbackRequest:
+        """The request in a run's params; ConfigError names each bad field."""
+        return validated(cls, params)
+
+
+class PublishRequest(BaseModel):
+    """The publish_app_version trigger form, validated (`release.publish` then checks the config the
+    overrides make and records the release)."""
+
+    model_config = FORM_MODEL_CONFIG
+
+    version: str = Field("", pattern=VERSION_PATTERN)
+    """Version label to release, e.g. 2.1.0 (required; immutable once published)."""
+    config_overrides: dict[str, Any] = Field(default_factory=dict, max_length=MAX_OVERRIDES)
+    """Dotted config field -> value this version runs with, over the live deployment's config, e.g.
+    {"kafka.max_offsets_per_trigger": 20000}."""
+    require_approval: bool = True
+    """The release's replay waits for a human's approval before switching live."""
+    notes: str = Field(
+        "",
+        max_length=MAX_NOTES,
+        description=f"Release notes for the audit trail (optional, at most {MAX_NOTES} characters).",
+    )
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> PublishRequest:
         """The request in a run's params; ConfigError names each bad field."""
         return validated(cls, params)

@@ -207,16 +207,17 @@ def _replay(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _publish(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.bluegreen.release import publish, validate_publish_conf
+    from revenue_platform.bluegreen.release import publish
+    from revenue_platform.bluegreen.request import PublishRequest
     from revenue_platform.registry import DeploymentRegistry
 
-    validate_publish_conf(params)
+    request = PublishRequest.from_params(params)
     return publish(
         DeploymentRegistry(str(lake)),
-        params["version"],
-        params["config_overrides"],
-        params["require_approval"],
-        params["notes"],
+        request.version,
+        request.config_overrides,
+        request.require_approval,
+        request.notes,
         "test",
         progress=lambda _: None,
     )
