@@ -15,17 +15,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, Param, dag
+from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, dag
 
 from revenue_platform.assets import revenue_gold_asset
 from revenue_platform.dag_defaults import platform_default_args
-from revenue_platform.forms import MAX_DATETIME_TEXT, MAX_QUALITY_SPAN
+from revenue_platform.forms import params_from_model
 from revenue_platform.quality.airflow_tasks import quality_gate
-from revenue_platform.quality.config import QualityConfig
-from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
-
-_DEFAULTS = QualityConfig()
+from revenue_platform.quality.request import QualityRequest
 
 
 @dag(
@@ -41,67 +37,7 @@ _DEFAULTS = QualityConfig()
     doc_md=__doc__,
     tags=["quality", "revenue", "great_expectations"],
     default_args=platform_default_args(timedelta(minutes=2)),
-    params={
-        "deployment_id": Param(
-            None,
-            type=["null", "string"],
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment whose gold table is checked; empty = the live deployment from the "
-            "registry (the run is skipped while none is live). An asset-triggered run checks the "
-            "deployment named in the event.",
-        ),
-        "interval_start": Param(
-            None,
-            type=["null", "string"],
-            format="date-time",
-            maxLength=MAX_DATETIME_TEXT,
-            description="Start (UTC, inclusive) of the checked interval; empty = the range the "
-            f"triggering gold event rewrote, else the run's data interval. A form's interval spans at "
-            f"most {MAX_QUALITY_SPAN}.",
-        ),
-        "interval_end": Param(
-            None,
-            type=["null", "string"],
-            format="date-time",
-            maxLength=MAX_DATETIME_TEXT,
-            description="End (UTC, exclusive); empty = the run's data interval end. Freshness is "
-            "measured against it, never against the current time.",
-        ),
-        "freshness_max_lag": Param(
-            _DEFAULTS.freshness_max_lag,
-            type="string",
-            maxLength=40,
-            description="Max age of the newest closed window at the interval end, e.g. '15 minutes' "
-            "(at most 7 days).",
-        ),
-        "revenue_ceiling": Param(
-            str(_DEFAULTS.revenue_ceiling),
-            type="string",
-            pattern=r"^[0-9]{1,14}(\.[0-9]{1,2})?$(?!\n)",
-            description="A window's revenue must be below this (exact decimal, e.g. '1000000.00').",
-        ),
-        "max_dlq_share": Param(
-            _DEFAULTS.max_dlq_share,
-            type="number",
-            minimum=0,
-            maximum=1,
-            description="Max share of the interval's records that are dead letters.",
-        ),
-        "max_late_share": Param(
-            _DEFAULTS.max_late_share,
-            type="number",
-            minimum=0,
-            maximum=1,
-            description="Max share of the interval's valid records later than the watermark.",
-        ),
-        "lake_root": Param(
-            None,
-            type=["null", "string"],
-            maxLength=MAX_ROOT_LENGTH,
-            description="Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT "
-            "or <state dir>/lake.",
-        ),
-    },
+    params=params_from_model(QualityRequest),
 )
 def revenue_quality_checks() -> None:
     quality_gate()

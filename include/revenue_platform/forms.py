@@ -13,9 +13,9 @@ The house pattern is a typed request model beside its feature: a pydantic model 
 and bounds stated once), `validated` checks a request. Forms with one: blue-green replay
 (`bluegreen.request.ReplayRequest`), rollback (`bluegreen.request.RollbackRequest`), stop and
 supervise (`streaming.request`), lake maintenance (`lake_maintenance.MaintenanceRequest`), topics
-(`topics.request.ProvisionRequest`). Forms with checks of their own: deploy
-(`streaming.deploy.DeployRequest`), publish (`bluegreen.release.publish`), reprocess
-(`reprocessing.plan_reprocessing`), and the quality checks here (`validate_quality_form`).
+(`topics.request.ProvisionRequest`), quality checks (`quality.request.QualityRequest`), publish
+(`bluegreen.request.PublishRequest`). Forms with checks of their own: deploy
+(`streaming.deploy.DeployRequest`), reprocess (`reprocessing.plan_reprocessing`).
 """
 
 from __future__ import annotations
@@ -85,6 +85,25 @@ TopicName = Annotated[
     str,
     AfterValidator(_kafka_topic_name),
     WithJsonSchema({"type": "string", "pattern": r"^(?!\.\.?$)[a-zA-Z0-9._-]{1,249}$(?!\n)"}),
+]
+
+
+def _iso_datetime(value: str) -> str:
+    from revenue_platform.times import parse_utc
+
+    try:
+        parse_utc(value, "value")
+    except (ConfigError, OverflowError, ValueError) as error:  # year 1 with a positive offset overflows
+        raise ValueError(f"{value[:40]!r} is not an ISO date-time such as 2026-11-22T09:00:00Z") from error
+    return value
+
+
+# An ISO date-time as a form gives it (text; `times.parse_utc` reads it as aware UTC).
+DateTimeText = Annotated[
+    str,
+    Field(max_length=MAX_DATETIME_TEXT),
+    AfterValidator(_iso_datetime),
+    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": MAX_DATETIME_TEXT}),
 ]
 
 
@@ -194,29 +213,3 @@ def validate_quality_interval(start: datetime, end: datetime) -> None:
             f"interval_start..interval_end spans {end - start}, more than the {MAX_QUALITY_SPAN} one quality "
             "run may check (it loads the interval's bronze into memory): split it into several runs"
         )
-
-
-def validate_quality_form(params: Mapping[str, Any], lake: str) -> dict[str, Any]:
-    """revenue_quality_checks: deployment, interval bounds, thresholds and lake root, checked.
-
-    The lake root must be the platform's lake or inside it; the interval (when both ends are given)
-    spans at most MAX_QUALITY_SPAN. Returns the checked values (thresholds as given).
-    """
-    from revenue_platform.paths import require_inside_lake
-    from revenue_platform.quality.airflow_tasks import THRESHOLD_PARAMS
-    from revenue_platform.quality.config import validate_thresholds
-
-    target = deployment_id(params.get("deployment_id"), "deployment_id", optional=True)
-    start = datetime_text(params.get("interval_start"), "interval_start")
-    end = datetime_text(params.get("interval_end"), "interval_end")
-    if start is not None and end is not None:
-        validate_quality_interval(start, end)
-    thresholds = {name: params.get(name) for name in THRESHOLD_PARAMS if params.get(name) is not None}
-    for name, value in thresholds.items():
-        validate_thresholds({name: value}, name)
-    root = params.get("lake_root")
-    if root not in (None, ""):
-        if not isinstance(root, str):
-            raise ConfigError("lake_root: must be a path")
-        require_inside_lake(root, lake, "lake_root")
-    return {"deployment_id": target, "interval_start": start, "interval_end": end, "lake_root": root or None}

@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 # Runs without a data interval and without a range in their asset events check the hour before the
 # run was created.
 DEFAULT_INTERVAL: Final = timedelta(hours=1)
-THRESHOLD_PARAMS: Final = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
 
 # How long the checks of a running deployment wait for its app to finalize the checked windows.
 APP_WAIT_S: Final = 300.0
@@ -197,7 +196,8 @@ def check_revenue_quality(
     lake_root: str | None = None,
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
-    from revenue_platform.forms import validate_quality_form
+    from revenue_platform.paths import require_inside_lake
+    from revenue_platform.quality.request import THRESHOLD_PARAMS, QualityRequest
     from revenue_platform.quality.runner import data_docs_link, run_revenue_checks
     from revenue_platform.trigger_conf import refuse_unknown_conf
 
@@ -206,7 +206,9 @@ def check_revenue_quality(
     params = context.get("params") or {}
     # The form's values are bounded before any of them is used (the lake root names the registry the
     # live deployment is read from, so it is confined first).
-    form = validate_quality_form(params, default_lake_root())
+    form = QualityRequest.from_params(params)
+    if form.lake_root is not None:
+        require_inside_lake(form.lake_root, default_lake_root(), "lake_root")
     try:
         deployment = resolve_deployment(context, deployment_id)
     except NoLiveDeploymentYet as nothing:
@@ -218,7 +220,7 @@ def check_revenue_quality(
     # run was triggered; a run an asset's events triggered checks each range they rewrote.
     intervals = intervals_to_check(context, interval_start, interval_end)
     overrides = {name: params.get(name) for name in THRESHOLD_PARAMS} | (thresholds or {})
-    root = lake_root or form["lake_root"] or default_lake_root()
+    root = lake_root or form.lake_root or default_lake_root()
     record = registered_deployment(root, deployment)
     app = record.app_config()
     config = QualityConfig.from_app_config(app).with_overrides(overrides)

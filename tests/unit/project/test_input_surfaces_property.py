@@ -238,9 +238,14 @@ def _reprocess(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _quality(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.forms import validate_quality_form
+    from revenue_platform.paths import require_inside_lake
+    from revenue_platform.quality.request import QualityRequest
 
-    return validate_quality_form(params, str(lake))
+    # What the gate task does first: the form, then the lake root confined to the platform's lake.
+    request = QualityRequest.from_params(params)
+    if request.lake_root is not None:
+        require_inside_lake(request.lake_root, str(lake), "lake_root")
+    return request
 
 
 def _rollback(params: dict[str, Any], lake: Path) -> Any:
