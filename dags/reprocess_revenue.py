@@ -24,18 +24,16 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
 from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import MAX_DATETIME_TEXT, MAX_LIST_ITEMS
-from revenue_platform.reprocessing import REPROCESS_JOB, SOURCES, spark_env, spark_jars_csv
+from revenue_platform.forms import params_from_model
+from revenue_platform.reprocessing import REPROCESS_JOB, ReprocessRequest, spark_env, spark_jars_csv
 from revenue_platform.spark_submit_operator import PlatformSparkSubmitOperator
-from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, LOCATION_ID_PATTERN
 
 # Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
 SPARK_JOBS_AT_ONCE = 2
@@ -60,57 +58,7 @@ def _plan_field(name: str) -> str:
     render_template_as_native_obj=True,
     user_defined_macros={"spark_jars_csv": spark_jars_csv, "spark_env": spark_env},
     default_args=platform_default_args(timedelta(minutes=2), non_retryable=(ConfigError,)),
-    params={
-        "range_start": Param(
-            None,
-            type=["null", "string"],
-            maxLength=MAX_DATETIME_TEXT,
-            description=(
-                "Ad-hoc range start (UTC ISO, e.g. 2026-11-22T09:00:00Z); empty = the run's data interval: "
-                "for a run triggered now, the last complete hour (09:00-10:00 when triggered at 10:20), "
-                "not the hour in progress. Reprocess the current hour by giving both ends."
-            ),
-        ),
-        "range_end": Param(
-            None,
-            type=["null", "string"],
-            maxLength=MAX_DATETIME_TEXT,
-            description=(
-                "Ad-hoc range end, exclusive (after the start, at most 24 h after it, aligned to the "
-                "windows); empty = the run's data interval (see range_start)."
-            ),
-        ),
-        "deployment_id": Param(
-            None,
-            type=["null", "string"],
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Deployment to repair; empty = the live one (the run is skipped while none is live).",
-        ),
-        "source": Param(
-            "auto",
-            type="string",
-            enum=list(SOURCES),
-            description="auto: Kafka if it still holds the range, else bronze.",
-        ),
-        "stores": Param(
-            [],
-            type="array",
-            # Refused at trigger time; plan_reprocessing applies the same rule to callers without a form.
-            items={"type": "string", "pattern": LOCATION_ID_PATTERN.pattern},
-            maxItems=MAX_LIST_ITEMS,
-            description="Only these locationIds (e.g. store_1001); empty = every store.",
-        ),
-        "repair": Param(
-            True, type="boolean", description="Write the batch result to gold; off = report only."
-        ),
-        "lake_root": Param(
-            None,
-            type=["null", "string"],
-            maxLength=MAX_ROOT_LENGTH,
-            description="Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT "
-            "or .local/lake.",
-        ),
-    },
+    params=params_from_model(ReprocessRequest),
 )
 def reprocess_revenue() -> None:
     @task(multiple_outputs=False)
@@ -124,6 +72,8 @@ def reprocess_revenue() -> None:
         context = get_current_context()
         refuse_unknown_conf(context)
         params = dict(context["params"])
+        # The form's fields checked first (as the Params do for the form), before anything is read.
+        ReprocessRequest.from_params(params)
         # Confined before the registry under it is read for the live deployment.
         lake = form_lake_root(params)
         live = None if params.get("deployment_id") else resolve_live_deployment(lake)

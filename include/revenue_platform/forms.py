@@ -88,7 +88,8 @@ TopicName = Annotated[
 ]
 
 
-def _iso_datetime(value: str) -> str:
+def iso_datetime(value: str) -> str:
+    """`value` if it is an ISO date-time `times.parse_utc` reads; ValueError otherwise (a field rule)."""
     from revenue_platform.times import parse_utc
 
     try:
@@ -102,7 +103,7 @@ def _iso_datetime(value: str) -> str:
 DateTimeText = Annotated[
     str,
     Field(max_length=MAX_DATETIME_TEXT),
-    AfterValidator(_iso_datetime),
+    AfterValidator(iso_datetime),
     WithJsonSchema({"type": "string", "format": "date-time", "maxLength": MAX_DATETIME_TEXT}),
 ]
 

@@ -10,16 +10,29 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, field_validator
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
+from revenue_platform.forms import (
+    FORM_MODEL_CONFIG,
+    MAX_DATETIME_TEXT,
+    MAX_LIST_ITEMS,
+    DeploymentId,
+    iso_datetime,
+    validated,
+)
 from revenue_platform.lake_storage import read_side_file, spark_object_store_access
 from revenue_platform.paths import SPARK_APPS_DIR, require_inside_lake, state_dir
 from revenue_platform.paths import lake_root as paths_lake_root
 from revenue_platform.streaming.finality import windows_final
 from revenue_platform.times import parse_utc
+from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
+from spark_apps.contract.naming import LOCATION_ID_PATTERN, validate_location_id
 from spark_apps.contract.object_store import is_object_store_root
 from spark_apps.contract.side_files import object_key
 
@@ -30,7 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPROCESS_JOB = SPARK_APPS_DIR / "reprocess_revenue_job.py"
-SOURCES = ("auto", "kafka", "bronze")
+Source = Literal["auto", "kafka", "bronze"]
+SOURCES: tuple[str, ...] = get_args(Source)
 # One run recomputes its whole range in one Spark job; longer spans are backfills of hourly runs.
 MAX_RANGE = timedelta(hours=24)
 # A run narrowed to stores names at most this many (the job takes them as one argument).
@@ -39,10 +53,60 @@ MAX_STORES = 100
 JOB_SPARK_CONF = {"spark.ui.enabled": "false"}
 
 
+# The form's range ends: ISO text (the widget stays a text field: a range is typed, e.g. from a log).
+RangeText = Annotated[
+    str,
+    Field(max_length=MAX_DATETIME_TEXT),
+    AfterValidator(iso_datetime),
+    WithJsonSchema({"type": "string", "maxLength": MAX_DATETIME_TEXT}),
+]
+StoreId = Annotated[
+    str,
+    AfterValidator(validate_location_id),
+    WithJsonSchema({"type": "string", "pattern": LOCATION_ID_PATTERN.pattern}),
+]
+
+
+class ReprocessRequest(BaseModel):
+    """The reprocess_revenue trigger form, validated (the house pattern of `revenue_platform.forms`).
+    `plan_reprocessing` then resolves the range against the run's data interval, the deployment and
+    its registered config."""
+
+    model_config = FORM_MODEL_CONFIG
+
+    range_start: RangeText | None = None
+    """Ad-hoc range start (UTC ISO, e.g. 2026-11-22T09:00:00Z); empty = the run's data interval: for a
+    run triggered now, the last complete hour (09:00-10:00 when triggered at 10:20), not the hour in
+    progress. Reprocess the current hour by giving both ends."""
+    range_end: RangeText | None = None
+    """Ad-hoc range end, exclusive (after the start, at most 24 h after it, aligned to the windows);
+    empty = the run's data interval (see range_start)."""
+    deployment_id: DeploymentId | None = None
+    """Deployment to repair; empty = the live one (the run is skipped while none is live)."""
+    source: Source = "auto"
+    """auto: Kafka if it still holds the range, else bronze."""
+    # Refused at trigger time; plan_reprocessing applies the same rule to callers without a form.
+    stores: list[StoreId] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    """Only these locationIds (e.g. store_1001); empty = every store."""
+    repair: bool = True
+    """Write the batch result to gold; off = report only."""
+    lake_root: str | None = Field(None, max_length=MAX_ROOT_LENGTH)
+    """Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT or .local/lake."""
+
+    @field_validator("range_start", "range_end", "deployment_id", "lake_root", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        # A form's empty optional field arrives as "" from some clients: the same as leaving it out.
+        return None if value == "" else value
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ReprocessRequest:
+        """The request in a run's params; ConfigError names each bad field."""
+        return validated(cls, params)
+
+
 def validate_stores(stores: Any) -> list[str]:
     """The form's `stores` as a list of store ids; ConfigError naming the first bad one."""
-    from spark_apps.contract.naming import validate_location_id
-
     if stores in (None, ""):
         return []
     if not isinstance(stores, list):

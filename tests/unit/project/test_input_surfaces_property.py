@@ -232,8 +232,9 @@ def _provision(params: dict[str, Any], lake: Path) -> Any:
 
 
 def _reprocess(params: dict[str, Any], lake: Path) -> Any:
-    from revenue_platform.reprocessing import plan_reprocessing
+    from revenue_platform.reprocessing import ReprocessRequest, plan_reprocessing
 
+    ReprocessRequest.from_params(params)  # what the DAG's first task checks first
     return plan_reprocessing(params, datetime(2026, 11, 22, 9, tzinfo=UTC), NOW, "blue")
 
 
