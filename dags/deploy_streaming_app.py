@@ -17,21 +17,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import params_from_model
 from revenue_platform.kafka_connection import (
     KafkaConnectionConfigError,
     optional_bootstrap_servers,
     optional_client_config,
 )
 from revenue_platform.registry import RegistryConflictError
-from revenue_platform.streaming.deploy import MAX_START_TIMEOUT_S, MIN_START_TIMEOUT_S, DeploymentFailedError
-from spark_apps.contract.config import MAX_OVERRIDES
-from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
+from revenue_platform.streaming.deploy import DeploymentFailedError
+from revenue_platform.streaming.request import DeployForm
 
 # A bad request, an app that fails at start or a lost lease race is not fixed by retrying the same
 # run; anything else (e.g. a lake hiccup) gets one retry, which is safe: deploy is idempotent.
@@ -53,53 +52,7 @@ from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN
             KafkaConnectionConfigError,
         ),
     ),
-    params={
-        "deployment_id": Param(
-            "blue",
-            type="string",
-            pattern=DEPLOYMENT_ID_PATTERN.pattern,
-            description="Namespace of checkpoints, tables and consumer group (e.g. blue, green).",
-        ),
-        "colour": Param(
-            None,
-            type=["null", "string"],
-            enum=[None, "blue", "green", "other"],
-            # Without labels, Airflow's form shows the empty choice as "null".
-            values_display={
-                "null": "derive from the deployment id",
-                "blue": "blue",
-                "green": "green",
-                "other": "other",
-            },
-            description="blue/green/other; empty derives it from the deployment id.",
-        ),
-        "version": Param(
-            "dev",
-            type="string",
-            pattern=VERSION_PATTERN,
-            description="App version label recorded with the deployment (letters, digits, '._+-'; <= 63).",
-        ),
-        "config_overrides": Param(
-            {},
-            type="object",
-            maxProperties=MAX_OVERRIDES,
-            description='Dotted config field -> value, e.g. {"window.size": "1 minute", "trigger.interval": '
-            '"10 seconds"}; see spark_apps/contract/config.py.',
-        ),
-        "starting_offsets": Param(
-            "earliest",
-            type="string",
-            pattern=r"^(earliest|latest|[0-9]{1,15})$(?!\n)",
-            description="Where a NEW checkpoint starts: earliest, latest, or a timestamp in epoch ms.",
-        ),
-        "start_timeout_s": Param(
-            180,
-            type="integer",
-            minimum=MIN_START_TIMEOUT_S,
-            maximum=MAX_START_TIMEOUT_S,
-            description="Bound on waiting for the app's first heartbeat (seconds).",
-        ),
-    },
+    params=params_from_model(DeployForm),
 )
 def deploy_streaming_app() -> None:
     @task(multiple_outputs=False)

@@ -67,8 +67,6 @@ DEFAULT_HEARTBEAT_STALE_S = 60.0
 # and Airflow, and the local stack's host has 2 cores. Blue, green and a few more; a 9th is refused
 # until one is stopped.
 MAX_RUNNING_DEPLOYMENTS = 8
-MIN_START_TIMEOUT_S = 10
-MAX_START_TIMEOUT_S = 3600
 # Fields a form never sets: identity and lease come from the request and the registry, where to
 # connect and how to authenticate from the Airflow Kafka connection only (a form that could name the
 # servers would have the driver log in there with the connection's credentials).
@@ -101,23 +99,11 @@ class DeployRequest:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
-        """The deploy_streaming_app trigger form as a request; ConfigError names a bad field
-        (`resolve_config` then validates the config it asks for)."""
-        from revenue_platform.bluegreen.triggers import validate_version
+        """The deploy_streaming_app trigger form as a request (`streaming.request.DeployForm`);
+        ConfigError names a bad field (`resolve_config` then validates the config it asks for)."""
+        from revenue_platform.streaming.request import DeployForm
 
-        overrides = params["config_overrides"]
-        if not isinstance(overrides, Mapping):
-            raise ConfigError("config_overrides: must be an object of dotted config field -> value")
-        return cls(
-            deployment_id=params["deployment_id"],
-            colour=params["colour"],
-            app_version=validate_version(params["version"]),
-            config_overrides=overrides,
-            starting_offsets=str(params["starting_offsets"]),
-            start_timeout_s=bounded_seconds(
-                params["start_timeout_s"], "start_timeout_s", MIN_START_TIMEOUT_S, MAX_START_TIMEOUT_S
-            ),
-        )
+        return DeployForm.from_params(params).to_request()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (XCom); `DeployRequest(**request.to_dict())` is the same request."""
@@ -125,16 +111,6 @@ class DeployRequest:
             **{name: getattr(self, name) for name in self.__dataclass_fields__},
             "config_overrides": dict(self.config_overrides),
         }
-
-
-def bounded_seconds(value: Any, field: str, minimum: float, maximum: float) -> float:
-    """`value` as a finite number of seconds in [minimum, maximum]; else ConfigError naming `field`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{field}: {str(value)[:40]!r} must be a number of seconds")
-    seconds = float(value)
-    if not minimum <= seconds <= maximum:  # NaN fails every comparison
-        raise ConfigError(f"{field}: must be between {minimum:g} and {maximum:g} seconds, got {seconds!r}")
-    return seconds
 
 
 def starting_overrides(starting_offsets: str) -> dict[str, Any]:

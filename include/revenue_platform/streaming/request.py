@@ -7,10 +7,11 @@ the field."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema, field_validator
 
+from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.forms import (
     FORM_MODEL_CONFIG,
     MAX_LIST_ITEMS,
@@ -19,6 +20,79 @@ from revenue_platform.forms import (
     DeploymentId,
     validated,
 )
+from spark_apps.contract.config import MAX_OVERRIDES
+
+if TYPE_CHECKING:
+    from revenue_platform.streaming.deploy import DeployRequest
+
+# Bounds of the deploy form's wait for a new driver's first heartbeat.
+MIN_START_TIMEOUT_S: Final = 10
+MAX_START_TIMEOUT_S: Final = 3600
+
+# The form offers the empty choice too (derive the colour from the deployment id); without labels,
+# Airflow's form would show it as "null".
+Colour = Annotated[
+    Literal["blue", "green", "other"] | None,
+    WithJsonSchema(
+        {
+            "type": ["null", "string"],
+            "enum": [None, "blue", "green", "other"],
+            "values_display": {
+                "null": "derive from the deployment id",
+                "blue": "blue",
+                "green": "green",
+                "other": "other",
+            },
+        }
+    ),
+]
+
+
+class DeployForm(BaseModel):
+    """The deploy_streaming_app trigger form, validated; `to_request` is the `DeployRequest` it asks
+    for (`deploy.resolve_config` then validates the config that request resolves to)."""
+
+    model_config = FORM_MODEL_CONFIG
+
+    deployment_id: DeploymentId = "blue"
+    """Namespace of checkpoints, tables and consumer group (e.g. blue, green)."""
+    colour: Colour = None
+    """blue/green/other; empty derives it from the deployment id."""
+    version: str = Field("dev", pattern=VERSION_PATTERN)
+    """App version label recorded with the deployment (letters, digits, '._+-'; <= 63)."""
+    config_overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        max_length=MAX_OVERRIDES,
+        description='Dotted config field -> value, e.g. {"window.size": "1 minute", "trigger.interval": '
+        '"10 seconds"}; see spark_apps/contract/config.py.',
+    )
+    starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest|[0-9]{1,15})$(?!\n)")
+    """Where a NEW checkpoint starts: earliest, latest, or a timestamp in epoch ms."""
+    start_timeout_s: int = Field(180, ge=MIN_START_TIMEOUT_S, le=MAX_START_TIMEOUT_S)
+    """Bound on waiting for the app's first heartbeat (seconds)."""
+
+    @field_validator("starting_offsets", mode="before")
+    @classmethod
+    def _epoch_ms_as_text(cls, value: Any) -> Any:
+        # A REST caller may give the timestamp as a JSON number.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DeployForm:
+        """The form in a run's params; ConfigError names each bad field."""
+        return validated(cls, params)
+
+    def to_request(self) -> DeployRequest:
+        from revenue_platform.streaming.deploy import DeployRequest
+
+        return DeployRequest(
+            deployment_id=self.deployment_id,
+            colour=self.colour,
+            app_version=self.version,
+            config_overrides=self.config_overrides,
+            starting_offsets=self.starting_offsets,
+            start_timeout_s=float(self.start_timeout_s),
+        )
 
 
 class StopRequest(BaseModel):

@@ -41,3 +41,21 @@ def test_every_dag_form_is_as_the_snapshot_says() -> None:
     assert set(forms) == set(snapshot), "a DAG came or went: regenerate the snapshot (module docstring)"
     for dag_id, form in forms.items():
         assert form == snapshot[dag_id], f"{dag_id}'s form changed: regenerate the snapshot if meant"
+
+
+def test_no_dag_writes_a_form_field_by_hand() -> None:
+    # Every form is a request model's (`forms.params_from_model`): a field's default, description and
+    # bounds are stated once, in the model that also validates the run's request.
+    import ast
+
+    from revenue_platform.paths import DAGS_DIR
+
+    for dag_file in sorted(DAGS_DIR.glob("*.py")):
+        tree = ast.parse(dag_file.read_text())
+        called = {
+            node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+        }
+        assert "Param" not in called, f"{dag_file.name} writes a Param by hand"
+        assert "params_from_model" in called or "params=" not in dag_file.read_text(), dag_file.name
