@@ -23,10 +23,8 @@ IMPORT_CONTRACTS := tests/unit/project/test_import_contracts.py tests/unit/spark
 # does the same for Pythons started outside make, e.g. by Airflow or spark-submit).
 export PYTHONPATH := $(CURDIR):$(CURDIR)/include
 
-# `make test` runs the suite on this many pytest-xdist workers (whole modules each, the longest first:
-# tests/xdist_schedule.py; 0 runs it in one process). The 2 cores sit idle half the time of one
-# session's run and a fifth of two sessions', waiting on drivers and brokers; three sessions left them
-# no idle time at all, and the cluster's fault test ran past the 15-minute limit per test.
+# `make test` runs the suite on this many pytest-xdist workers (whole modules each; 0 runs it in one
+# process). The 2 cores sit idle half the time of one session's run, waiting on drivers and brokers.
 TEST_WORKERS ?= 2
 # Each worker's own broker and object store (see tests/conftest.py: worker N's ports are 1000 * N
 # up, its state in .local/test/gwN), stopped after every run in case pytest itself was killed, also
@@ -37,8 +35,6 @@ TEST_KAFKA_ENV := KAFKA_PORT=$$(( $${TEST_KAFKA_PORT:-19092} + 1000 * worker )) 
 TEST_OBJECT_STORE_ENV := OBJECT_STORE_PORT=$$(( $${TEST_OBJECT_STORE_PORT:-19400} + 1000 * worker )) OBJECT_STORE_DATA_DIR=$(TEST_WORKER_STATE)/object-store
 # The fault tests' own cluster (see tests/cluster/conftest.py): ports from 19100, state in .local/test/cluster.
 TEST_CLUSTER_ENV := PLATFORM_STATE_DIR=$(TEST_STATE_ROOT) CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
-# The same cluster as `make test` starts it, on whichever worker ran the cluster suite.
-TEST_WORKER_CLUSTER_ENV := PLATFORM_STATE_DIR=$(TEST_WORKER_STATE) CLUSTER_BASE_PORT=$${TEST_CLUSTER_BASE_PORT:-19100}
 
 .PHONY: help
 help: ## List the targets
@@ -146,15 +142,13 @@ release: $(INSTALLED) ## Publish an app version; starts its blue-green replay: m
 	@$(PYTHON) -m revenue_platform.bluegreen.release
 
 .PHONY: test
-test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration and e2e against real Kafka/Spark/Airflow, the cluster fault tests) on TEST_WORKERS (2) workers
+test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, unit, integration against real Kafka/Spark/Airflow) on TEST_WORKERS (2) workers
 	@[[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] || { echo "TEST_WORKERS=$(TEST_WORKERS): give a number of workers (0: the suite in one process, e.g. for --pdb)" >&2; exit 2; }
-	@# -m '' lifts pyproject's default `not cluster`: the cluster suite runs on one of the workers.
-	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile -m '' $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || status=$$?; \
 	  for worker in $$( { seq 0 $$(( $(TEST_WORKERS) > 1 ? $(TEST_WORKERS) - 1 : 0 )); \
 	      ls -d $(TEST_STATE_ROOT)/gw* 2>/dev/null | sed 's/.*gw//'; } | sort -un); do \
 	    $(TEST_KAFKA_ENV) $(STACK) kafka-down >/dev/null 2>&1 || true; \
 	    $(TEST_OBJECT_STORE_ENV) $(STACK) objectstore-down >/dev/null 2>&1 || true; \
-	    $(TEST_WORKER_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  done; \
 	  exit $$status
 
@@ -163,7 +157,7 @@ test-fast: $(INSTALLED) promtool ## The inner loop: unit + DAG tests that start 
 	@$(PYTHON) -m pytest --fast -q tests/unit tests/dags $(PYTEST_ARGS)
 
 .PHONY: test-cluster
-test-cluster: jvm object-store-jars ## Only the fault tests (make test runs them too) on a cluster of its own with its lake store (broker, worker, driver and object store kills); starts and stops it
+test-cluster: jvm object-store-jars ## Fault tests on a cluster of its own with its lake store (broker, worker, driver and object store kills); starts and stops it
 	@status=0; $(PYTHON) -m pytest -m cluster tests/cluster $(PYTEST_ARGS) || status=$$?; \
 	  $(TEST_CLUSTER_ENV) $(STACK) cluster-down >/dev/null 2>&1 || true; \
 	  exit $$status

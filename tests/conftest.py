@@ -37,7 +37,6 @@ from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.paths import REPO_ROOT
 from spark_apps.engine.session import DRIVER_JIT_ENV
 from tests.stall_watchdog import StallWatchdog, run_stalls_dir
-from tests.xdist_schedule import LongestFirstScheduling
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -125,13 +124,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # its worker replaced, instead of holding the run until CI's limit (tests/stall_watchdog.py).
     if config.pluginmanager.hasplugin("timeout"):
         config.pluginmanager.register(StallWatchdog(run_stalls_dir(_TEST_STATE_ROOT)), "stall_watchdog")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LongestFirstScheduling | None:
-    # `make test`'s --dist loadfile, with the longest modules handed out first and the cluster suite as
-    # one unit (tests/xdist_schedule.py); any other --dist is xdist's own.
-    return LongestFirstScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

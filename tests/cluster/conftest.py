@@ -28,7 +28,7 @@ CLUSTER_VARIABLES = {"CLUSTER_BASE_PORT": os.environ.get("TEST_CLUSTER_BASE_PORT
 CLUSTER_VARIABLES["CLUSTER_LAKE"] = OBJECT_STORE_LAKE
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def cluster_session() -> Iterator[LocalCluster]:
     # Read by ClusterSettings.from_env (tests/conftest.py already set PLATFORM_STATE_DIR to the test
     # state); set only while the cluster tests run, so no other test sees it.
