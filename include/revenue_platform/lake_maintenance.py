@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.forms import FORM_MODEL_CONFIG, DeploymentId, validated
@@ -104,6 +104,12 @@ class MaintenanceRequest(BaseModel):
     back)."""
     dry_run: bool = False
     """Measure and list; compact and delete nothing."""
+
+    @field_validator("deployment_id", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        # An empty field from a REST caller: every deployment, as the form's null is.
+        return None if value == "" else value
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> MaintenanceRequest:

@@ -169,6 +169,12 @@ class RollbackRequest(BaseModel):
         "rollback", description=f"Why (recorded in the audit trail; at most {MAX_REASON} characters)."
     )
 
+    @field_validator("target_deployment_id", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        # An empty field from a REST caller: the previous live deployment, as the form's null is.
+        return None if value == "" else value
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RollbackRequest:
         """The request in a run's params; ConfigError names each bad field."""
