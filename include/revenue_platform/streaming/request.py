@@ -71,6 +71,12 @@ class DeployForm(BaseModel):
     start_timeout_s: int = Field(180, ge=MIN_START_TIMEOUT_S, le=MAX_START_TIMEOUT_S)
     """Bound on waiting for the app's first heartbeat (seconds)."""
 
+    @field_validator("colour", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        # An empty colour from a REST caller derives it from the id, as the form's null does.
+        return None if value == "" else value
+
     @field_validator("starting_offsets", mode="before")
     @classmethod
     def _epoch_ms_as_text(cls, value: Any) -> Any:
