@@ -1,21 +1,20 @@
-"""The trigger forms of the DAGs: the field rules their request models share, Params built from a
-model, and the checks of the forms that have no model yet.
+"""The trigger forms of the DAGs: the field rules their request models share, and Params built from
+a model.
 
 Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
 form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
-inside the platform's lake). So each DAG's first task validates its form, after `refuse_unknown_conf`,
-before anything is registered, launched or written; a bad value is a ConfigError naming the field.
-docs/security.md ("Input surfaces") lists the forms' bounds.
+inside the platform's lake). So each DAG's first task validates its form with its request model, after
+`refuse_unknown_conf`, before anything is registered, launched or written; a bad value is a
+ConfigError naming the field. docs/security.md ("Input surfaces") lists the forms' bounds.
 
-The house pattern is a typed request model beside its feature: a pydantic model with
-`FORM_MODEL_CONFIG`, built from the shared field types below (`DeploymentId`, `TopicName`,
-`AuditText`); `params_from_model` builds its DAG's Params from it (each field's default, description
-and bounds stated once), `validated` checks a request. Forms with one: blue-green replay
-(`bluegreen.request.ReplayRequest`), rollback (`bluegreen.request.RollbackRequest`), stop and
-supervise (`streaming.request`), lake maintenance (`lake_maintenance.MaintenanceRequest`), topics
-(`topics.request.ProvisionRequest`), quality checks (`quality.request.QualityRequest`), publish
-(`bluegreen.request.PublishRequest`). Forms with checks of their own: deploy
-(`streaming.deploy.DeployRequest`), reprocess (`reprocessing.plan_reprocessing`).
+Every form is a typed request model beside its feature: a pydantic model with `FORM_MODEL_CONFIG`,
+built from the shared field types below (`DeploymentId`, `TopicName`, `AuditText`, `DateTimeText`);
+`params_from_model` builds its DAG's Params from it (each field's default, description and bounds
+stated once), `validated` checks a request. The models: `streaming.request` (`DeployForm`,
+`StopRequest`, `SuperviseRequest`), `bluegreen.request` (`ReplayRequest`, `RollbackRequest`,
+`PublishRequest`), `reprocessing.ReprocessRequest`, `quality.request.QualityRequest`,
+`lake_maintenance.MaintenanceRequest`, `topics.request.ProvisionRequest`
+(tests/unit/project/test_form_params.py holds their rendered forms against a snapshot).
 """
 
 from __future__ import annotations
@@ -174,17 +173,6 @@ def _problem(issue: Any) -> str:
 
 def _readable(number: float) -> str:
     return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
-
-
-def deployment_id(value: Any, field: str, *, optional: bool = False) -> str | None:
-    """A deployment id (spark_apps.contract.naming.DEPLOYMENT_ID_PATTERN, full string); None if optional
-    and empty."""
-    if optional and value in (None, ""):
-        return None
-    try:
-        return validate_deployment_id(value)
-    except ValueError as error:
-        raise ConfigError(f"{field}: {error}") from error
 
 
 def datetime_text(value: Any, field: str) -> datetime | None:
