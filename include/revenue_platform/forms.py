@@ -24,7 +24,15 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic_core import to_jsonable_python
 
 from revenue_platform.errors import ConfigError
@@ -71,6 +79,16 @@ DeploymentId = Annotated[
     AfterValidator(validate_deployment_id),
     WithJsonSchema({"type": "string", "pattern": DEPLOYMENT_ID_PATTERN.pattern}),
 ]
+
+
+def _empty_is_none(value: Any) -> Any:
+    return None if value == "" else value
+
+
+# On an optional field: "" (what some REST clients send for an empty field) is the same as leaving it
+# out, i.e. the form's null.
+EMPTY_IS_NONE: Final = BeforeValidator(_empty_is_none)
+OptionalDeploymentId = Annotated[DeploymentId | None, EMPTY_IS_NONE]
 
 
 def _kafka_topic_name(value: str) -> str:

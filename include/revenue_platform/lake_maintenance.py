@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import FORM_MODEL_CONFIG, DeploymentId, validated
+from revenue_platform.forms import FORM_MODEL_CONFIG, OptionalDeploymentId, validated
 from revenue_platform.lake_storage import delta_storage_options, open_lake_table
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
@@ -90,7 +90,7 @@ class MaintenanceRequest(BaseModel):
 
     model_config = FORM_MODEL_CONFIG
 
-    deployment_id: DeploymentId | None = None
+    deployment_id: OptionalDeploymentId = None
     """Maintain this deployment's gold and bronze only; empty = every registered deployment."""
     gold_retention_hours: int = Field(
         MaintenancePolicy.gold_retention // _HOUR, ge=MIN_RETENTION // _HOUR, le=MAX_RETENTION // _HOUR
@@ -104,12 +104,6 @@ class MaintenanceRequest(BaseModel):
     back)."""
     dry_run: bool = False
     """Measure and list; compact and delete nothing."""
-
-    @field_validator("deployment_id", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # An empty field from a REST caller: every deployment, as the form's null is.
-        return None if value == "" else value
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> MaintenanceRequest:

@@ -15,14 +15,15 @@ from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, field_validator
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
 
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.forms import (
+    EMPTY_IS_NONE,
     FORM_MODEL_CONFIG,
     MAX_DATETIME_TEXT,
     MAX_LIST_ITEMS,
-    DeploymentId,
+    OptionalDeploymentId,
     iso_datetime,
     validated,
 )
@@ -74,14 +75,14 @@ class ReprocessRequest(BaseModel):
 
     model_config = FORM_MODEL_CONFIG
 
-    range_start: RangeText | None = None
+    range_start: Annotated[RangeText | None, EMPTY_IS_NONE] = None
     """Ad-hoc range start (UTC ISO, e.g. 2026-11-22T09:00:00Z); empty = the run's data interval: for a
     run triggered now, the last complete hour (09:00-10:00 when triggered at 10:20), not the hour in
     progress. Reprocess the current hour by giving both ends."""
-    range_end: RangeText | None = None
+    range_end: Annotated[RangeText | None, EMPTY_IS_NONE] = None
     """Ad-hoc range end, exclusive (after the start, at most 24 h after it, aligned to the windows);
     empty = the run's data interval (see range_start)."""
-    deployment_id: DeploymentId | None = None
+    deployment_id: OptionalDeploymentId = None
     """Deployment to repair; empty = the live one (the run is skipped while none is live)."""
     source: Source = "auto"
     """auto: Kafka if it still holds the range, else bronze."""
@@ -90,14 +91,8 @@ class ReprocessRequest(BaseModel):
     """Only these locationIds (e.g. store_1001); empty = every store."""
     repair: bool = True
     """Write the batch result to gold; off = report only."""
-    lake_root: str | None = Field(None, max_length=MAX_ROOT_LENGTH)
+    lake_root: Annotated[str | None, EMPTY_IS_NONE] = Field(None, max_length=MAX_ROOT_LENGTH)
     """Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT or .local/lake."""
-
-    @field_validator("range_start", "range_end", "deployment_id", "lake_root", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # A form's empty optional field arrives as "" from some clients: the same as leaving it out.
-        return None if value == "" else value
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> ReprocessRequest:

@@ -26,7 +26,14 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN, Mode, TriggerKind
-from revenue_platform.forms import FORM_MODEL_CONFIG, MAX_REASON, AuditText, DeploymentId, validated
+from revenue_platform.forms import (
+    FORM_MODEL_CONFIG,
+    MAX_REASON,
+    AuditText,
+    DeploymentId,
+    OptionalDeploymentId,
+    validated,
+)
 from revenue_platform.quality.config import THRESHOLD_FIELDS, validate_thresholds
 from spark_apps.contract.config import MAX_OVERRIDES
 
@@ -163,17 +170,11 @@ class RollbackRequest(BaseModel):
 
     model_config = FORM_MODEL_CONFIG
 
-    target_deployment_id: DeploymentId | None = None
+    target_deployment_id: OptionalDeploymentId = None
     """Deployment to make live; empty = the previous live one from the audit trail."""
     reason: AuditText = Field(
         "rollback", description=f"Why (recorded in the audit trail; at most {MAX_REASON} characters)."
     )
-
-    @field_validator("target_deployment_id", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # An empty field from a REST caller: the previous live deployment, as the form's null is.
-        return None if value == "" else value
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> RollbackRequest:

@@ -8,16 +8,17 @@ confined to the platform's lake by the gate (it needs the lake the worker runs w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.forms import (
+    EMPTY_IS_NONE,
     FORM_MODEL_CONFIG,
     MAX_QUALITY_SPAN,
     DateTimeText,
-    DeploymentId,
+    OptionalDeploymentId,
     validate_quality_interval,
     validated,
 )
@@ -35,16 +36,16 @@ class QualityRequest(BaseModel):
 
     model_config = FORM_MODEL_CONFIG
 
-    deployment_id: DeploymentId | None = None
+    deployment_id: OptionalDeploymentId = None
     """Deployment whose gold table is checked; empty = the live deployment from the registry (the run is
     skipped while none is live). An asset-triggered run checks the deployment named in the event."""
-    interval_start: DateTimeText | None = Field(
+    interval_start: Annotated[DateTimeText | None, EMPTY_IS_NONE] = Field(
         None,
         description="Start (UTC, inclusive) of the checked interval; empty = the range the triggering gold "
         "event rewrote, else the run's data interval. A form's interval spans at most "
         f"{MAX_QUALITY_SPAN}.",
     )
-    interval_end: DateTimeText | None = None
+    interval_end: Annotated[DateTimeText | None, EMPTY_IS_NONE] = None
     """End (UTC, exclusive); empty = the run's data interval end. Freshness is measured against it, never
     against the current time."""
     freshness_max_lag: str = Field(_DEFAULTS.freshness_max_lag, max_length=40)
@@ -57,15 +58,9 @@ class QualityRequest(BaseModel):
     """Max share of the interval's records that are dead letters."""
     max_late_share: float = Field(_DEFAULTS.max_late_share, ge=0, le=1, allow_inf_nan=False)
     """Max share of the interval's valid records later than the watermark."""
-    lake_root: str | None = Field(None, max_length=MAX_ROOT_LENGTH)
+    lake_root: Annotated[str | None, EMPTY_IS_NONE] = Field(None, max_length=MAX_ROOT_LENGTH)
     """Lake root: the platform's lake or a folder inside it; empty = $PLATFORM_LAKE_ROOT or <state
     dir>/lake."""
-
-    @field_validator("deployment_id", "interval_start", "interval_end", "lake_root", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # A form's empty optional field arrives as "" from some clients: the same as leaving it out.
-        return None if value == "" else value
 
     @field_validator(*THRESHOLD_PARAMS)
     @classmethod

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, WithJsonSchema, field_validator
 
 from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.forms import (
+    EMPTY_IS_NONE,
     FORM_MODEL_CONFIG,
     MAX_LIST_ITEMS,
     MAX_STOP_TIMEOUT_S,
@@ -33,6 +34,7 @@ MAX_START_TIMEOUT_S: Final = 3600
 # Airflow's form would show it as "null".
 Colour = Annotated[
     Literal["blue", "green", "other"] | None,
+    EMPTY_IS_NONE,
     WithJsonSchema(
         {
             "type": ["null", "string"],
@@ -70,12 +72,6 @@ class DeployForm(BaseModel):
     """Where a NEW checkpoint starts: earliest, latest, or a timestamp in epoch ms."""
     start_timeout_s: int = Field(180, ge=MIN_START_TIMEOUT_S, le=MAX_START_TIMEOUT_S)
     """Bound on waiting for the app's first heartbeat (seconds)."""
-
-    @field_validator("colour", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # An empty colour from a REST caller derives it from the id, as the form's null does.
-        return None if value == "" else value
 
     @field_validator("starting_offsets", mode="before")
     @classmethod
