@@ -62,14 +62,23 @@ def find_topic_range(
             start_offsets[tp.partition] = start
             end_offsets[tp.partition] = high
             if low > 0 and start <= low:
-                first_kept_ms = _timestamp_at(consumer, topic, tp.partition, low, timeout_s)
+                # An emptied partition (low == high) has no record to ask for its time: a poll
+                # there would only wait out its timeout (30 s a partition) before saying so.
+                first_kept_ms = None
+                if low < high:
+                    first_kept_ms = _timestamp_at(consumer, topic, tp.partition, low, timeout_s)
                 # No kept record at all, or the oldest kept one is newer than the range start:
                 # retention may have removed records of the range, so Kafka cannot prove coverage.
                 if first_kept_ms is None or first_kept_ms > start_ms:
-                    gaps.append(
-                        f"{topic}[{tp.partition}]: records before offset {low} were deleted by retention; "
-                        f"the oldest kept record was appended at {first_kept_ms} ms, "
+                    kept = (
+                        "none is kept"
+                        if first_kept_ms is None
+                        else f"the oldest kept record was appended at {first_kept_ms} ms, "
                         f"after the range start {start_ms} ms"
+                    )
+                    gaps.append(
+                        f"{topic}[{tp.partition}]: records before offset {low} were deleted by "
+                        f"retention; {kept}"
                     )
         return TopicRange(topic, start_offsets, end_offsets, gaps)
     finally:
