@@ -47,6 +47,7 @@ from spark_apps.engine.checkpoints import CheckpointMigrationError
 from spark_apps.engine.observability import query_failure
 from spark_apps.engine.queries import PreparedQueries, prepare_queries
 from spark_apps.engine.session import BATCH_CACHE_CONF, DELTA_CONF, build_spark_session
+from spark_apps.engine.stopping import is_stop_refusal
 from spark_apps.storage.tables import delta_rs_storage_options
 
 LOG = logging.getLogger("orders_streaming_app")
@@ -135,6 +136,7 @@ class _DriverLoop:
         fence: LeaseFence,
         started_at: datetime,
         side_file_options: dict[str, str],
+        stop_requested: threading.Event | None = None,
     ) -> None:
         self.config = config
         self.prepared = prepared
@@ -145,7 +147,8 @@ class _DriverLoop:
         self.started_at = started_at
         self.queries: list[StreamingQuery] = []
         self.ready: set[str] = set()
-        self.stop_requested = threading.Event()
+        # Shared with the batches (`prepare_queries`): once set, none starts (`engine.stopping`).
+        self.stop_requested = stop_requested or threading.Event()
         self.superseded: LeaseRejectedError | None = None
         # Side steps that failed last time they ran (`_unless_unreachable`): logged once per outage.
         self.unreachable: set[str] = set()
@@ -155,7 +158,8 @@ class _DriverLoop:
         LOG.info("deployment %s started query %s", self.config.deployment_id, self.queries[-1].name)
 
     def request_stop(self, signum: int, _frame: Any) -> None:
-        # Only a flag: stopping a query from a signal handler would cut a batch in half.
+        # Only a flag: stopping a query from a signal handler would cut a batch in half. The watch
+        # stops an idle query; a busy one ends when its next batch refuses to start.
         LOG.info("signal %s: stopping queries after their current micro-batch", signum)
         self.stop_requested.set()
 
@@ -197,9 +201,18 @@ class _DriverLoop:
             LOG.info("deployment %s can %s again", self.config.deployment_id, what)
         return True
 
+    def _failures(self) -> list[Any]:
+        """The queries' errors, but for the refusal of a batch that began after a stop was asked for."""
+        errors = [q.exception() for q in self.queries if q.exception() is not None]
+        if self.stop_requested.is_set():
+            return [error for error in errors if not is_stop_refusal(error)]
+        return errors
+
     def _keep_watching(self) -> bool:
         if any(q.exception() is not None for q in self.queries):
-            return False  # one query failed: stop the other too, so the supervisor restarts both
+            # One query failed (or refused a batch once the stop was asked for): stop the other
+            # too, so the supervisor restarts both.
+            return False
         if not any(q.isActive for q in self.queries):
             if len(self.queries) == len(self.prepared.starters) or self.stop_requested.is_set():
                 return False
@@ -250,7 +263,7 @@ class _DriverLoop:
 
     def raise_outcome(self, fence: LeaseFence) -> None:
         """Raise what ended the run, if it did not simply end."""
-        failures = [q.exception() for q in self.queries if q.exception() is not None]
+        failures = self._failures()
         if fence.rejected is not None:
             # A batch refused to commit: the lease moved to another driver. Not a crash to restart from.
             raise fence.rejected
@@ -294,13 +307,14 @@ def run(
         config.lease_token,
         delta_rs_storage_options(registry_root, session),
     )
+    stop_requested = threading.Event()
     try:
-        prepared = prepare_queries(session, config, fence)
+        prepared = prepare_queries(session, config, fence, stop_requested)
     except BaseException:
         _restore_conf(session, merge_conf_before)  # a caller's session must not keep them
         raise
     side_file_options = delta_rs_storage_options(config.names.progress_dir, session)
-    loop = _DriverLoop(config, prepared, fence, started_at, side_file_options)
+    loop = _DriverLoop(config, prepared, fence, started_at, side_file_options, stop_requested)
     loop.start_next()
     if spark is None:  # only the spark-submit entry point owns the process's signals
         signal.signal(signal.SIGTERM, loop.request_stop)

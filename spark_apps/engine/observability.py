@@ -23,6 +23,7 @@ from pyspark.sql.streaming.listener import JStreamingQueryListener, StreamingQue
 from spark_apps.contract.naming import query_progress_file
 from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, VALIDATOR_DLQ_REASON_KINDS
 from spark_apps.contract.side_files import read_json, write_json
+from spark_apps.engine.stopping import is_stop_refusal
 
 LOG = logging.getLogger("orders_streaming_app.progress")
 
@@ -386,6 +387,9 @@ class ProgressPublisher(JsonProgressListener):
             LOG.exception("could not publish idleness")
 
     def onQueryTerminated(self, event: Any) -> None:
+        if event.exception is not None and is_stop_refusal(event.exception):
+            LOG.info("query %s stopped: its next batch did not start, the driver is stopping", event.id)
+            return
         LOG.info(
             "query %s terminated (exception: %s)",
             event.id,

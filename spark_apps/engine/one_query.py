@@ -59,6 +59,7 @@ from spark_apps.contract.records import (
 )
 from spark_apps.engine.observability import BatchCounters
 from spark_apps.engine.resume import RedoWindows, iso_us, resume_revenue_state
+from spark_apps.engine.stopping import refuse_if_stopping
 from spark_apps.revenue.counting import count_batch, not_counted
 from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue.stores import enrich_with_stores
@@ -109,12 +110,15 @@ class OneQueryBatch:
         stores: StoresTable,
         revenue_topic: RevenueTopicWriter | None = None,
         batch_base: int = 0,
+        stop_requested: threading.Event | None = None,
     ) -> None:
         """`batch_base` is added to the query's batch ids: a replay's history is read by a query of
         its own first (batches 0, 1, ...), and the Kafka query after it counts on from
         `LIVE_AFTER_HISTORY_BATCH_BASE`, so the engine's batch ids (bronze's ingest batch, gold's
-        batch and commit stamp) keep growing across the two."""
+        batch and commit stamp) keep growing across the two. Once `stop_requested` is set, a batch
+        refuses to start (`engine.stopping`)."""
         self.config = config
+        self.stop_requested = stop_requested or threading.Event()
         self.batch_base = batch_base
         self.fence = fence
         self.counters = counters
@@ -142,6 +146,7 @@ class OneQueryBatch:
 
     def __call__(self, validated: DataFrame, query_batch_id: int) -> None:
         batch_id = self.batch_base + query_batch_id
+        refuse_if_stopping(self.stop_requested, batch_id)  # before it reads or writes anything
         validated.persist()
         try:
             self._run(validated, batch_id, query_batch_id)

@@ -6,6 +6,7 @@ each micro-batch handled by `one_query.OneQueryBatch` behind the lease fence.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,10 +77,16 @@ def validated_orders(
     return with_repeats(checked, config.dedupe.horizon_seconds, config.window.delay_seconds, initial_dedupe)
 
 
-def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: LeaseFence) -> PreparedQueries:
+def prepare_queries(
+    spark: SparkSession,
+    config: StreamingAppConfig,
+    fence: LeaseFence,
+    stop_requested: threading.Event | None = None,
+) -> PreparedQueries:
     """Make one deployment ready to run: its listener, its tables, and a starter per query, each
     batch writing behind `fence`: its query; for a replay from bronze, first a query that reads the
-    history in bounded batches to its end, then the query that reads Kafka from the cut-over."""
+    history in bounded batches to its end, then the query that reads Kafka from the cut-over. Once
+    `stop_requested` is set, no further batch starts (`engine.stopping`)."""
     names = config.names
     refuse_retired_checkpoints(spark, config)
     # Before anything reads a checkpoint: its offsets must be the brokers' cluster's.
@@ -87,11 +94,19 @@ def prepare_queries(spark: SparkSession, config: StreamingAppConfig, fence: Leas
     counters = BatchCounters()
     stores = StoresTable(config)
     history_first = config.history is not None
+    stop_requested = stop_requested or threading.Event()
     live = OneQueryBatch(
-        config, fence, counters, stores, batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0
+        config,
+        fence,
+        counters,
+        stores,
+        batch_base=LIVE_AFTER_HISTORY_BATCH_BASE if history_first else 0,
+        stop_requested=stop_requested,
     )
     history = (
-        OneQueryBatch(config, fence, counters, stores, revenue_topic=live.revenue_topic)
+        OneQueryBatch(
+            config, fence, counters, stores, revenue_topic=live.revenue_topic, stop_requested=stop_requested
+        )
         if history_first
         else None
     )

@@ -186,10 +186,11 @@ def test_a_green_that_fails_quality_is_not_promoted_and_is_stopped(stack: Stack)
 
 
 def test_a_green_that_does_not_catch_up_in_time_is_aborted(stack: Stack) -> None:
-    # Five offsets per micro-batch every two seconds cannot read ~200 records in no time.
+    # Five offsets per micro-batch cannot read ~200 records in no time; with a 1-s trigger, shorter
+    # than a batch, the batches run back to back until the stop.
     run = stack.replay(
         "green-slow",
-        config_overrides={"kafka.max_offsets_per_trigger": 5},
+        config_overrides={"kafka.max_offsets_per_trigger": 5, "trigger.interval": "1 second"},
         catch_up_timeout_s=0,
     )
 
@@ -206,6 +207,10 @@ def test_a_green_that_does_not_catch_up_in_time_is_aborted(stack: Stack) -> None
     [failed] = [e for e in stack.registry.events("green-slow") if e.kind == "replay_gate_failed"]
     assert failed.reason is not None
     assert "did not catch up" in failed.reason
+    # Its batches ran back to back (a backlog): the stop still ended it at a batch boundary, not
+    # with the SIGKILL after the stop's timeout (30 s here).
+    [stopped] = [e for e in stack.registry.events("green-slow") if e.kind == "stopped"]
+    assert stopped.details["how"] == "graceful", stopped.details
 
 
 def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack) -> None:

@@ -38,3 +38,59 @@ def test_a_heartbeat_the_store_refuses_is_retried_and_its_outage_logged_once(
         "deployment blue can write its heartbeat again",
     ]
     assert loop.unreachable == set()
+
+
+class _EndedQuery:
+    """A terminated query as the loop sees it: PySpark's exception carries the Python traceback text
+    of the foreachBatch function that raised."""
+
+    isActive = False
+
+    def __init__(self, error: str | None) -> None:
+        self._error = error
+
+    def exception(self) -> str | None:
+        return self._error
+
+
+_REFUSED = (
+    "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach "
+    'batch sink.\n  File ".../one_query.py", line 150, in __call__\n'
+    "spark_apps.engine.stopping.StoppedBeforeBatch: batch 7 not started: the driver is stopping "
+    "(its next start runs it)"
+)
+
+
+def test_a_batch_refused_after_a_stop_request_ends_the_run_as_the_stop() -> None:
+    loop = _loop()
+    loop.queries = [_EndedQuery(_REFUSED)]
+    loop.stop_requested.set()
+    assert not loop._keep_watching()
+    loop.raise_outcome(SimpleNamespace(rejected=None))  # the stop it asked for: nothing raised
+
+
+def test_a_refusal_nobody_asked_for_and_any_other_error_fail_the_run() -> None:
+    unasked = _loop()
+    unasked.queries = [_EndedQuery(_REFUSED)]
+    with pytest.raises(RuntimeError, match="StoppedBeforeBatch"):
+        unasked.raise_outcome(SimpleNamespace(rejected=None))
+
+    stopping = _loop()
+    stopping.queries = [_EndedQuery("org.apache.kafka.common.errors.TimeoutException: no broker")]
+    stopping.stop_requested.set()
+    with pytest.raises(RuntimeError, match="TimeoutException"):
+        stopping.raise_outcome(SimpleNamespace(rejected=None))
+
+
+def test_a_batch_refuses_to_start_once_the_stop_is_asked_for() -> None:
+    import threading
+
+    from spark_apps.engine.stopping import StoppedBeforeBatch, is_stop_refusal, refuse_if_stopping
+
+    stop = threading.Event()
+    refuse_if_stopping(stop, 6)  # not asked: the batch runs
+    stop.set()
+    with pytest.raises(StoppedBeforeBatch) as refused:
+        refuse_if_stopping(stop, 7)
+    assert is_stop_refusal(refused.value)
+    assert "batch 7 not started" in str(refused.value)
