@@ -44,8 +44,9 @@ $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt
 	@$(PY_BOOT) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required (found %d.%d); set PY_BOOT=/path/to/python3.11" % sys.version_info[:2])'
 	@test -x $(PYTHON) || $(PY_BOOT) -m venv $(VENV)
 	@echo "[install] Python packages into $(VENV) (pinned by constraints.txt) ..."
-	@$(PYTHON) -m pip install --quiet --upgrade pip
-	@$(PYTHON) -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	@# uv (pinned in constraints.txt) installs the rest: same pins, half of pip's time on a fresh .venv.
+	@$(PYTHON) -m pip install --quiet --disable-pip-version-check -c constraints.txt uv
+	@$(VENV)/bin/uv pip install --quiet --python $(PYTHON) -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	@# pyspark-client (pulled by the Spark provider) shares pyspark's package folder: versions must match.
 	@$(PYTHON) -c 'from importlib.metadata import version as v; a, b = v("pyspark"), v("pyspark-client"); assert a == b, f"pyspark {a} != pyspark-client {b}"'
 	@# A .pth file puts the repo root (spark_apps) and include/ (revenue_platform) on sys.path.
