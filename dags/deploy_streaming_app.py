@@ -59,7 +59,8 @@ def deploy_streaming_app() -> None:
     def validate_request() -> dict[str, Any]:
         from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry, registry_lake_root
-        from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
+        from revenue_platform.streaming.deploy import config_document, resolve_config
+        from revenue_platform.streaming.request import DeployRequest
         from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
@@ -81,9 +82,9 @@ def deploy_streaming_app() -> None:
     def deploy(request: dict[str, Any]) -> dict[str, Any]:
         from revenue_platform.kafka_connection import client_security_from_airflow
         from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.streaming.deploy import DeployRequest
         from revenue_platform.streaming.deploy import deploy as deploy_deployment
         from revenue_platform.streaming.launcher import spark_target_from_connection
+        from revenue_platform.streaming.request import DeployRequest
 
         context = get_current_context()
         return deploy_deployment(

@@ -52,6 +52,10 @@ MAX_STOP_TIMEOUT_S: Final = 3600
 MAX_QUALITY_SPAN: Final = timedelta(days=1)
 # ISO date-times in forms: at most this many characters (2026-11-22T09:00:00.000000+00:00 has 32).
 MAX_DATETIME_TEXT: Final = 40
+# App version labels (semver-like: 2.1.0); they end up in registry rows, deployment ids and logs,
+# never in SQL or shell. Full-string: `$(?!\n)` refuses a trailing newline where JSON schema searches
+# (spark_apps/contract/naming.py).
+VERSION_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$(?!\n)"
 # Kafka topic names as the spec and the app accept them.
 _TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Audit text: printable, tabs and newlines allowed, no other control characters.

@@ -136,3 +136,10 @@ def require_inside_lake(root: str, lake: str, field: str) -> str:
     if not Path(root).resolve().is_relative_to(Path(lake).resolve()):
         raise ConfigError(advice)
     return root
+
+
+def pyspark_jars_dir() -> Path:
+    """The folder of jars that the installed pyspark puts on Spark's classpath."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"

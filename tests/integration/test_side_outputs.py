@@ -18,7 +18,8 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.orders_generator import GeneratorSettings, generate_orders, generate_stores, produce
 from revenue_platform.registry import DeploymentRegistry
 from revenue_platform.streaming import deploy
-from revenue_platform.streaming.deploy import DeployRequest, ensure_output_topics, resolve_config
+from revenue_platform.streaming.deploy import ensure_output_topics, resolve_config
+from revenue_platform.streaming.request import DeployRequest
 from spark_apps.contract.config import StreamingAppConfig
 from spark_apps.orders_streaming_app import run
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix

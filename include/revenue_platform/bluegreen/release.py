@@ -49,7 +49,8 @@ def publish(
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Record a release in the registry (idempotent for the same config); return it, JSON-safe."""
-    from revenue_platform.streaming.deploy import DeployRequest, resolve_config
+    from revenue_platform.streaming.deploy import resolve_config
+    from revenue_platform.streaming.request import DeployRequest
 
     version = validate_version(version)
     overrides = validate_release_overrides(config_overrides)

@@ -44,8 +44,9 @@ from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.kafka_connection import client_security
 from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
-from revenue_platform.streaming.deploy import DeployRequest, deploy, resolve_config
+from revenue_platform.streaming.deploy import deploy, resolve_config
 from revenue_platform.streaming.launcher import SparkTarget
+from revenue_platform.streaming.request import DeployRequest
 from revenue_platform.streaming.stop import stop_deployment
 from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.kafka_config import KafkaConfig

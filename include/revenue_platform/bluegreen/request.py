@@ -25,10 +25,11 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
-from revenue_platform.bluegreen.triggers import MAX_NOTES, VERSION_PATTERN, Mode, TriggerKind
+from revenue_platform.bluegreen.triggers import MAX_NOTES, Mode, TriggerKind
 from revenue_platform.forms import (
     FORM_MODEL_CONFIG,
     MAX_REASON,
+    VERSION_PATTERN,
     AuditText,
     DeploymentId,
     OptionalDeploymentId,

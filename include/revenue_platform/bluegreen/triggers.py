@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, get_args
 
 from revenue_platform.bluegreen.logic import NOT_INHERITED
 from revenue_platform.errors import ConfigError
+from revenue_platform.forms import VERSION_PATTERN
 
 # How a run was started (derived from the run) and what it does after the gates: promote = switch
 # live to green; reproduce = only prove green recomputes live's numbers, then retire it.
@@ -34,10 +35,6 @@ PROMOTE, REPRODUCE = MODES
 PERIODIC_ACTIONS: Final = {"record": REPRODUCE, "switch": PROMOTE}
 DEFAULT_PERIODIC_ACTION: Final = "record"
 
-# Semver-like labels; they end up in registry rows, deployment ids and logs, never in SQL or shell.
-# Full-string: `$(?!\n)` refuses a trailing newline where JSON schema searches
-# (spark_apps/contract/naming.py).
-VERSION_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$(?!\n)"
 # Release notes (free text for the audit trail) are bounded like every other form value.
 MAX_NOTES: Final = 4000
 RELEASE_EXTRA_VERSION: Final = "version"

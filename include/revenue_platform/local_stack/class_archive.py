@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from revenue_platform.errors import PrerequisiteError
-from revenue_platform.paths import SPARK_APPS_DIR, SPARK_JARS_DIR
+from revenue_platform.paths import SPARK_APPS_DIR, SPARK_JARS_DIR, pyspark_jars_dir
 from revenue_platform.spark_submit import spark_submit_command, spark_submit_env
 from spark_apps.engine.session import (
     DRIVER_CLASS_ARCHIVE_DIR,
@@ -57,8 +57,6 @@ def superseded_archives(target: Path) -> list[Path]:
 
 def archive_inputs() -> list[Path]:
     """What the archive is made from: Spark's jars, the connector jars, the JDK, the training job."""
-    from revenue_platform.local_stack.jvm import pyspark_jars_dir
-
     java = drivers_java()
     jdk = [java.resolve()] if java else []
     return [

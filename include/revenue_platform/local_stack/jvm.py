@@ -29,6 +29,7 @@ from revenue_platform.paths import (
     ORDER_VALIDATOR_SOURCE_DIR,
     SPARK_JARS_DIR,
     SPARK_S3_JARS_DIR,
+    pyspark_jars_dir,
 )
 
 _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+(?:\.\d+)+[^/]*)\.jar$")
@@ -40,13 +41,6 @@ def artifact_name(jar_file_name: str) -> str:
     """`jackson-core-2.13.5.jar` -> `jackson-core`; names without a version are returned whole."""
     match = _JAR_NAME.match(jar_file_name)
     return match.group("artifact") if match else jar_file_name.removesuffix(".jar")
-
-
-def pyspark_jars_dir() -> Path:
-    """The folder of jars that the installed pyspark puts on Spark's classpath."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "jars"
 
 
 def _copy_dependencies(pom_dir: Path, output_dir: Path) -> None:

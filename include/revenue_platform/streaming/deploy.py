@@ -20,7 +20,6 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +45,7 @@ from revenue_platform.streaming.launcher import (
     log_tail,
     observe_driver,
 )
+from revenue_platform.streaming.request import DeployRequest
 from spark_apps.contract.config import BRONZE_TABLE_INFIX, AppConfigError, StreamingAppConfig, load_config
 from spark_apps.contract.driver_exit import DRIVER_REFUSED
 from spark_apps.contract.kafka_config import MAX_TIMESTAMP_MS
@@ -83,34 +83,6 @@ class DeploymentFailedError(PlatformError):
 class DriverRefusedError(DeploymentFailedError):
     """The driver refused to start (exit status DRIVER_REFUSED): started again unchanged, it would
     refuse again. The message is the driver's own, which says what to do."""
-
-
-@dataclass(frozen=True)
-class DeployRequest:
-    """What the deploy_streaming_app DAG's trigger form asks for."""
-
-    deployment_id: str
-    colour: str | None = None
-    app_version: str = "dev"
-    config_overrides: Mapping[str, Any] = field(default_factory=dict)
-    starting_offsets: str = "earliest"
-    """earliest, latest, or an epoch-millisecond timestamp; only used by a NEW checkpoint."""
-    start_timeout_s: float = 180.0
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
-        """The deploy_streaming_app trigger form as a request (`streaming.request.DeployForm`);
-        ConfigError names a bad field (`resolve_config` then validates the config it asks for)."""
-        from revenue_platform.streaming.request import DeployForm
-
-        return DeployForm.from_params(params).to_request()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (XCom); `DeployRequest(**request.to_dict())` is the same request."""
-        return {
-            **{name: getattr(self, name) for name in self.__dataclass_fields__},
-            "config_overrides": dict(self.config_overrides),
-        }
 
 
 def starting_overrides(starting_offsets: str) -> dict[str, Any]:

@@ -7,24 +7,22 @@ the field."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema, field_validator
 
-from revenue_platform.bluegreen.triggers import VERSION_PATTERN
 from revenue_platform.forms import (
     EMPTY_IS_NONE,
     FORM_MODEL_CONFIG,
     MAX_LIST_ITEMS,
     MAX_STOP_TIMEOUT_S,
     MIN_STOP_TIMEOUT_S,
+    VERSION_PATTERN,
     DeploymentId,
     validated,
 )
 from spark_apps.contract.config import MAX_OVERRIDES
-
-if TYPE_CHECKING:
-    from revenue_platform.streaming.deploy import DeployRequest
 
 # Bounds of the deploy form's wait for a new driver's first heartbeat.
 MIN_START_TIMEOUT_S: Final = 10
@@ -85,8 +83,6 @@ class DeployForm(BaseModel):
         return validated(cls, params)
 
     def to_request(self) -> DeployRequest:
-        from revenue_platform.streaming.deploy import DeployRequest
-
         return DeployRequest(
             deployment_id=self.deployment_id,
             colour=self.colour,
@@ -95,6 +91,32 @@ class DeployForm(BaseModel):
             starting_offsets=self.starting_offsets,
             start_timeout_s=float(self.start_timeout_s),
         )
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What the deploy_streaming_app DAG's trigger form asks for."""
+
+    deployment_id: str
+    colour: str | None = None
+    app_version: str = "dev"
+    config_overrides: Mapping[str, Any] = field(default_factory=dict)
+    starting_offsets: str = "earliest"
+    """earliest, latest, or an epoch-millisecond timestamp; only used by a NEW checkpoint."""
+    start_timeout_s: float = 180.0
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DeployRequest:
+        """The deploy_streaming_app trigger form as a request (`streaming.request.DeployForm`);
+        ConfigError names a bad field (`resolve_config` then validates the config it asks for)."""
+        return DeployForm.from_params(params).to_request()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (XCom); `DeployRequest(**request.to_dict())` is the same request."""
+        return {
+            **{name: getattr(self, name) for name in self.__dataclass_fields__},
+            "config_overrides": dict(self.config_overrides),
+        }
 
 
 class StopRequest(BaseModel):

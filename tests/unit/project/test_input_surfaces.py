@@ -20,7 +20,8 @@ from revenue_platform.bluegreen.release import publish
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentRegistry
-from revenue_platform.streaming.deploy import DeployRequest, resolve_config
+from revenue_platform.streaming.deploy import resolve_config
+from revenue_platform.streaming.request import DeployRequest
 from spark_apps.contract.config import AppConfigError, load_config
 from spark_apps.contract.naming import validate_deployment_id
 from tests.registry_helpers import register_deployment

@@ -190,7 +190,8 @@ def _dags() -> dict[str, Any]:
 
 def _deploy(params: dict[str, Any], lake: Path) -> Any:
     from revenue_platform.registry import DeploymentRegistry
-    from revenue_platform.streaming.deploy import DeployRequest, resolve_config
+    from revenue_platform.streaming.deploy import resolve_config
+    from revenue_platform.streaming.request import DeployRequest
 
     registry = DeploymentRegistry(str(lake))
     return resolve_config(DeployRequest.from_params(params), str(lake), BOOTSTRAP, registry)
