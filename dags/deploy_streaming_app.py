@@ -22,7 +22,7 @@ from airflow.sdk import dag, get_current_context, task
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.kafka_connection import (
     KafkaConnectionConfigError,
     optional_bootstrap_servers,
@@ -61,11 +61,9 @@ def deploy_streaming_app() -> None:
         from revenue_platform.registry import DeploymentRegistry, registry_lake_root
         from revenue_platform.streaming.deploy import config_document, resolve_config
         from revenue_platform.streaming.request import DeployRequest
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
-        refuse_unknown_conf(context)
-        request = DeployRequest.from_params(context["params"])
+        request = run_request(DeployRequest.from_params, context)
         config = resolve_config(
             request,
             registry_lake_root(),

@@ -19,7 +19,7 @@ from airflow.sdk import dag, get_current_context, task
 
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.lake_maintenance import MaintenanceRequest
 from revenue_platform.registry import DeploymentNotFoundError
 
@@ -43,11 +43,9 @@ def maintain_lake() -> None:
         from revenue_platform.lake_maintenance import reports_as_dicts
         from revenue_platform.paths import lake_root
         from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
-        refuse_unknown_conf(context)
-        form = MaintenanceRequest.from_params(context["params"])
+        form = run_request(MaintenanceRequest.from_params, context)
         registry = DeploymentRegistry()
         if form.deployment_id is not None:
             deployments = [registry.get(form.deployment_id).deployment_id]

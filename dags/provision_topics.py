@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 from revenue_platform.connections import KAFKA_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
 from revenue_platform.topics.request import ProvisionRequest
@@ -55,11 +55,8 @@ def provision_topics() -> None:
     @task(multiple_outputs=False)
     def load_spec() -> dict[str, Any]:
         from revenue_platform.topics.provision import load_spec_step
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
-        context = get_current_context()
-        refuse_unknown_conf(context)
-        request = ProvisionRequest.from_params(context["params"])
+        request = run_request(ProvisionRequest.from_params, get_current_context())
         return load_spec_step(
             environment=request.environment,
             topics=request.topics,

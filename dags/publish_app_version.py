@@ -20,7 +20,7 @@ from revenue_platform.assets import app_release_asset
 from revenue_platform.bluegreen.request import PublishRequest
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.registry import RegistryConflictError
 
 
@@ -39,12 +39,10 @@ def publish_app_version() -> None:
     def record_release() -> dict[str, Any]:
         from revenue_platform.bluegreen.release import publish, release_event_extra
         from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
         # First: a misspelled key (`config_overides`) must not publish an immutable version without it.
-        refuse_unknown_conf(context)
-        request = PublishRequest.from_params(context["params"])
+        request = run_request(PublishRequest.from_params, context)
         release = publish(
             DeploymentRegistry(),
             request.version,

@@ -31,7 +31,7 @@ from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.reprocessing import REPROCESS_JOB, ReprocessRequest, spark_env, spark_jars_csv
 from revenue_platform.spark_submit_operator import PlatformSparkSubmitOperator
 
@@ -67,13 +67,11 @@ def reprocess_revenue() -> None:
         from revenue_platform.registry import resolve_live_deployment
         from revenue_platform.reprocessing import form_lake_root
         from revenue_platform.reprocessing import plan_reprocessing as plan
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
-        refuse_unknown_conf(context)
-        params = dict(context["params"])
         # The form's fields checked first (as the Params do for the form), before anything is read.
-        ReprocessRequest.from_params(params)
+        run_request(ReprocessRequest.from_params, context)
+        params = dict(context["params"])
         # Confined before the registry under it is read for the live deployment.
         lake = form_lake_root(params)
         live = None if params.get("deployment_id") else resolve_live_deployment(lake)

@@ -18,7 +18,7 @@ from airflow.sdk import dag, get_current_context, task
 from revenue_platform.bluegreen.request import RollbackRequest
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
 
 
@@ -38,11 +38,9 @@ def rollback_live_deployment() -> None:
     def rollback() -> dict[str, Any]:
         from revenue_platform.bluegreen.replay import rollback as roll_back
         from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
-        refuse_unknown_conf(context)
-        request = RollbackRequest.from_params(context["params"])
+        request = run_request(RollbackRequest.from_params, context)
         return roll_back(
             DeploymentRegistry(),
             request.target_deployment_id,

@@ -16,7 +16,7 @@ from airflow.sdk import dag, get_current_context, task
 
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.request import StopRequest
 from revenue_platform.streaming.stop import StopError
@@ -43,11 +43,9 @@ def stop_streaming_app() -> None:
     def stop() -> dict[str, Any]:
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.stop import stop_deployment
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
-        refuse_unknown_conf(context)
-        request = StopRequest.from_params(context["params"])
+        request = run_request(StopRequest.from_params, context)
         return stop_deployment(
             DeploymentRegistry(),
             request.deployment_id,

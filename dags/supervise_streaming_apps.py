@@ -20,7 +20,7 @@ from airflow.sdk import dag, get_current_context, task
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
 from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
+from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.streaming.request import SuperviseRequest
 from revenue_platform.streaming.supervisor import GaveUpError
@@ -56,11 +56,9 @@ def supervise_streaming_apps() -> None:
         from revenue_platform.streaming.launcher import spark_target_from_connection
         from revenue_platform.streaming.supervisor import RestartPolicy
         from revenue_platform.streaming.supervisor import supervise as supervise_deployments
-        from revenue_platform.trigger_conf import refuse_unknown_conf
 
         context = get_current_context()
-        refuse_unknown_conf(context)
-        form = SuperviseRequest.from_params(context["params"])
+        form = run_request(SuperviseRequest.from_params, context)
         policy = RestartPolicy(
             max_restarts=form.max_restarts,
             window_s=form.window_s,

@@ -3,9 +3,10 @@ a model.
 
 Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
 form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
-inside the platform's lake). So each DAG's first task validates its form with its request model, after
-`refuse_unknown_conf`, before anything is registered, launched or written; a bad value is a
-ConfigError naming the field. docs/security.md ("Input surfaces") lists the forms' bounds.
+inside the platform's lake). So each DAG's first task reads its run through `run_request` (unknown conf
+keys refused, then the params validated by its request model) before anything is registered, launched
+or written; a bad value is a ConfigError naming the field. The replay is the one exception: its request
+may come from a release or the schedule (`bluegreen.tasks`). docs/security.md ("Input surfaces") lists the forms' bounds.
 
 Every form is a typed request model beside its feature: a pydantic model with `FORM_MODEL_CONFIG`,
 built from the shared field types below (`DeploymentId`, `TopicName`, `AuditText`, `DateTimeText`);
@@ -20,7 +21,7 @@ stated once), `validated` checks a request. The models: `streaming.request` (`De
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, TypeVar
 
@@ -39,6 +40,7 @@ from revenue_platform.errors import ConfigError
 from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deployment_id
 
 Model = TypeVar("Model", bound=BaseModel)
+Request = TypeVar("Request")
 
 # Lists of names a form may carry (deployments to supervise, topics to provision).
 MAX_LIST_ITEMS: Final = 100
@@ -183,6 +185,17 @@ def validated(model: type[Model], params: Mapping[str, Any]) -> Model:
         return model.model_validate(dict(params))
     except ValidationError as error:
         raise ConfigError("; ".join(_problem(issue) for issue in error.errors(include_url=False))) from error
+
+
+def run_request(parse: Callable[[Mapping[str, Any]], Request], context: Mapping[str, Any]) -> Request:
+    """A DAG's first step, the same in every DAG: refuse the run's conf keys the DAG does not declare
+    (`trigger_conf.refuse_unknown_conf`), then read its params with the request model's parser
+    (`SomeRequest.from_params`). Either refusal is a ConfigError naming the key or the field, before
+    anything is registered, launched or written."""
+    from revenue_platform.trigger_conf import refuse_unknown_conf
+
+    refuse_unknown_conf(context)
+    return parse(context["params"])
 
 
 def _problem(issue: Any) -> str:

@@ -196,17 +196,16 @@ def check_revenue_quality(
     lake_root: str | None = None,
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
+    from revenue_platform.forms import run_request
     from revenue_platform.paths import require_inside_lake
     from revenue_platform.quality.request import THRESHOLD_PARAMS, QualityRequest
     from revenue_platform.quality.runner import data_docs_link, run_revenue_checks
-    from revenue_platform.trigger_conf import refuse_unknown_conf
 
     context = get_current_context()
-    refuse_unknown_conf(context)
     params = context.get("params") or {}
     # The form's values are bounded before any of them is used (the lake root names the registry the
     # live deployment is read from, so it is confined first).
-    form = QualityRequest.from_params(params)
+    form = run_request(QualityRequest.from_params, context)
     if form.lake_root is not None:
         require_inside_lake(form.lake_root, default_lake_root(), "lake_root")
     try:
