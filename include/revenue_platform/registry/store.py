@@ -17,8 +17,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.lake_storage import delta_storage_options, open_lake_table
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 _CONFLICT_RETRIES = 5
+Result = TypeVar("Result")
 
 
 class RegistryError(PlatformError):
@@ -207,13 +208,15 @@ class DeploymentRegistry:
         try:
             metrics: dict[str, Any] = merger.execute()
         except CommitFailedError as error:
-            raise RegistryConflictError(f"concurrent registry change: {error}") from error
+            raise _CommitLost(f"concurrent registry change: {error}") from error
         return metrics
 
     def register(self, record: DeploymentRecord, actor: str, events: Iterable[RegistryEvent] = ()) -> None:
         """Insert a new deployment row; RegistryConflictError if one with that id exists."""
         record.row_version, record.updated_at, record.updated_by = 1, utc_now(), actor
-        metrics = self._merge(self._deployments(), [record], None, insert=True, expected_versions={})
+        metrics = _retried_on_lost_commits(
+            lambda: self._merge(self._deployments(), [record], None, insert=True, expected_versions={})
+        )
         if metrics.get("num_target_rows_inserted", 0) != 1:
             raise RegistryConflictError(f"deployment {record.deployment_id!r} is already registered")
         self.append_events([RegistryEvent(record.deployment_id, "registered", actor), *events])
@@ -232,11 +235,13 @@ class DeploymentRegistry:
 
         With `expected_version` or `expected_lease` the write is a compare-and-swap that raises
         RegistryConflictError if the row moved on; without them a lost race is re-read and retried.
+        A commit that lost to another row's change (the table's one file holds every row, so Delta
+        refuses any overlapping commit) is retried either way: the guard is checked again on the
+        re-read row, and the MERGE only updates the row at the version it read.
         """
         unknown = set(changes) - set(deployment_schema().names)
         if unknown:
             raise RegistryError(f"unknown registry columns: {sorted(unknown)}")
-        guarded = expected_version is not None or expected_lease is not None
         for attempt in range(_CONFLICT_RETRIES):
             table = self._deployments()
             current = next((r for r in self._rows(table) if r.deployment_id == deployment_id), None)
@@ -263,8 +268,8 @@ class DeploymentRegistry:
                     insert=False,
                     expected_versions={deployment_id: current.row_version},
                 )
-            except RegistryConflictError:
-                if guarded or attempt == _CONFLICT_RETRIES - 1:
+            except _CommitLost:
+                if attempt == _CONFLICT_RETRIES - 1:
                     raise
                 time.sleep(0.1 * (attempt + 1))
                 continue
@@ -301,6 +306,9 @@ class DeploymentRegistry:
 
     def switch_live(self, deployment_id: str, actor: str, reason: str) -> str | None:
         """Point `live` at `deployment_id` in one Delta commit; return the previous live deployment."""
+        return _retried_on_lost_commits(lambda: self._switch_live(deployment_id, actor, reason))
+
+    def _switch_live(self, deployment_id: str, actor: str, reason: str) -> str | None:
         table = self._deployments()
         records = self._rows(table)
         if not any(r.deployment_id == deployment_id for r in records):
@@ -381,6 +389,22 @@ class DeploymentRegistry:
                 f"({existing.config_overrides_json}); versions are immutable, publish a new version"
             )
         return existing, False
+
+
+class _CommitLost(RegistryConflictError):
+    """A registry MERGE lost its commit to a concurrent one. Every row lives in one small file, so Delta
+    refuses any commit that overlaps another, also one that changed a different deployment: the
+    caller reads the table again and retries (its own checks then decide whether its row moved)."""
+
+
+def _retried_on_lost_commits(step: Callable[[], Result]) -> Result:
+    """`step` (a read of the table and one MERGE against what it read), again after a lost commit."""
+    for attempt in range(_CONFLICT_RETRIES - 1):
+        try:
+            return step()
+        except _CommitLost:
+            time.sleep(0.1 * (attempt + 1))
+    return step()
 
 
 def resolve_live_deployment(lake_root: str | None = None) -> str | None:

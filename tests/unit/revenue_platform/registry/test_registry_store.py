@@ -208,3 +208,72 @@ def test_a_released_version_cannot_change_its_config(registry: DeploymentRegistr
 def test_an_unpublished_version_is_named_with_what_to_do(registry: DeploymentRegistry) -> None:
     with pytest.raises(ReleaseNotFoundError, match=r"'9\.9\.9'.*publish_app_version"):
         registry.get_release("9.9.9")
+
+
+def test_a_lease_taken_while_another_deployment_changes_is_retried_not_refused(
+    registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row lives in one file, so Delta refuses a commit that overlaps any other: a deploy's lease
+    (a compare-and-swap on its own row) used to fail when, say, the supervisor touched another
+    deployment at the same moment (a blue-green replay's deploy_green, seen in a CI run)."""
+    registry.register(DeploymentRecord("blue", colour="blue", desired_state="running"), "tester")
+    registry.register(DeploymentRecord("green", colour="green", desired_state="running"), "tester")
+    other_writer = DeploymentRegistry(registry.lake_root)
+    merge = DeploymentRegistry._merge
+    raced: list[str] = []
+
+    def merge_after_a_concurrent_change(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
+        if not raced:  # between this update's read and its commit, another row changes
+            raced.append("blue")
+            other_writer.update("blue", {"observed_state": "running"}, "supervisor")
+        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_a_concurrent_change)
+    leased = registry.acquire_lease("green", 1, "deploy", {}, "deploy")
+
+    assert raced == ["blue"]
+    assert leased.lease_token is not None
+    assert registry.get("green").lease_token == leased.lease_token
+    assert registry.get("blue").observed_state == "running"
+
+
+def test_a_lease_on_a_row_that_moved_meanwhile_is_still_refused(
+    registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.register(DeploymentRecord("green", colour="green", desired_state="running"), "tester")
+    other_writer = DeploymentRegistry(registry.lake_root)
+    merge = DeploymentRegistry._merge
+    raced: list[str] = []
+
+    def merge_after_the_row_moved(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
+        if not raced:  # the same row changes between this update's read and its commit
+            raced.append("green")
+            other_writer.update("green", {"observed_state": "running"}, "supervisor")
+        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_the_row_moved)
+    with pytest.raises(RegistryConflictError, match="changed"):
+        registry.acquire_lease("green", 1, "deploy", {}, "deploy")
+    assert registry.get("green").lease_token is None
+
+
+def test_a_register_and_a_live_switch_that_race_another_row_are_retried(
+    registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.register(DeploymentRecord("blue", colour="blue", desired_state="running"), "tester")
+    other_writer = DeploymentRegistry(registry.lake_root)
+    merge = DeploymentRegistry._merge
+    races = iter([1, 2])  # the register's first two tries lose, then the switch's first
+
+    def merge_after_a_concurrent_change(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
+        if next(races, None) is not None:
+            other_writer.update("blue", {"observed_state": "running"}, "supervisor")
+        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_a_concurrent_change)
+    registry.register(DeploymentRecord("green", colour="green", desired_state="running"), "deploy")
+    races = iter([1])
+    assert registry.switch_live("green", "replay", "promoted") is None
+
+    assert registry.get("green").is_live
+    assert [r.deployment_id for r in registry.deployments()] == ["blue", "green"]
