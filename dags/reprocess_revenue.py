@@ -70,13 +70,12 @@ def reprocess_revenue() -> None:
 
         context = get_current_context()
         # The form's fields checked first (as the Params do for the form), before anything is read.
-        run_request(ReprocessRequest.from_params, context)
-        params = dict(context["params"])
+        request = run_request(ReprocessRequest.from_params, context)
         # Confined before the registry under it is read for the live deployment.
-        lake = form_lake_root(params)
-        live = None if params.get("deployment_id") else resolve_live_deployment(lake)
+        lake = form_lake_root(request)
+        live = None if request.deployment_id else resolve_live_deployment(lake)
         try:
-            return plan(params, context.get("data_interval_start"), context.get("data_interval_end"), live)
+            return plan(request, context.get("data_interval_start"), context.get("data_interval_end"), live)
         except NoLiveDeploymentYet as nothing:
             # The hourly run at the first start of a stack: skipped with the reason, not failed.
             raise AirflowSkipException(str(nothing)) from nothing

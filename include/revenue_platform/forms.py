@@ -3,10 +3,11 @@ a model.
 
 Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
 form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
-inside the platform's lake). So each DAG's first task reads its run through `run_request` (unknown conf
-keys refused, then the params validated by its request model) before anything is registered, launched
-or written; a bad value is a ConfigError naming the field. The replay is the one exception: its request
-may come from a release or the schedule (`bluegreen.tasks`). docs/security.md ("Input surfaces") lists the forms' bounds.
+inside the platform's lake). So each DAG's first task reads its run through `run_request` (unknown
+conf keys refused, then the params validated by its request model) before anything is registered,
+launched or written; a bad value is a ConfigError naming the field. The replay is the one exception:
+its request may come from a release or the schedule (`bluegreen.tasks`). docs/security.md ("Input
+surfaces") lists the forms' bounds.
 
 Every form is a typed request model beside its feature: a pydantic model with `FORM_MODEL_CONFIG`,
 built from the shared field types below (`DeploymentId`, `TopicName`, `AuditText`, `DateTimeText`);

@@ -48,8 +48,6 @@ Source = Literal["auto", "kafka", "bronze"]
 SOURCES: tuple[str, ...] = get_args(Source)
 # One run recomputes its whole range in one Spark job; longer spans are backfills of hourly runs.
 MAX_RANGE = timedelta(hours=24)
-# A run narrowed to stores names at most this many (the job takes them as one argument).
-MAX_STORES = 100
 # The job's own session sets the UTC time zone (spark_apps.engine.session); the UI is off before it starts.
 JOB_SPARK_CONF = {"spark.ui.enabled": "false"}
 
@@ -86,7 +84,6 @@ class ReprocessRequest(BaseModel):
     """Deployment to repair; empty = the live one (the run is skipped while none is live)."""
     source: Source = "auto"
     """auto: Kafka if it still holds the range, else bronze."""
-    # Refused at trigger time; plan_reprocessing applies the same rule to callers without a form.
     stores: list[StoreId] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     """Only these locationIds (e.g. store_1001); empty = every store."""
     repair: bool = True
@@ -100,29 +97,12 @@ class ReprocessRequest(BaseModel):
         return validated(cls, params)
 
 
-def validate_stores(stores: Any) -> list[str]:
-    """The form's `stores` as a list of store ids; ConfigError naming the first bad one."""
-    if stores in (None, ""):
-        return []
-    if not isinstance(stores, list):
-        raise ConfigError(f"stores: must be a list of store ids, got {type(stores).__name__}")
-    if len(stores) > MAX_STORES:
-        raise ConfigError(
-            f"stores: {len(stores)} store ids, at most {MAX_STORES}: leave it empty for every store"
-        )
-    try:
-        return [validate_location_id(store) for store in stores]
-    except ValueError as error:
-        raise ConfigError(f"stores: {error}") from error
-
-
 def resolve_range(
-    params: dict[str, Any], data_interval_start: Any, data_interval_end: Any
+    request: ReprocessRequest, data_interval_start: Any, data_interval_end: Any
 ) -> tuple[datetime, datetime]:
     """The trigger form's explicit range when given, else the run's data interval; start < end."""
-    start, end = params.get("range_start"), params.get("range_end")
-    start = data_interval_start if start in (None, "") else start
-    end = data_interval_end if end in (None, "") else end
+    start = data_interval_start if request.range_start is None else request.range_start
+    end = data_interval_end if request.range_end is None else request.range_end
     if start is None or end is None:
         raise ConfigError("range_start/range_end are required for a run without a data interval")
     # Whole seconds: the range names report files and must align to the window size.
@@ -142,12 +122,10 @@ def _form_time(value: Any, field: str) -> datetime:
     return moment
 
 
-def form_lake_root(params: dict[str, Any]) -> str:
+def form_lake_root(request: ReprocessRequest) -> str:
     """The form's lake root, confined to the platform's lake; empty means the platform's lake."""
-    root = params.get("lake_root")
-    return require_inside_lake(
-        paths_lake_root() if root in (None, "") else root, paths_lake_root(), "lake_root"
-    )
+    root = request.lake_root
+    return require_inside_lake(paths_lake_root() if root is None else root, paths_lake_root(), "lake_root")
 
 
 def report_path(lake_root: str, deployment_id: str, start: datetime, end: datetime) -> str:
@@ -161,7 +139,7 @@ def report_path(lake_root: str, deployment_id: str, start: datetime, end: dateti
 
 
 def plan_reprocessing(
-    params: dict[str, Any],
+    request: ReprocessRequest | Mapping[str, Any],
     data_interval_start: Any,
     data_interval_end: Any,
     live_deployment: str | None,
@@ -169,30 +147,26 @@ def plan_reprocessing(
 ) -> dict[str, Any]:
     """Everything `submit_reprocess_job` needs, validated before Spark starts.
 
-    The deployment's config (topics, tables, window geometry, validation rules) is its registered one:
-    the form narrows the work (range, stores, source, report-only) but cannot redirect it. Raises
-    NoLiveDeploymentYet when the form names no deployment and none is live (a fresh stack).
+    `request` is the run's form as the DAG's first step parsed it, or a caller's params, parsed here
+    by the same model (`ReprocessRequest`): each field is checked once. The deployment's config
+    (topics, tables, window geometry, validation rules) is its registered one: the form narrows the
+    work (range, stores, source, report-only) but cannot redirect it. Raises NoLiveDeploymentYet when
+    the form names no deployment and none is live (a fresh stack).
     """
     from revenue_platform.registry import DeploymentRegistry
     from spark_apps.contract.naming import REVENUE_QUERY_ROLE
 
-    source = params.get("source")
-    source = "auto" if source in (None, "") else source
-    if source not in SOURCES:
-        raise ConfigError(f"source={str(source)[:40]!r} must be one of {SOURCES}")
-    if not isinstance(params.get("repair", True), bool):
-        # "false" as text is truthy: it would repair gold when the form asked for a report only.
-        raise ConfigError(f"repair: {str(params.get('repair'))[:40]!r} must be true or false")
-    start, end = resolve_range(params, data_interval_start, data_interval_end)
+    if not isinstance(request, ReprocessRequest):
+        request = ReprocessRequest.from_params(request)
+    start, end = resolve_range(request, data_interval_start, data_interval_end)
     if end - start > MAX_RANGE:
         raise ConfigError(
             f"range_start..range_end spans {end - start}, more than the {MAX_RANGE} one run may reprocess: "
             "split it, e.g. `airflow backfill create --dag-id reprocess_revenue --from-date ... "
             "--to-date ...` runs one hour per run"
         )
-    deployment_id = _deployment_to_repair(params, live_deployment, start, end)
-    stores = validate_stores(params.get("stores"))
-    lake_root = form_lake_root(params)
+    deployment_id = _deployment_to_repair(request.deployment_id, live_deployment, start, end)
+    lake_root = form_lake_root(request)
     registry = registry or DeploymentRegistry(lake_root)
     record = registry.registered(
         deployment_id,
@@ -204,11 +178,12 @@ def plan_reprocessing(
     config_file = write_job_config(record, report)
     object_store = spark_object_store_access(lake_root)
     args = ["--config", config_file]
-    args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", source, "--report", report]
-    if not params.get("repair", True):
+    args += ["--from", start.isoformat(), "--to", end.isoformat(), "--source", request.source]
+    args += ["--report", report]
+    if not request.repair:
         args.append("--no-repair")
-    if stores:
-        args += ["--stores", ",".join(stores)]
+    if request.stores:
+        args += ["--stores", ",".join(request.stores)]
     return {
         "deployment_id": deployment_id,
         "range_start": start.isoformat(),
@@ -236,20 +211,13 @@ def driver_class_archive_conf() -> dict[str, str]:
 
 
 def _deployment_to_repair(
-    params: dict[str, Any], live_deployment: str | None, start: datetime, end: datetime
+    requested: str | None, live_deployment: str | None, start: datetime, end: datetime
 ) -> str:
-    """The form's `deployment_id`, else the live deployment, validated. Raises NoLiveDeploymentYet
-    when the form names none and none is live."""
+    """The form's `deployment_id` (checked by the form's model), else the live deployment, validated.
+    Raises NoLiveDeploymentYet when the form names none and none is live."""
     from spark_apps.contract.naming import validate_deployment_id
 
-    deployment_id = params.get("deployment_id")
-    if deployment_id not in (None, ""):
-        try:
-            validate_deployment_id(deployment_id)
-        except ValueError as error:
-            raise ConfigError(f"deployment_id: {error}") from error
-    else:
-        deployment_id = live_deployment
+    deployment_id = requested or live_deployment
     if not deployment_id:
         raise NoLiveDeploymentYet(
             f"no deployment is live yet, so there is no gold table to repair for [{start.isoformat()}, "

@@ -14,7 +14,7 @@ import pytest
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import require_inside_lake
-from revenue_platform.reprocessing import plan_reprocessing, validate_stores
+from revenue_platform.reprocessing import ReprocessRequest, plan_reprocessing
 from revenue_platform.streaming.deploy import resolve_config
 from revenue_platform.streaming.request import DeployRequest
 from revenue_platform.trigger_conf import check_conf_keys
@@ -154,15 +154,18 @@ def test_a_symlink_out_of_the_lake_is_refused(tmp_path: Path) -> None:
 def test_a_store_id_outside_the_pattern_is_refused(store: str) -> None:
     with pytest.raises(ValueError, match="store id"):
         validate_location_id(store)
-    with pytest.raises(ConfigError, match=r"^stores: store id"):
-        validate_stores(["store_1", store])
+    with pytest.raises(ConfigError, match=r"^stores\.1: store id"):
+        ReprocessRequest.from_params({"stores": ["store_1", store]})
 
 
 def test_store_ids_of_the_generator_pass() -> None:
-    assert validate_stores(["store_1001", "store_1002"]) == ["store_1001", "store_1002"]
-    assert validate_stores(None) == []
-    with pytest.raises(ConfigError, match="stores: must be a list"):
-        validate_stores("store_1")
+    assert ReprocessRequest.from_params({"stores": ["store_1001", "store_1002"]}).stores == [
+        "store_1001",
+        "store_1002",
+    ]
+    assert ReprocessRequest.from_params({}).stores == []
+    with pytest.raises(ConfigError, match="stores: Input should be a valid list"):
+        ReprocessRequest.from_params({"stores": "store_1"})
 
 
 def _register(lake: Path, deployment_id: str = "blue", **overrides: Any) -> None:
