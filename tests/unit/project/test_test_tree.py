@@ -28,6 +28,16 @@ def test_every_unit_test_folder_is_a_package_folder() -> None:
     assert misplaced == [], f"unit tests outside the package tree's mirror: {misplaced}"
 
 
+def test_no_two_test_modules_share_a_file_name() -> None:
+    """The test folders are not packages, so pytest imports each module under its bare file name, and a
+    worker that meets a second module of that name fails it with "import file mismatch" (a CI run did,
+    once a second `test_package_layers.py` came in)."""
+    places: dict[str, list[str]] = {}
+    for test_file in sorted((REPO_ROOT / "tests").rglob("test_*.py")):
+        places.setdefault(test_file.name, []).append(str(test_file.relative_to(REPO_ROOT)))
+    assert {name: paths for name, paths in places.items() if len(paths) > 1} == {}
+
+
 def test_the_check_sees_the_tests() -> None:
     # A rename of tests/unit or of the packages must not turn the check above into a no-op.
     assert len(list(UNIT.rglob("test_*.py"))) > 50
