@@ -210,6 +210,26 @@ def test_an_unpublished_version_is_named_with_what_to_do(registry: DeploymentReg
         registry.get_release("9.9.9")
 
 
+def _race_next_merges(
+    monkeypatch: pytest.MonkeyPatch, registry: DeploymentRegistry, rows: list[str]
+) -> list[str]:
+    """Before each of `registry`'s next MERGEs, another writer changes a row: the next one of `rows`
+    (taken from the list, which a test may refill), so that MERGE's commit loses to it. Returns the
+    rows changed so far, in order."""
+    other_writer = DeploymentRegistry(registry.lake_root)
+    merge = DeploymentRegistry._merge
+    changed: list[str] = []
+
+    def merge_after_a_concurrent_change(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
+        if self is not other_writer and rows:
+            changed.append(rows.pop(0))
+            other_writer.update(changed[-1], {"observed_state": "running"}, "supervisor")
+        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_a_concurrent_change)
+    return changed
+
+
 def test_a_lease_taken_while_another_deployment_changes_is_retried_not_refused(
     registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -218,17 +238,7 @@ def test_a_lease_taken_while_another_deployment_changes_is_retried_not_refused(
     deployment at the same moment (a blue-green replay's deploy_green, seen in a CI run)."""
     registry.register(DeploymentRecord("blue", colour="blue", desired_state="running"), "tester")
     registry.register(DeploymentRecord("green", colour="green", desired_state="running"), "tester")
-    other_writer = DeploymentRegistry(registry.lake_root)
-    merge = DeploymentRegistry._merge
-    raced: list[str] = []
-
-    def merge_after_a_concurrent_change(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
-        if not raced:  # between this update's read and its commit, another row changes
-            raced.append("blue")
-            other_writer.update("blue", {"observed_state": "running"}, "supervisor")
-        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_a_concurrent_change)
+    raced = _race_next_merges(monkeypatch, registry, ["blue"])
     leased = registry.acquire_lease("green", 1, "deploy", {}, "deploy")
 
     assert raced == ["blue"]
@@ -241,19 +251,10 @@ def test_a_lease_on_a_row_that_moved_meanwhile_is_still_refused(
     registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     registry.register(DeploymentRecord("green", colour="green", desired_state="running"), "tester")
-    other_writer = DeploymentRegistry(registry.lake_root)
-    merge = DeploymentRegistry._merge
-    raced: list[str] = []
-
-    def merge_after_the_row_moved(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
-        if not raced:  # the same row changes between this update's read and its commit
-            raced.append("green")
-            other_writer.update("green", {"observed_state": "running"}, "supervisor")
-        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_the_row_moved)
+    raced = _race_next_merges(monkeypatch, registry, ["green"])  # the lease's own row moves
     with pytest.raises(RegistryConflictError, match="changed"):
         registry.acquire_lease("green", 1, "deploy", {}, "deploy")
+    assert raced == ["green"]
     assert registry.get("green").lease_token is None
 
 
@@ -261,19 +262,13 @@ def test_a_register_and_a_live_switch_that_race_another_row_are_retried(
     registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     registry.register(DeploymentRecord("blue", colour="blue", desired_state="running"), "tester")
-    other_writer = DeploymentRegistry(registry.lake_root)
-    merge = DeploymentRegistry._merge
-    races = iter([1, 2])  # the register's first two tries lose, then the switch's first
-
-    def merge_after_a_concurrent_change(self: DeploymentRegistry, *args: object, **kwargs: object) -> object:
-        if next(races, None) is not None:
-            other_writer.update("blue", {"observed_state": "running"}, "supervisor")
-        return merge(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(DeploymentRegistry, "_merge", merge_after_a_concurrent_change)
+    pending = ["blue", "blue"]  # the register's first two tries lose
+    raced = _race_next_merges(monkeypatch, registry, pending)
     registry.register(DeploymentRecord("green", colour="green", desired_state="running"), "deploy")
-    races = iter([1])
+    assert raced == ["blue", "blue"]
+    pending.append("blue")  # then the switch's first
     assert registry.switch_live("green", "replay", "promoted") is None
+    assert raced == ["blue", "blue", "blue"]
 
     assert registry.get("green").is_live
     assert [r.deployment_id for r in registry.deployments()] == ["blue", "green"]
