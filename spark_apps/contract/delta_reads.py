@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 Condition = tuple[str, str, Any]
-"""(column, operator, value): `=`, `!=`, `<`, `<=`, `>`, `>=`, or `in` / `not in` with a sequence."""
+"""(column, operator, value): `=`, `!=`, `<`, `<=`, `>`, `>=`, `in` / `not in` with a sequence, or
+`is null` with None."""
 
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _COMPARISONS: Final = frozenset({"=", "!=", "<", "<=", ">", ">="})
@@ -161,6 +162,8 @@ def _condition(condition: Condition | AnyOf) -> str:
             return "FALSE" if operator == "in" else "TRUE"
         values = ", ".join(sql_literal(v) for v in sorted(value))
         return f"{_identifier(column)} {_MEMBERSHIP[operator]} ({values})"
+    if operator == "is null" and value is None:
+        return f"{_identifier(column)} IS NULL"
     raise ValueError(f"unsupported filter {column!r} {operator!r} {value!r}")
 
 

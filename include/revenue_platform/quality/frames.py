@@ -19,6 +19,7 @@ Definitions (docs/quality.md explains them for operators):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Final
@@ -224,6 +225,7 @@ def freshness_frame(
     interval_end: datetime,
     config: QualityConfig,
     orders: pd.DataFrame | None = None,
+    newest_end_before: Callable[[datetime], datetime | None] | None = None,
 ) -> pd.DataFrame:
     """One row: the newest closed window's end and its lag behind the reference (never now()).
 
@@ -231,7 +233,9 @@ def freshness_frame(
     of the valid orders (`orders`, from bronze) that arrived before the interval end, plus the
     watermark. Gold cannot be fresher than its input: an idle stream is not stale, while a revenue
     query that stopped under flowing input still is. With `orders` given but none arrived before the
-    end, nothing could be late: lag 0 and no reference.
+    end, nothing could be late: lag 0 and no reference. `gold` holds the windows of the checked
+    interval; when none of them is closed, `newest_end_before` (if given) finds the newest window that
+    is among older ones (`loaders.newest_window_end_at_or_before`).
     """
     end = _utc(interval_end)
     reference: pd.Timestamp | None = end
@@ -248,6 +252,10 @@ def freshness_frame(
         ends = pd.to_datetime(_with_columns(gold, ["window_end"])["window_end"], utc=True)
         closed = ends[ends <= reference - pd.Timedelta(seconds=config.watermark_seconds)].dropna()
         newest = closed.max() if not closed.empty else None
+        if newest is None and newest_end_before is not None:
+            bound = reference - pd.Timedelta(seconds=config.watermark_seconds)
+            older = newest_end_before(bound.to_pydatetime())
+            newest = None if older is None else _utc(older)
         lag = (reference - newest).total_seconds() if newest is not None else None
     return pd.DataFrame(
         {

@@ -24,8 +24,8 @@ import pandas as pd
 from revenue_platform.gold_table import open_gold
 from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.quality.errors import QualityInputMissing
-from spark_apps.contract.delta_reads import read_delta
-from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
+from spark_apps.contract.delta_reads import AnyOf, Condition, read_delta
+from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.records import ARRIVAL_ORDER
 
 # Bronze columns the checks need; `key` and the raw Spark-parsed order columns are not read.
@@ -77,15 +77,74 @@ def _delta_type_name(data_type: Any) -> str:
     return str(getattr(data_type, "type", data_type))
 
 
-def load_gold(path: str) -> GoldTable:
-    """Every row of the gold windowed-revenue table plus its schema: the contract's view, without the
-    layout's partition column (`spark_apps.contract.gold_layout`), which is how gold is stored."""
+def load_gold(path: str, windows_from: datetime, windows_to: datetime) -> GoldTable:
+    """The gold rows of windows starting in [`windows_from`, `windows_to`) and those without a start
+    (the checks' own finding), plus gold's schema: the contract's view, without the layout's partition
+    column (`spark_apps.contract.gold_layout`), which is how gold is stored.
+
+    Only the hours holding those windows are read (partition pruning on `window_hour`; a few rows of
+    the first and last hour outside the range come along), so what a check loads is bounded by its
+    interval, on day 30 as on day 1: the whole table was loaded before (issue 57). A gold table in the
+    layout before hours is filtered by the window start instead.
+    """
     table = open_gold(path)
     if table is None:
         raise _missing("gold revenue", path)
-    fields = [field for field in table.schema().fields if field.name != GOLD_HOUR_COLUMN]
-    schema = {field.name: _delta_type_name(field.type) for field in fields}
-    return GoldTable(rows=read_delta(table, [field.name for field in fields]).to_pandas(), schema=schema)
+    contract = [field for field in table.schema().fields if field.name != GOLD_HOUR_COLUMN]
+    fields = [field.name for field in contract]
+    schema = {field.name: _delta_type_name(field.type) for field in contract}
+    if GOLD_HOUR_COLUMN in table.metadata().partition_columns:
+        # A window's hour is its start's hour.
+        where = _between_or_null(GOLD_HOUR_COLUMN, window_hour(windows_from), "<=", window_hour(windows_to))
+    else:
+        where = _between_or_null("window_start", windows_from, "<", windows_to)
+    return GoldTable(rows=read_delta(table, fields, where).to_pandas(), schema=schema)
+
+
+def newest_window_end_at_or_before(path: str, bound: datetime) -> datetime | None:
+    """The end of gold's newest window that ends at or before `bound` (None: no such window). The hours
+    at or before `bound`'s are read newest first until one holds such a window: all windows have one
+    size, so an hour's windows end before a newer hour's do, and every window that started a window
+    size before `bound` has ended: at most the hours a window size spans, plus two, are read, however
+    long the history. The freshness check asks for it when its interval holds no closed window.
+    """
+    table = open_gold(path)
+    if table is None:
+        raise _missing("gold revenue", path)
+    ended = ("window_end", "<=", bound)
+    if GOLD_HOUR_COLUMN not in table.metadata().partition_columns:
+        return _newest_end(read_delta(table, ["window_end"], [ended]))
+    last_hour = window_hour(bound)
+    hours = sorted(
+        {hour for hour in _partition_values(table, GOLD_HOUR_COLUMN) if hour and hour <= last_hour},
+        reverse=True,
+    )
+    for hour in hours:
+        newest = _newest_end(read_delta(table, ["window_end"], [(GOLD_HOUR_COLUMN, "=", hour), ended]))
+        if newest is not None:
+            return newest
+    return None
+
+
+def _between_or_null(column: str, first: Any, last_operator: str, last: Any) -> list[Condition | AnyOf]:
+    """`first <= column <last_operator> last`, or `column` null (as two ORs: `read_delta` ANDs a list)."""
+    null: Condition = (column, "is null", None)
+    return [AnyOf(((column, ">=", first), null)), AnyOf(((column, last_operator, last), null))]
+
+
+def _partition_values(table: Any, column: str) -> set[str | None]:
+    """The values of partition column `column` among the snapshot's files (from the log, no data read)."""
+    import pyarrow as pa
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return set(actions.column(f"partition.{column}").to_pylist())
+
+
+def _newest_end(ends: Any) -> datetime | None:
+    import pyarrow.compute as pc
+
+    newest = pc.max(ends.column("window_end")).as_py()
+    return None if newest is None else newest.astimezone(UTC)
 
 
 def load_bronze(path: str, since: datetime) -> pd.DataFrame:

@@ -19,7 +19,8 @@ import logging
 import os
 import time
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,13 @@ from revenue_platform.quality import frames as F
 from revenue_platform.quality.config import QualityConfig
 from revenue_platform.quality.data_docs import localize_data_docs
 from revenue_platform.quality.errors import QualityCheckFailed
-from revenue_platform.quality.loaders import bronze_since, load_bronze, load_gold, parse_bronze_orders
+from revenue_platform.quality.loaders import (
+    bronze_since,
+    load_bronze,
+    load_gold,
+    newest_window_end_at_or_before,
+    parse_bronze_orders,
+)
 from revenue_platform.quality.report import CheckOutcome, QualityReport
 from revenue_platform.quality.results import results_table_path, store_report
 from revenue_platform.quality.suites import SUITES, build_suite
@@ -162,6 +169,14 @@ def gx_context(root: Path) -> AbstractDataContext:
     return gx.get_context(project_config=config, mode="ephemeral")
 
 
+def gold_rows_from(start: datetime, end: datetime, config: QualityConfig) -> tuple[datetime, datetime]:
+    """The window starts whose gold rows the checks of [`start`, `end`) read: the windows overlapping
+    the interval (gold_windows) and those closed in it, ending in (start - watermark, end - watermark]
+    (reconciliation). Freshness needs only the newest closed window, which is among them if any is."""
+    size = timedelta(seconds=config.size_seconds)
+    return start - timedelta(seconds=config.watermark_seconds) - size, end
+
+
 def build_frames(
     gold_rows: pd.DataFrame,
     gold_schema: dict[str, str],
@@ -169,14 +184,16 @@ def build_frames(
     interval_start: datetime,
     interval_end: datetime,
     config: QualityConfig,
+    newest_end_before: Callable[[datetime], datetime | None] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Every dataset the suites validate, keyed by dataset name."""
+    """Every dataset the suites validate, keyed by dataset name. `gold_rows` need only hold the
+    windows `gold_rows_from` says; `newest_end_before` finds an older closed window for freshness."""
     orders = parse_bronze_orders(bronze)
     return {
         "gold_schema": F.schema_frame(gold_schema),
         "gold_windows": F.gold_windows_frame(gold_rows, interval_start, interval_end, config),
         "reconciliation": F.reconciliation_frame(gold_rows, orders, interval_start, interval_end, config),
-        "freshness": F.freshness_frame(gold_rows, interval_end, config, orders),
+        "freshness": F.freshness_frame(gold_rows, interval_end, config, orders, newest_end_before),
         "input_health": F.input_health_frame(bronze, orders, interval_start, interval_end, config),
     }
 
@@ -303,7 +320,8 @@ def run_revenue_checks(
     root = quality_root(lake_root)
     run_id = run_name or f"{deployment_id}__{end:%Y%m%dT%H%M%SZ}__{uuid.uuid4().hex[:8]}"
 
-    gold = load_gold(names.gold_revenue_table)
+    gold_path = names.gold_revenue_table
+    gold = load_gold(gold_path, *gold_rows_from(start, end, config))
     since = bronze_since(
         start,
         config.size_seconds,
@@ -312,7 +330,15 @@ def run_revenue_checks(
         config.dedupe_horizon_seconds,
     )
     bronze = load_bronze(names.bronze_orders_table, since)
-    datasets = build_frames(gold.rows, gold.schema, bronze, start, end, config)
+    datasets = build_frames(
+        gold.rows,
+        gold.schema,
+        bronze,
+        start,
+        end,
+        config,
+        lambda bound: newest_window_end_at_or_before(gold_path, bound),
+    )
     log.info(
         "Checking deployment %r, interval [%s, %s): %d gold windows in the interval, %d closed windows "
         "to reconcile, %d bronze records read",

@@ -130,12 +130,12 @@ def test_bronze_orders_are_valid_records_in_arrival_order(tmp_path: Path) -> Non
     assert len(parsed) == len(orders) + 1
     assert parsed["parse_error"].isna().all()
     assert parsed["timestamp"].is_monotonic_increasing
-    assert load_gold(names.gold_revenue_table).schema == GOLD_DELTA_TYPES
+    assert load_gold(names.gold_revenue_table, INTERVAL_START, INTERVAL_END).schema == GOLD_DELTA_TYPES
 
 
 def test_a_missing_table_says_where_it_looked(tmp_path: Path) -> None:
     with pytest.raises(QualityInputMissing, match=str(tmp_path / "nope")):
-        load_gold(str(tmp_path / "nope"))
+        load_gold(str(tmp_path / "nope"), INTERVAL_START, INTERVAL_END)
 
 
 # --- derived frames -------------------------------------------------------------------------------

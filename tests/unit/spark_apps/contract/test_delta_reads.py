@@ -83,6 +83,8 @@ def test_rows_and_columns_come_back_as_stored_with_views_made_plain(table: Delta
         ([AnyOf((("deployment_id", "in", ["blue"]), ("from_value", "in", ["blue"])))], ["blue", "green"]),
         ([("at", ">", T0), ("at", "<", T0 + timedelta(minutes=1))], ["green"]),
         ([("epoch", ">=", 2), ("live", "=", False)], ["green", "o'neil; drop"]),
+        ([("from_value", "is null", None)], ["blue", "o'neil; drop"]),
+        ([AnyOf((("from_value", "is null", None), ("epoch", "=", 2)))], ["blue", "green", "o'neil; drop"]),
     ],
 )
 def test_filters_run_in_the_query_with_values_rendered_by_code(
@@ -98,6 +100,7 @@ def test_filters_run_in_the_query_with_values_rendered_by_code(
         ("deployment_id", "LIKE", "%", ValueError),
         ("at", "<", datetime(2026, 11, 22, 9, 0), ValueError),
         ("epoch", "=", 1.5, TypeError),
+        ("from_value", "is null", "blue", ValueError),
     ],
 )
 def test_what_code_cannot_render_safely_is_refused(
