@@ -4,9 +4,11 @@
 What grows with the days a deployment runs, and is seeded here in the lake's real layout:
 - gold: every 15 s window of every store and order type, one file per hour (`window_hour`, as the
   hourly layout and `maintain_lake`'s compaction leave closed hours);
-- bronze: one file per day before today (`ingest_date`, as compaction leaves closed days); its rows
-  are placeholders (a dead-letter reason of their own, so nothing counts them): a live batch never
-  reads old days, only their entries in the table's snapshot;
+- bronze: one file per day before today (`ingest_date`, as compaction leaves closed days) but
+  yesterday, which is in UNCOMPACTED_BRONZE_FILES small files, as live batches leave a day until
+  the first maintenance after it compacts it; its rows are placeholders (a dead-letter reason of
+  their own, so nothing counts them): a live batch never reads old days, only their entries in the
+  table's snapshot;
 - both tables' Delta logs: one commit per live batch (`log_entries_per_day`, ~34,560 at one batch per
   2.5 s) for as long as the tables' log retention keeps them (`shipped_log_retention_days`), as no-op
   commits after the data and a checkpoint at the newest version (a reader replays nothing; what grows
@@ -32,6 +34,9 @@ ORDER_TYPES = ("GENERAL", "RESTAURANT")
 ADDRESS = ("1 Main St", "", "Springfield", "IL", "62701", "5550100")
 SEEDED_DLQ_REASON = "seeded_history"
 BRONZE_ROWS_PER_DAY = 1_000
+# Yesterday's bronze as live batches leave it until maintenance compacts it: many small files (a live
+# day at one batch per 2.5 s is ~69,000; a share of them here keeps the seed fast).
+UNCOMPACTED_BRONZE_FILES = 2_000
 # One live batch per 2.5 s (the shipped 2 s trigger and a batch's own time): a commit each to bronze and gold.
 LOG_ENTRIES_PER_DAY = 34_560
 
@@ -168,7 +173,8 @@ def seed_deployment(
     for day in range(days, 0, -1):
         write_deltalake(
             str(bronze_table),
-            _bronze_day(today - timedelta(days=day), BRONZE_ROWS_PER_DAY),
+            # Yesterday's files are added below; an empty write creates the table for a 1-day seed.
+            _bronze_day(today - timedelta(days=day), BRONZE_ROWS_PER_DAY if day > 1 else 0),
             mode="append",
             partition_by=["ingest_date"],
             configuration={
@@ -176,14 +182,47 @@ def seed_deployment(
                 **LIVE_TABLE_PROPERTIES,
             },
         )
+    _append_small_files(bronze_table, _bronze_day(today - timedelta(days=1), UNCOMPACTED_BRONZE_FILES))
     entries = round(min(days, log_days) * log_entries_per_day)
     return {
         "days": days,
+        "gold_until": this_hour.isoformat(),
         "gold_rows": days * 24 * int(timedelta(hours=1) / WINDOW) * stores * len(ORDER_TYPES),
         "gold_version": append_noop_commits(gold_table, entries, min(days, log_days), now_ms),
         "bronze_version": append_noop_commits(bronze_table, entries, min(days, log_days), now_ms),
         "log_entries_per_table": entries,
     }
+
+
+def _append_small_files(table: Path, rows: Any) -> None:
+    """Append `rows` (one ingest day) to the bronze table at `table` as one commit of a file per row."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, RemoveAction
+
+    day = rows.column("ingest_date")[0].as_py().isoformat()
+    data = rows.drop_columns(["ingest_date"])
+    folder = table / f"ingest_date={day}"
+    folder.mkdir(parents=True, exist_ok=True)
+    actions: list[AddAction | RemoveAction] = []
+    for index in range(data.num_rows):
+        name = f"ingest_date={day}/part-{index:05d}-{uuid.uuid4()}.parquet"
+        pq.write_table(data.slice(index, 1), table / name)
+        actions.append(
+            AddAction(
+                path=name,
+                size=(table / name).stat().st_size,
+                partition_values={"ingest_date": day},
+                modification_time=int((table / name).stat().st_mtime * 1000),
+                data_change=True,
+                stats=json.dumps({"numRecords": 1}),
+            )
+        )
+    delta = DeltaTable(str(table))
+    schema = delta.schema()
+    delta.create_write_transaction(actions, mode="append", schema=schema, partition_by=["ingest_date"])
 
 
 def commits_after(table: Path, version: int) -> list[dict[str, int]]:

@@ -296,6 +296,36 @@ def _month_two_lines(phases: dict[int, dict[str, Any]], peaks: dict[str, Any]) -
             f"{days} days against {first_days}: {', '.join(parts)} (issue 57's bounds: wall and "
             "bytes 1.2x, restart 1.5x, memory 1.25x).",
         ]
+    lines += _month_two_beside_lines(phases, peaks)
+    return lines
+
+
+def _month_two_beside_lines(phases: dict[int, dict[str, Any]], peaks: dict[str, Any]) -> list[str]:
+    """Per history: the lake maintenance beside the live run, and the quality suite on the newest hour."""
+    lines = [
+        "",
+        "| history | maintenance beside live (s) | files compacted | batches during: n, median / max "
+        "wall (ms) | batches otherwise: n, median / max (ms) | quality run (s) | quality peak (MiB) "
+        "| gold windows in the checked hour |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+    def walls(batches: dict[str, Any]) -> str:
+        median, most = fmt(batches.get("wall_ms_median")), fmt(batches.get("wall_ms_max"))
+        return f"{fmt(batches.get('batches'))}: {median} / {most}"
+
+    for days, phase in phases.items():
+        beside = phase.get("maintenance_beside_live") or {}
+        done = beside.get("maintenance") or {}
+        compacted = sum(int(t.get("files_compacted") or 0) for t in done.get("tables") or [])
+        quality = phase.get("quality") or {}
+        quality_peak = (peaks.get(f"month_two_{days}d") or {}).get("quality")
+        took = fmt(done.get("seconds"), 1) if done else beside.get("error", "—")
+        lines.append(
+            f"| {days} d | {took} | {fmt(compacted)} | {walls(beside.get('batches_during') or {})} | "
+            f"{walls(beside.get('batches_otherwise') or {})} | {fmt(quality.get('run_s'), 1)} | "
+            f"{fmt(quality_peak)} | {fmt((quality.get('stats') or {}).get('gold_windows_in_interval'))} |"
+        )
     return lines
 
 

@@ -4,7 +4,9 @@ window visible (bench/stats.py), and the verdict says whether the app kept up.""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +81,46 @@ def visible_batches(
     return batches
 
 
+class _Beside:
+    """`work` in a thread of its own, started `after_s` from now."""
+
+    def __init__(self, work: Callable[[], dict[str, Any]], after_s: float) -> None:
+        self._outcome: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(work, after_s), name="bench-beside")
+        self._thread.start()
+
+    def _run(self, work: Callable[[], dict[str, Any]], after_s: float) -> None:
+        time.sleep(after_s)
+        self._outcome["started_ms"] = int(time.time() * 1000)
+        try:
+            self._outcome["result"] = work()
+        except Exception as error:  # the bench reports it; the live run goes on
+            self._outcome["error"] = f"{type(error).__name__}: {error}"
+        self._outcome["ended_ms"] = int(time.time() * 1000)
+
+    def result(self) -> dict[str, Any]:
+        self._thread.join()
+        return self._outcome
+
+
 def phase_live(run: BenchRun, rate: int) -> None:
     with run.phase(f"live_{rate}") as record:
         run_live(run, rate, f"bench-live-{rate}", f"orders_live_{rate}", record, f"live_{rate}")
 
 
 def run_live(
-    run: BenchRun, rate: int, deployment: str, topic: str, record: dict[str, Any], name: str
+    run: BenchRun,
+    rate: int,
+    deployment: str,
+    topic: str,
+    record: dict[str, Any],
+    name: str,
+    beside: Callable[[], dict[str, Any]] | None = None,
 ) -> Path:
     """A live run of `deployment` reading `topic` (created here) at `rate` orders/s, its figures added
-    to `record`; returns the driver's run folder (`name` under the run's)."""
+    to `record`; returns the driver's run folder (`name` under the run's). `beside`, if given, runs
+    once in a thread of its own a quarter into the measured part (after the warm-up), while the app
+    keeps serving: what it returns, its start and end (epoch ms) or its error go to record["beside"]."""
     names = DeploymentNames(run.lake_root, deployment)
     trigger_s = run.settings.trigger_interval_s
     create_run_topics(run, [topic])
@@ -99,10 +131,13 @@ def run_live(
         record["ready_after_s"] = wait_ready(status_file, process)
         stamper = datagen.LiveOrderStamper(run.settings.seed, run.settings.stores)
         warmup_s = run.settings.live_warmup_seconds
+        alongside = _Beside(beside, warmup_s + run.settings.live_seconds / 4) if beside else None
         record["producer"] = datagen.produce_paced(
             run.bootstrap, topic, rate, warmup_s + run.settings.live_seconds, stamper
         )
         record["drained"] = drain(folder, record["producer"]["records"], trigger_s)
+        if alongside:
+            record["beside"] = alongside.result()
     finally:
         stop_driver(run, process, status_file)
     batches = visible_batches(read_events(folder), topic, gold_commit_times_ms(run.lake_root, deployment))

@@ -8,21 +8,33 @@ per N: the per-batch wall time and bytes written to gold and bronze (from the De
 after the seed), the latency, the restart's time to ready, the deployment's disk use and log files,
 and the peak memory of the phase; then each N against the first: the ratios issue 57 bounds
 (batch bytes and wall <= 1.2x, restart <= 1.5x, memory <= 1.25x).
+
+Beside the live run, a quarter into its measured part, the lake maintenance of the `maintain_lake` DAG
+runs on the deployment (`revenue_platform.lake_maintenance.maintain_lake`, the shipped policy): what
+it did, how long it took, and the wall of the batches it overlapped against the others'. After the
+restart, the quality suite checks the newest seeded hour in a process of its own, as an Airflow task
+runs it: its time and peak memory (the seeded bronze holds no orders, so its reconciliation fails;
+the cost is what is measured).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.month_two import commits_after, disk_use, seed_deployment, shipped_log_retention_days
+from bench.phases.control_plane import QUALITY_SCRIPT
 from bench.phases.live import run_live
 from bench.run import BenchRun
-from bench.spark_app import app_overrides, read_events, start_driver, stop_driver, wait_ready
+from bench.spark_app import app_overrides, epoch_ms, read_events, start_driver, stop_driver, wait_ready
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames, query_role
 
 
@@ -78,16 +90,86 @@ def phase_month_two(run: BenchRun, days: int) -> None:
         record["seed"] = seed
         record["disk_after_seed"] = deployment_disk_use(names)
         live: dict[str, Any] = {}
-        folder = run_live(run, run.settings.month_two_rate, deployment, topic, live, f"month_two_{days}d")
+        record["disk_before_maintenance"] = deployment_disk_use(names)
+        folder = run_live(
+            run,
+            run.settings.month_two_rate,
+            deployment,
+            topic,
+            live,
+            f"month_two_{days}d",
+            beside=lambda: maintain_deployment(run.lake_root, deployment),
+        )
         record["live"] = live
-        record["revenue_batches"] = revenue_batch_walls_ms(read_events(folder))
+        events = read_events(folder)
+        record["revenue_batches"] = revenue_batch_walls_ms(events)
+        record["maintenance_beside_live"] = batches_beside(events, live.get("beside") or {})
         record["gold_commits"] = batch_costs(gold, seed["gold_version"])
         record["bronze_commits"] = batch_costs(bronze, seed["bronze_version"])
         record["disk_after_live"] = deployment_disk_use(names)
         record["restart_ready_s"] = restart_ready_s(run, names, topic, f"month_two_{days}d_restart")
+        # The newest hour the seed filled (the clock may have passed another hour since).
+        seeded_until = datetime.fromisoformat(seed["gold_until"])
+        record["quality"] = quality_run(run, deployment, seeded_until - timedelta(hours=1), seeded_until)
     # Millions of seeded log files: gone before the next N seeds its own.
     for folder_path in (names.gold_revenue_table, names.bronze_orders_table, names.checkpoint_root):
         shutil.rmtree(folder_path, ignore_errors=True)
+
+
+def maintain_deployment(lake_root: str, deployment: str) -> dict[str, Any]:
+    """The `maintain_lake` DAG's work on one deployment (and the lake's own tables), shipped policy."""
+    from revenue_platform.lake_maintenance import maintain_lake, reports_as_dicts
+
+    began = time.monotonic()
+    reports = maintain_lake(lake_root, [deployment])
+    return {"seconds": round(time.monotonic() - began, 1), "tables": reports_as_dicts(reports)}
+
+
+def batches_beside(events: list[dict[str, Any]], beside: dict[str, Any]) -> dict[str, Any]:
+    """The revenue batches that ran while the maintenance did, and the others: count, median and
+    max wall (ms); the maintenance's own outcome."""
+    started, ended = beside.get("started_ms"), beside.get("ended_ms")
+    summary: dict[str, Any] = {k: v for k, v in beside.items() if k != "result"}
+    summary["maintenance"] = beside.get("result")
+    if started is None or ended is None:
+        return summary
+    during: list[int] = []
+    others: list[int] = []
+    for event in events:
+        if query_role(event["name"]) != REVENUE_QUERY_ROLE or int(event["numInputRows"]) == 0:
+            continue
+        wall = int(event["durationMs"]["triggerExecution"])
+        begun = epoch_ms(event["timestamp"])
+        (during if begun < ended and begun + wall > started else others).append(wall)
+    for name, walls in (("batches_during", during), ("batches_otherwise", others)):
+        summary[name] = (
+            {"batches": len(walls), "wall_ms_median": statistics.median(walls), "wall_ms_max": max(walls)}
+            if walls
+            else {"batches": 0}
+        )
+    return summary
+
+
+def quality_run(run: BenchRun, deployment: str, start: datetime, end: datetime) -> dict[str, Any]:
+    """The quality suite on [start, end) of `deployment`, in a process of its own (memory sampled
+    under the phase's `quality` group); its seconds and outcome."""
+    from revenue_platform.paths import PROJECT_PYTHONPATH
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", QUALITY_SCRIPT, deployment, run.lake_root, start.isoformat(), end.isoformat()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": PROJECT_PYTHONPATH},
+    )
+    run.sampler.watch("quality", process.pid)
+    try:
+        out, err = process.communicate(timeout=1800)
+    finally:
+        run.sampler.watch("quality", None)
+    lines = out.decode().strip().splitlines()
+    if process.returncode == 0 and lines:
+        return dict(json.loads(lines[-1]))
+    return {"error": err.decode()[-2000:]}
 
 
 def restart_ready_s(run: BenchRun, names: DeploymentNames, topic: str, name: str) -> float:

@@ -1,6 +1,7 @@
 """Lake maintenance (issue 57): the maintain_lake DAG compacts the closed partitions of a deployment's
 gold and bronze, VACUUMs what no snapshot within the retention references and leaves every number as
-it was; the open hour and today's bronze, where live batches write, are not touched.
+it was; the open hour and today's bronze, where live batches write, are not touched, and live batches
+writing them while it runs go through.
 
 Real Delta tables (delta-rs, as the DAG's task writes them) and a real Airflow run (`dag.test()`
 against the session's migrated metadata DB).
@@ -8,6 +9,8 @@ against the session's migrated metadata DB).
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from revenue_platform.errors import ConfigError
@@ -30,8 +35,9 @@ from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.side_files import read_json
+from spark_apps.storage.bronze import BronzeAppender, ensure_bronze_table
 from spark_apps.storage.gold_from_driver import merge_gold_from_driver
-from spark_apps.validation.schemas import GOLD_SCHEMA
+from spark_apps.validation.schemas import BRONZE_SCHEMA, GOLD_SCHEMA
 from tests.streaming_helpers import load_dags, task_states, xcom
 
 pytestmark = pytest.mark.integration
@@ -206,3 +212,85 @@ def test_the_maintain_lake_dag_maintains_every_registered_deployment_and_refuses
         MaintenanceRequest.from_params({"gold_retention_hours": 0})
     with pytest.raises(ConfigError, match="bronze_retention_hours"):
         MaintenanceRequest.from_params({"bronze_retention_hours": "168; rm -rf /"})
+
+
+def _bronze_batch(spark: SparkSession, batch_id: int, day: date, rows: int, files: int = 1) -> DataFrame:
+    """`rows` bronze rows of ingest batch `batch_id` on `day`, in `files` files."""
+    values = {field.name: F.lit(None).cast(field.dataType) for field in BRONZE_SCHEMA.fields}
+    values["offset"] = (F.col("id") + F.lit(batch_id * 1_000)).cast("long")
+    values["ingest_batch_id"] = F.lit(batch_id).cast("long")
+    values["ingest_date"] = F.lit(day)
+    rows_of_batch = spark.range(rows).select(
+        *[values[name].alias(name) for name in BRONZE_SCHEMA.fieldNames()]
+    )
+    return rows_of_batch.repartition(files)
+
+
+def test_maintenance_beside_the_live_writers_fails_neither_and_loses_nothing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """While Spark appends batch after batch to today's bronze (the app's `BronzeAppender`) and the
+    driver's delta-rs MERGE rewrites gold's open hour, maintenance compacts yesterday's bronze (30
+    files Spark wrote) and gold's closed hour: each side's commits go through (Delta's conflict rules:
+    compaction changes no data and touches no partition a live batch writes), every row is there once."""
+    root = tmp_path / "lake"
+    names = DeploymentNames(str(root), "blue")
+    gold, bronze = names.gold_revenue_table, names.bronze_orders_table
+    yesterday = NOW.date() - timedelta(days=1)
+    ensure_bronze_table(spark, bronze)
+    appender = BronzeAppender(bronze)
+    assert appender.append(_bronze_batch(spark, 0, yesterday, 300, files=30), 0, {"watermark_us": 0})
+    write_deltalake(gold, GOLD_ARROW.empty_table(), partition_by=[GOLD_HOUR_COLUMN])
+    merge_gold_from_driver(_gold_rows(CLOSED_HOUR, 4, 0, 1), gold)
+    merge_gold_from_driver(_gold_rows(CLOSED_HOUR + 4 * WINDOW, 4, 0, 1), gold)  # a second file
+    closed_rows = sorted(map(str, read_gold(gold).to_pylist()))
+
+    writes: list[tuple[float, float]] = []
+    maintained: list[tuple[float, float]] = []
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def live_batches() -> None:
+        batch = 1
+        try:
+            while not stop.is_set():
+                began = time.monotonic()
+                appender.append(_bronze_batch(spark, batch, NOW.date(), 50), batch, {"watermark_us": batch})
+                merge_gold_from_driver(_gold_rows(OPEN_HOUR, 3, batch, batch), gold)
+                writes.append((began, time.monotonic()))
+                batch += 1
+        except BaseException as error:  # re-raised by the test's own thread below
+            failures.append(error)
+
+    writer = threading.Thread(target=live_batches, name="live-batches")
+    writer.start()
+    try:
+        while not writes and writer.is_alive():  # warm: the first batch has committed
+            time.sleep(0.05)
+        began = time.monotonic()
+        reports = {r.role: r for r in maintain_lake(str(root), ["blue"], now=NOW)}
+        maintained.append((began, time.monotonic()))
+    finally:
+        stop.set()
+        writer.join(timeout=300)
+    assert not failures, failures
+    assert _overlapping(writes, maintained), "no live batch ran while maintenance did: nothing was proved"
+
+    assert reports["bronze[blue]"].files_compacted == 30
+    assert reports["gold[blue]"].files_compacted == 2
+    bronze_files = _snapshot_files(bronze)
+    assert len(_files_of(bronze_files, f"ingest_date={yesterday.isoformat()}")) == 1
+    batches = len(writes)
+    counts = {
+        int(row["ingest_batch_id"]): int(row["count"])
+        for row in spark.read.format("delta").load(bronze).groupBy("ingest_batch_id").count().collect()
+    }
+    assert counts == {0: 300, **{batch: 50 for batch in range(1, batches + 1)}}
+    # Gold: the closed hour as it was, the open hour at the last batch's totals.
+    rows = read_gold(gold).to_pylist()
+    assert sorted(str(row) for row in rows if row["window_start"] < OPEN_HOUR) == closed_rows
+    assert {row["order_count"] for row in rows if row["window_start"] >= OPEN_HOUR} == {batches}
+
+
+def _overlapping(first: list[tuple[float, float]], second: list[tuple[float, float]]) -> bool:
+    return any(a < d and c < b for a, b in first for c, d in second)

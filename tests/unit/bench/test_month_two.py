@@ -10,7 +10,15 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from bench.month_two import SEEDED_DLQ_REASON, append_noop_commits, commits_after, disk_use, seed_deployment
+from bench.month_two import (
+    SEEDED_DLQ_REASON,
+    UNCOMPACTED_BRONZE_FILES,
+    append_noop_commits,
+    commits_after,
+    disk_use,
+    seed_deployment,
+)
+from bench.phases.month_two import batches_beside
 from bench.report import derive, markdown, month_two_figures
 
 
@@ -28,6 +36,14 @@ def test_a_seeded_deployment_is_opened_at_its_newest_version_with_every_row(tmp_
     archived = DeltaTable(str(bronze)).to_pyarrow_table()
     assert set(archived["dlq_reason"].to_pylist()) == {SEEDED_DLQ_REASON}  # nothing counts them
     assert sorted({str(day) for day in archived["ingest_date"].to_pylist()}) == ["2026-12-01", "2026-12-02"]
+    # Yesterday as live batches leave it before maintenance: small files, one row each.
+    files = pa.table(DeltaTable(str(bronze)).get_add_actions(flatten=True))
+    per_day = pa.TableGroupBy(files, "partition.ingest_date").aggregate([("path", "count")]).to_pylist()
+    assert {str(d["partition.ingest_date"]): d["path_count"] for d in per_day} == {
+        "2026-12-01": 1,
+        "2026-12-02": UNCOMPACTED_BRONZE_FILES,
+    }
+    assert seed["gold_until"] == "2026-12-03T10:00:00+00:00"
     assert disk_use(tmp_path)["delta_log_files"] >= 2 * 40
 
 
@@ -77,3 +93,36 @@ def test_the_summary_puts_each_history_against_the_first() -> None:
     figures = month_two_figures({}, {})  # a phase that failed before its commits
     assert figures["gold_bytes_per_batch"] is None
     assert figures["bronze_bytes_per_order"] is None
+
+
+def _batch(started_s: float, wall_ms: int, rows: int = 10) -> dict[str, object]:
+    stamp = datetime.fromtimestamp(started_s, UTC).isoformat().replace("+00:00", "Z")
+    return {
+        "name": "blue__revenue",
+        "timestamp": stamp,
+        "numInputRows": rows,
+        "durationMs": {"triggerExecution": wall_ms},
+    }
+
+
+def test_the_batches_beside_maintenance_are_those_that_overlapped_it() -> None:
+    t0 = 1_800_000_000.0
+    events = [
+        _batch(t0, 2_000),  # ends before maintenance starts
+        _batch(t0 + 2.5, 7_000),  # overlaps it
+        _batch(t0 + 9.6, 3_000),  # starts after it ended
+        _batch(t0 + 13, 1_000, rows=0),  # read nothing: not a batch of orders
+    ]
+    beside = {
+        "started_ms": int((t0 + 3) * 1000),
+        "ended_ms": int((t0 + 5) * 1000),
+        "result": {"seconds": 2.0},
+    }
+    summary = batches_beside(events, beside)
+    assert summary["batches_during"] == {"batches": 1, "wall_ms_median": 7_000, "wall_ms_max": 7_000}
+    assert summary["batches_otherwise"] == {"batches": 2, "wall_ms_median": 2_500.0, "wall_ms_max": 3_000}
+    assert summary["maintenance"] == {"seconds": 2.0}
+    assert batches_beside(events, {"error": "RuntimeError: x"}) == {
+        "error": "RuntimeError: x",
+        "maintenance": None,
+    }
