@@ -174,7 +174,7 @@ bench-quick: jvm ## The benchmark's small variant (100k orders, live 1k/5k per s
 	@$(PYTHON) -m bench --quick
 bench-gold-history: $(INSTALLED) ## One live gold batch after 1, 3 and 30 days of history, hourly layout vs unpartitioned: wall, rows and bytes written (~5 min, no Spark)
 	@$(PYTHON) -m bench.gold_history $(GOLD_HISTORY_ARGS)
-bench-month-two: jvm ## Not in CI: the live app at 5,000/s on a lake seeded with 1 day, then 30 days of history (logs included); per-batch wall, bytes, restart, their ratios (~8 min, ~0.1 GB)
+bench-month-two: jvm ## Not in CI: the live app at 5,000/s on a lake seeded with 1 day, then 30 days of history (logs included), lake maintenance beside it, then the quality suite; per-batch wall, bytes, restart, memory, their ratios (~10 min, ~0.1 GB)
 	@$(PYTHON) -m bench --quick --phases month_two --rates '' --live-seconds 120 --warmup-seconds 30 $(MONTH_TWO_ARGS)
 bench-log-length: jvm ## One Delta commit (Spark's append, its history read, delta-rs's open + append) with 0 to 30 days of log entries (~10 min, ~5 GB)
 	@$(PYTHON) -m bench.delta_log_length $(LOG_LENGTH_ARGS)
