@@ -44,7 +44,7 @@ from spark_apps.revenue.reconciliation import (
 )
 from spark_apps.revenue.stores import enrich_with_stores
 from spark_apps.revenue.windows import revenue_window_key, to_revenue_kafka_records
-from spark_apps.storage.bronze import read_bronze_raw, with_ingest_batch
+from spark_apps.storage.bronze import newest_archived_time, read_bronze_raw, with_ingest_batch
 from spark_apps.storage.gold import gold_frame, replace_gold_windows
 from spark_apps.storage.kafka import kafka_admin_config, read_orders_batch, write_to_kafka
 from spark_apps.storage.kafka_ranges import find_topic_range
@@ -134,15 +134,15 @@ def read_range(
     if not DeltaTable.isDeltaTable(spark, bronze_path):
         gaps = "; ".join(kafka_range.gaps) if kafka_range else "not checked"
         raise RangeNotCoveredError(f"no bronze archive at {bronze_path}, and Kafka gaps: {gaps}")
-    bronze = read_bronze_raw(spark, bronze_path)
-    newest = bronze.agg(F.max("timestamp").alias("newest")).first()
-    if newest is None or newest["newest"] is None or newest["newest"] < end:
+    # From the Delta log's statistics: a scan for it read all of bronze's history.
+    newest = newest_archived_time(spark, bronze_path)
+    if newest is None or newest < end.replace(tzinfo=UTC):
         raise RangeNotCoveredError(
             f"bronze at {bronze_path} holds records appended only until "
-            f"{newest['newest'] if newest else None}, "
+            f"{newest.replace(tzinfo=None).isoformat() if newest else None}, "
             f"before the range end {end.isoformat()}: the streaming app has not archived the whole range yet"
         )
-    return bronze.filter(F.col("timestamp") >= F.lit(since)), "bronze"
+    return read_bronze_raw(spark, bronze_path).filter(F.col("timestamp") >= F.lit(since)), "bronze"
 
 
 def reprocess(

@@ -8,6 +8,8 @@ Each micro-batch is appended once (`BronzeAppender`): its commit records the bat
 from __future__ import annotations
 
 import json
+import logging
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -15,8 +17,16 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, StructField, StructType
 
-from spark_apps.storage.tables import LIVE_TABLE_PROPERTIES, ensure_delta_table, local_table
+from spark_apps.contract.object_store import delta_rs_uri
+from spark_apps.storage.tables import (
+    LIVE_TABLE_PROPERTIES,
+    delta_rs_storage_options,
+    ensure_delta_table,
+    local_table,
+)
 from spark_apps.validation.schemas import BRONZE_ORDER_COLUMNS, BRONZE_SCHEMA, KAFKA_RAW_COLUMNS
+
+LOG = logging.getLogger("orders_streaming_app.bronze")
 
 
 def read_bronze(spark: SparkSession, table_path: str) -> DataFrame:
@@ -28,6 +38,46 @@ def read_bronze_raw(spark: SparkSession, table_path: str) -> DataFrame:
     """The raw Kafka records archived in bronze (the columns of a Kafka read) and the ingest batch
     that archived each (the dedupe rule's first key)."""
     return read_bronze(spark, table_path).select(*KAFKA_RAW_COLUMNS, "ingest_batch_id")
+
+
+def newest_archived_time(spark: SparkSession, table_path: str) -> datetime | None:
+    """The Kafka timestamp of bronze's newest record (None: bronze holds none), from the statistics the
+    Delta log keeps for each data file (delta-rs, in the driver): no data file is read. Spark's
+    `max(timestamp)` read every data file of bronze instead, a cost that grew with every day the
+    deployment archived (issue 57). Kafka timestamps are whole milliseconds, the precision Delta keeps
+    them in, so the statistic is the exact maximum. Spark's aggregate is still used where the log cannot
+    answer: a file without statistics, or a store delta-rs cannot reach from this driver."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    try:
+        options = delta_rs_storage_options(table_path, spark)
+        table = DeltaTable(delta_rs_uri(table_path), storage_options=options or None)
+        files = pa.table(table.get_add_actions(flatten=True))
+    except ValueError as error:  # a store reached only through Spark's own settings
+        LOG.info("bronze's newest record by a scan: delta-rs cannot open %s (%s)", table_path, error)
+        return _newest_by_scan(spark, table_path)
+    if files.num_rows == 0:
+        return None
+    names = set(files.column_names)
+    if not {"num_records", "max.timestamp", "null_count.timestamp"} <= names:
+        return _newest_by_scan(spark, table_path)
+    records, nulls = files.column("num_records"), files.column("null_count.timestamp")
+    maxes = files.column("max.timestamp")
+    # A file with records but neither a maximum nor only nulls has no statistics for the column.
+    unknown = pc.and_(pc.is_null(maxes), pc.not_equal(pc.fill_null(nulls, -1), pc.fill_null(records, 0)))
+    if pc.any(pc.or_(unknown, pc.is_null(records))).as_py():
+        return _newest_by_scan(spark, table_path)
+    newest = pc.max(maxes).as_py()
+    return None if newest is None else newest.astimezone(UTC)
+
+
+def _newest_by_scan(spark: SparkSession, table_path: str) -> datetime | None:
+    # Microseconds, not a datetime, cross from Spark: no local time zone can shift them.
+    newest = read_bronze(spark, table_path).agg(F.unix_micros(F.max("timestamp")).alias("us")).first()
+    micros = None if newest is None else newest["us"]
+    return None if micros is None else datetime.fromtimestamp(micros / 1_000_000, UTC)
 
 
 def with_ingest_batch(raw: DataFrame, bronze_path: str, since: Any) -> DataFrame:
