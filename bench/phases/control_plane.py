@@ -7,7 +7,8 @@ import json
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from bench.run import BenchRun
 from bench.services import bench_airflow_settings
@@ -34,31 +35,32 @@ def phase_quality(run: BenchRun, settings: GeneratorSettings) -> None:
     """The Great Expectations suite on the replayed hour, in a process of its own as an Airflow task
     runs it: its memory is sampled while it runs and returned when it ends (run in the bench's own
     process, its pandas frames left ~1.7 GiB behind for the live phases)."""
+    with run.phase("quality") as record:
+        record.update(
+            run_quality_process(run, "bench-replay", settings.start, settings.start + timedelta(hours=1))
+        )
+
+
+def run_quality_process(run: BenchRun, deployment: str, start: datetime, end: datetime) -> dict[str, Any]:
+    """The quality suite on [start, end) of `deployment` in a process of its own, its memory sampled
+    under the `quality` group: its outcome and seconds, or its error."""
     from revenue_platform.paths import PROJECT_PYTHONPATH
 
-    with run.phase("quality") as record:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                QUALITY_SCRIPT,
-                "bench-replay",
-                run.lake_root,
-                settings.start.isoformat(),
-                (settings.start + timedelta(hours=1)).isoformat(),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": PROJECT_PYTHONPATH},
-        )
-        run.sampler.watch("quality", process.pid)
+    process = subprocess.Popen(
+        [sys.executable, "-c", QUALITY_SCRIPT, deployment, run.lake_root, start.isoformat(), end.isoformat()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": PROJECT_PYTHONPATH},
+    )
+    run.sampler.watch("quality", process.pid)
+    try:
         out, err = process.communicate(timeout=1800)
+    finally:
         run.sampler.watch("quality", None)
-        lines = out.decode().strip().splitlines()
-        if process.returncode == 0 and lines:
-            record.update(json.loads(lines[-1]))
-        else:
-            record["error"] = err.decode()[-2000:]
+    lines = out.decode().strip().splitlines()
+    if process.returncode == 0 and lines:
+        return dict(json.loads(lines[-1]))
+    return {"error": err.decode()[-2000:]}
 
 
 DAG_PARSE_SCRIPT = """

@@ -19,19 +19,15 @@ the cost is what is measured).
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.month_two import commits_after, disk_use, seed_deployment, shipped_log_retention_days
-from bench.phases.control_plane import QUALITY_SCRIPT
+from bench.phases.control_plane import run_quality_process
 from bench.phases.live import run_live
 from bench.run import BenchRun
 from bench.spark_app import app_overrides, epoch_ms, read_events, start_driver, stop_driver, wait_ready
@@ -60,13 +56,14 @@ def batch_costs(table: Path, seeded_version: int) -> dict[str, Any]:
     }
 
 
+def order_batches(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The revenue query's progress events of batches that read orders."""
+    return [e for e in events if query_role(e["name"]) == REVENUE_QUERY_ROLE and int(e["numInputRows"]) > 0]
+
+
 def revenue_batch_walls_ms(events: list[dict[str, Any]]) -> dict[str, Any]:
     """The revenue query's batches that read orders: how many, and their median and p90 wall (ms)."""
-    walls = sorted(
-        int(e["durationMs"]["triggerExecution"])
-        for e in events
-        if query_role(e["name"]) == REVENUE_QUERY_ROLE and int(e["numInputRows"]) > 0
-    )
+    walls = sorted(int(e["durationMs"]["triggerExecution"]) for e in order_batches(events))
     if not walls:
         return {"batches": 0}
     return {
@@ -90,7 +87,6 @@ def phase_month_two(run: BenchRun, days: int) -> None:
         record["seed"] = seed
         record["disk_after_seed"] = deployment_disk_use(names)
         live: dict[str, Any] = {}
-        record["disk_before_maintenance"] = deployment_disk_use(names)
         folder = run_live(
             run,
             run.settings.month_two_rate,
@@ -110,7 +106,9 @@ def phase_month_two(run: BenchRun, days: int) -> None:
         record["restart_ready_s"] = restart_ready_s(run, names, topic, f"month_two_{days}d_restart")
         # The newest hour the seed filled (the clock may have passed another hour since).
         seeded_until = datetime.fromisoformat(seed["gold_until"])
-        record["quality"] = quality_run(run, deployment, seeded_until - timedelta(hours=1), seeded_until)
+        record["quality"] = run_quality_process(
+            run, deployment, seeded_until - timedelta(hours=1), seeded_until
+        )
     # Millions of seeded log files: gone before the next N seeds its own.
     for folder_path in (names.gold_revenue_table, names.bronze_orders_table, names.checkpoint_root):
         shutil.rmtree(folder_path, ignore_errors=True)
@@ -135,9 +133,7 @@ def batches_beside(events: list[dict[str, Any]], beside: dict[str, Any]) -> dict
         return summary
     during: list[int] = []
     others: list[int] = []
-    for event in events:
-        if query_role(event["name"]) != REVENUE_QUERY_ROLE or int(event["numInputRows"]) == 0:
-            continue
+    for event in order_batches(events):
         wall = int(event["durationMs"]["triggerExecution"])
         begun = epoch_ms(event["timestamp"])
         (during if begun < ended and begun + wall > started else others).append(wall)
@@ -148,28 +144,6 @@ def batches_beside(events: list[dict[str, Any]], beside: dict[str, Any]) -> dict
             else {"batches": 0}
         )
     return summary
-
-
-def quality_run(run: BenchRun, deployment: str, start: datetime, end: datetime) -> dict[str, Any]:
-    """The quality suite on [start, end) of `deployment`, in a process of its own (memory sampled
-    under the phase's `quality` group); its seconds and outcome."""
-    from revenue_platform.paths import PROJECT_PYTHONPATH
-
-    process = subprocess.Popen(
-        [sys.executable, "-c", QUALITY_SCRIPT, deployment, run.lake_root, start.isoformat(), end.isoformat()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": PROJECT_PYTHONPATH},
-    )
-    run.sampler.watch("quality", process.pid)
-    try:
-        out, err = process.communicate(timeout=1800)
-    finally:
-        run.sampler.watch("quality", None)
-    lines = out.decode().strip().splitlines()
-    if process.returncode == 0 and lines:
-        return dict(json.loads(lines[-1]))
-    return {"error": err.decode()[-2000:]}
 
 
 def restart_ready_s(run: BenchRun, names: DeploymentNames, topic: str, name: str) -> float:
