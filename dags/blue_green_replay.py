@@ -23,7 +23,7 @@ replaces approval, switch and retirement. `fail_if_any_failed` makes the run fai
 though the teardown succeeded; it sends no alert of its own (the task that failed sent one, with its error).
 
 Every input is checked before anything is touched (the form is `ReplayRequest`, bluegreen/request.py); each
-task calls the function of its name in bluegreen/tasks.py. See docs/blue-green.md.
+task calls the function of its name in airflow/replay_tasks.py. See docs/blue-green.md.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 
-from revenue_platform.assets import app_release_asset
-from revenue_platform.bluegreen import tasks
-from revenue_platform.bluegreen.approval import PromotionApprovalOperator
-from revenue_platform.bluegreen.catch_up import WaitForCatchUpOperator
+from revenue_platform.airflow import replay_tasks as tasks
+from revenue_platform.airflow.approval import PromotionApprovalOperator
+from revenue_platform.airflow.assets import app_release_asset
+from revenue_platform.airflow.catch_up import WaitForCatchUpOperator
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.failure_watcher import FailureWatcherOperator
+from revenue_platform.airflow.params import params_from_model
+from revenue_platform.airflow.replay_tasks import ReplayRun
 from revenue_platform.bluegreen.request import ReplayRequest
-from revenue_platform.bluegreen.tasks import ReplayRun
-from revenue_platform.dag_defaults import platform_default_args
-from revenue_platform.failure_watcher import FailureWatcherOperator
-from revenue_platform.forms import params_from_model
 
 # A cron expression (UTC) for periodic rebuilds of the live version; empty = no periodic replays.
 REPLAY_SCHEDULE = os.environ.get("REPLAY_SCHEDULE", "").strip()

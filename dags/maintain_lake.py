@@ -17,9 +17,9 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.dag_defaults import platform_default_args
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model, run_request
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.lake_maintenance import MaintenanceRequest
 from revenue_platform.registry import DeploymentNotFoundError
 

@@ -18,10 +18,10 @@ from typing import Any
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model, run_request
 from revenue_platform.connections import KAFKA_CONN_ID
-from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
-from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
 from revenue_platform.topics.request import ProvisionRequest

@@ -27,13 +27,13 @@ from typing import Any
 from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 
-from revenue_platform.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.airflow.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model, run_request
+from revenue_platform.airflow.spark_submit_operator import PlatformSparkSubmitOperator
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
-from revenue_platform.dag_defaults import platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.reprocessing import REPROCESS_JOB, ReprocessRequest, spark_env, spark_jars_csv
-from revenue_platform.spark_submit_operator import PlatformSparkSubmitOperator
 
 # Each reprocessing job is a local Spark driver with two cores' worth of work; more at once only queue.
 SPARK_JOBS_AT_ONCE = 2

@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import AssetOrTimeSchedule, CronDataIntervalTimetable, dag
 
-from revenue_platform.assets import revenue_gold_asset
-from revenue_platform.dag_defaults import platform_default_args
-from revenue_platform.forms import params_from_model
-from revenue_platform.quality.airflow_tasks import quality_gate
+from revenue_platform.airflow.assets import revenue_gold_asset
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model
+from revenue_platform.airflow.quality_tasks import quality_gate
 from revenue_platform.quality.request import QualityRequest
 
 

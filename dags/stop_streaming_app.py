@@ -14,9 +14,9 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.dag_defaults import actor_from_context, platform_default_args
+from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
+from revenue_platform.airflow.params import params_from_model, run_request
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.request import StopRequest
 from revenue_platform.streaming.stop import StopError

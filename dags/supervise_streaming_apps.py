@@ -17,10 +17,10 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
+from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
+from revenue_platform.airflow.params import params_from_model, run_request
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
-from revenue_platform.dag_defaults import actor_from_context, platform_default_args
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model, run_request
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.streaming.request import SuperviseRequest
 from revenue_platform.streaming.supervisor import GaveUpError
@@ -51,7 +51,7 @@ from revenue_platform.streaming.supervisor import GaveUpError
 def supervise_streaming_apps() -> None:
     @task(multiple_outputs=False)
     def supervise() -> dict[str, Any]:
-        from revenue_platform.kafka_connection import client_security_from_airflow
+        from revenue_platform.kafka_connection import client_security_from_connection
         from revenue_platform.registry import DeploymentRegistry
         from revenue_platform.streaming.launcher import spark_target_from_connection
         from revenue_platform.streaming.supervisor import RestartPolicy
@@ -73,7 +73,7 @@ def supervise_streaming_apps() -> None:
             actor=actor_from_context(context),
             deployment_ids=form.deployment_ids,
             # Restarted drivers authenticate with the kafka_default connection's credentials.
-            kafka_security=client_security_from_airflow(KAFKA_CONN_ID),
+            kafka_security=client_security_from_connection(KAFKA_CONN_ID),
         )
 
     supervise()

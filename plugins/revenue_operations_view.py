@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from revenue_platform.airflow.auth import with_airflow_auth
 from revenue_platform.serving.operations_view import create_operations_app
 
 URL_PREFIX = "/revenue-ops"
@@ -22,7 +23,11 @@ UI_ROUTE = "revenue-operations"
 class RevenueOperationsViewPlugin(AirflowPlugin):
     name = "revenue_operations_view"
     fastapi_apps = [
-        {"app": create_operations_app(), "url_prefix": URL_PREFIX, "name": "Revenue operations view"}
+        {
+            "app": with_airflow_auth(create_operations_app()),
+            "url_prefix": URL_PREFIX,
+            "name": "Revenue operations view",
+        }
     ]
     external_views = [
         {

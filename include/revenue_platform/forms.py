@@ -1,19 +1,18 @@
-"""The trigger forms of the DAGs: the field rules their request models share, and Params built from
-a model.
+"""The trigger forms of the DAGs: the field rules their request models share, and `validated`.
 
 Airflow validates a run's Params, but a REST call, a test or another DAG may hand a task values the
 form never saw, and JSON schema cannot express every rule (a quality interval's span, a lake root
-inside the platform's lake). So each DAG's first task reads its run through `run_request` (unknown
-conf keys refused, then the params validated by its request model) before anything is registered,
-launched or written; a bad value is a ConfigError naming the field. The replay is the one exception:
-its request may come from a release or the schedule (`bluegreen.tasks`). docs/security.md ("Input
-surfaces") lists the forms' bounds.
+inside the platform's lake). So each DAG's first task reads its run through
+`airflow.params.run_request` (unknown conf keys refused, then the params validated by its request
+model) before anything is registered, launched or written; a bad value is a ConfigError naming the
+field. The replay is the one exception: its request may come from a release or the schedule
+(`airflow.replay_tasks`). docs/security.md ("Input surfaces") lists the forms' bounds.
 
 Every form is a typed request model beside its feature: a pydantic model with `FORM_MODEL_CONFIG`,
 built from the shared field types below (`DeploymentId`, `TopicName`, `AuditText`, `DateTimeText`);
-`params_from_model` builds its DAG's Params from it (each field's default, description and bounds
-stated once), `validated` checks a request. The models: `streaming.request` (`DeployForm`,
-`StopRequest`, `SuperviseRequest`), `bluegreen.request` (`ReplayRequest`, `RollbackRequest`,
+`airflow.params.params_from_model` builds its DAG's Params from it (each field's default,
+description and bounds stated once), `validated` checks a request. The models: `streaming.request`
+(`DeployForm`, `StopRequest`, `SuperviseRequest`), `bluegreen.request` (`ReplayRequest`, `RollbackRequest`,
 `PublishRequest`), `reprocessing.ReprocessRequest`, `quality.request.QualityRequest`,
 `lake_maintenance.MaintenanceRequest`, `topics.request.ProvisionRequest`
 (tests/unit/project/test_form_params.py holds their rendered forms against a snapshot).
@@ -22,7 +21,7 @@ stated once), `validated` checks a request. The models: `streaming.request` (`De
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, TypeVar
 
@@ -35,13 +34,11 @@ from pydantic import (
     ValidationError,
     WithJsonSchema,
 )
-from pydantic_core import to_jsonable_python
 
 from revenue_platform.errors import ConfigError
 from spark_apps.contract.naming import DEPLOYMENT_ID_PATTERN, validate_deployment_id
 
 Model = TypeVar("Model", bound=BaseModel)
-Request = TypeVar("Request")
 
 # Lists of names a form may carry (deployments to supervise, topics to provision).
 MAX_LIST_ITEMS: Final = 100
@@ -144,42 +141,6 @@ AuditText = Annotated[
 ]
 
 
-def params_from_model(model: type[BaseModel]) -> dict[str, Any]:
-    """The DAG `Params` of a form whose request model is `model`: one per field of its JSON schema
-    (a field marked `SkipJsonSchema` is not on the form), with the field's default, description,
-    type, pattern, enum and bounds; a bounded number states its bounds in its description."""
-    from airflow.sdk import Param
-
-    params = {}
-    for name, schema in model.model_json_schema()["properties"].items():
-        field = model.model_fields[name]
-        schema = _nullable(schema)
-        # Only a title the model sets (the form labels a field with its name otherwise, as the docs do).
-        schema.pop("title", None)
-        schema.pop("default", None)
-        if schema.get("additionalProperties") is True:
-            del schema["additionalProperties"]  # JSON schema's default for an object
-        if field.title:
-            schema["title"] = field.title
-        # One line, however the model's docstring wraps it.
-        description = " ".join(schema.pop("description", "").split())
-        if "minimum" in schema and "maximum" in schema:
-            description += f" {_readable(schema['minimum'])}..{_readable(schema['maximum'])}."
-        default = to_jsonable_python(field.get_default(call_default_factory=True))
-        params[name] = Param(default, description=description, **schema)
-    return params
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """`X | None` as Airflow's form reads it: pydantic's `anyOf: [X, null]` as `type: ["null", X's type]`."""
-    variants = schema.get("anyOf", [])
-    if len(variants) != 2 or {"type": "null"} not in variants:
-        return dict(schema)
-    [other] = [variant for variant in variants if variant != {"type": "null"}]
-    merged = {key: value for key, value in schema.items() if key != "anyOf"}
-    return {**merged, **other, "type": ["null", other["type"]]}
-
-
 def validated(model: type[Model], params: Mapping[str, Any]) -> Model:
     """`params` as a `model`; a ConfigError naming each bad field (and the value) otherwise."""
     try:
@@ -188,27 +149,12 @@ def validated(model: type[Model], params: Mapping[str, Any]) -> Model:
         raise ConfigError("; ".join(_problem(issue) for issue in error.errors(include_url=False))) from error
 
 
-def run_request(parse: Callable[[Mapping[str, Any]], Request], context: Mapping[str, Any]) -> Request:
-    """A DAG's first step, the same in every DAG: refuse the run's conf keys the DAG does not declare
-    (`trigger_conf.refuse_unknown_conf`), then read its params with the request model's parser
-    (`SomeRequest.from_params`). Either refusal is a ConfigError naming the key or the field, before
-    anything is registered, launched or written."""
-    from revenue_platform.trigger_conf import refuse_unknown_conf
-
-    refuse_unknown_conf(context)
-    return parse(context["params"])
-
-
 def _problem(issue: Any) -> str:
     field = ".".join(str(part) for part in issue["loc"])
     if issue["type"] == "value_error":  # the model's own message says what is wrong with the value
         message = str(issue["msg"]).removeprefix("Value error, ")
         return f"{field}: {message}" if field else message
     return f"{field}: {issue['msg']} (got {repr(issue['input'])[:40]})"
-
-
-def _readable(number: float) -> str:
-    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
 
 
 def datetime_text(value: Any, field: str) -> datetime | None:

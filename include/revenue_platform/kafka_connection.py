@@ -1,4 +1,4 @@
-"""Kafka client configuration from Airflow connections.
+"""Kafka client configuration from Airflow connections (read through `connections.read_connection`).
 
 Every Kafka client the platform builds inside Airflow gets its librdkafka settings from an Airflow
 connection (``kafka_default`` unless told otherwise), read the same way the apache-kafka provider
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from revenue_platform.connections import KAFKA_CONN_ID as DEFAULT_KAFKA_CONN_ID
+from revenue_platform.connections import read_connection
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
 from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 
@@ -28,11 +29,11 @@ __all__ = [
     "admin_client",
     "bootstrap_servers",
     "broker_unreachable",
-    "client_config_from_airflow",
+    "client_config_from_connection",
     "client_config_from_extra",
     "client_security",
     "client_security_environment",
-    "client_security_from_airflow",
+    "client_security_from_connection",
     "optional_bootstrap_servers",
     "optional_client_config",
     "without_consumer_settings",
@@ -96,28 +97,22 @@ def broker_unreachable(bootstrap_servers: str, detail: str) -> BrokerUnreachable
     )
 
 
-def client_config_from_airflow(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any]:
-    """Return the librdkafka client config stored in the extra of Airflow connection ``conn_id``.
+def client_config_from_connection(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any]:
+    """Return the librdkafka client config stored in the extra of connection ``conn_id``.
 
-    Uses the Kafka provider's hook so the lookup goes through the same connection/secrets
-    machinery as the provider's own operators. Raises ``KafkaConnectionConfigError`` when the
-    connection does not exist or has no ``bootstrap.servers``.
+    Read with `connections.read_connection` (inside Airflow: Airflow's own lookup, the same
+    connection/secrets machinery as the Kafka provider's operators). Raises
+    ``KafkaConnectionConfigError`` when the connection does not exist or has no ``bootstrap.servers``.
     """
-    # Imported here: this module is imported by DAG files, and the hook pulls in confluent_kafka.
-    from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
-    hook = KafkaAdminClientHook(kafka_config_id=conn_id)
-    try:
-        connection = hook.get_connection(conn_id)
-    except AirflowNotFoundException as exc:
+    connection = read_connection(conn_id)
+    if connection is None:
         raise KafkaConnectionConfigError(
-            f"Airflow connection {conn_id!r} could not be loaded ({type(exc).__name__}: {exc}). "
+            f"Airflow connection {conn_id!r} is not defined. "
             "Define it with a JSON extra holding the librdkafka settings, e.g. "
             'AIRFLOW_CONN_KAFKA_DEFAULT=\'{"conn_type": "kafka", "extra": {"bootstrap.servers": '
             '"localhost:9092"}}\'.'
-        ) from exc
-    return client_config_from_extra(connection.extra_dejson, conn_id=conn_id)
+        )
+    return client_config_from_extra(dict(connection.extra), conn_id=conn_id)
 
 
 def client_config_from_extra(extra: Any, *, conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, Any]:
@@ -167,14 +162,14 @@ def client_security(
         raise KafkaConnectionConfigError(str(error)) from None
 
 
-def client_security_from_airflow(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> KafkaClientSecurity | None:
+def client_security_from_connection(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> KafkaClientSecurity | None:
     """``client_security`` of Airflow connection ``conn_id`` (call inside a task, never at parse time).
 
     None without a usable connection, as for the bootstrap servers: the app then uses its config's
     servers in plaintext. Security settings the apps cannot use fail, naming the key.
     """
     try:
-        client_config = client_config_from_airflow(conn_id)
+        client_config = client_config_from_connection(conn_id)
     except KafkaConnectionConfigError:
         return None
     return client_security(client_config, conn_id=conn_id)
@@ -190,7 +185,7 @@ def client_security_environment(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[st
     ``airflow dags test``) would keep one task's login for the next, also when that one's connection
     is plaintext.
     """
-    security = client_security_from_airflow(conn_id)
+    security = client_security_from_connection(conn_id)
     if security is None or security.protocol == "PLAINTEXT":
         return {}
     return security.environment()
@@ -200,7 +195,7 @@ def optional_client_config(conn_id: str = DEFAULT_KAFKA_CONN_ID) -> dict[str, An
     """The connection's client config; None without a usable connection (then the app config's
     `kafka.bootstrap_servers` applies and nothing is checked against the broker up front)."""
     try:
-        return client_config_from_airflow(conn_id)
+        return client_config_from_connection(conn_id)
     except KafkaConnectionConfigError:
         return None
 

@@ -14,7 +14,6 @@ plane's readers open lake tables with them through `open_lake_table` and read th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, connection_env_var
+from revenue_platform.connections import LAKE_OBJECT_STORE_CONN_ID, read_connection
 from revenue_platform.errors import ConfigError
 from revenue_platform.local_object_store import local_lake_object_store, stack_object_store_settings
 from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
@@ -57,17 +56,13 @@ def object_store_from_connection_fields(
         ) from None
 
 
-def _object_store_from_airflow(conn_id: str) -> LakeObjectStore | None:
+def _object_store_from_connection(conn_id: str) -> LakeObjectStore | None:
     """The connection's store, or None when no such connection is defined."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
-    try:
-        connection = BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
+    connection = read_connection(conn_id)
+    if connection is None:
         return None
     return object_store_from_connection_fields(
-        connection.login, connection.password, connection.extra_dejson or {}, conn_id
+        connection.login, connection.password, dict(connection.extra), conn_id
     )
 
 
@@ -81,10 +76,7 @@ def lake_object_store(root: str | None = None) -> LakeObjectStore | None:
     root = lake_root() if root is None else root
     if not is_object_store_root(root):
         return None
-    store = None
-    if connection_env_var(LAKE_OBJECT_STORE_CONN_ID) in os.environ or "AIRFLOW_HOME" in os.environ:
-        store = _object_store_from_airflow(LAKE_OBJECT_STORE_CONN_ID)
-    store = store or _object_store_of_local_stack()
+    store = _object_store_from_connection(LAKE_OBJECT_STORE_CONN_ID) or _object_store_of_local_stack()
     if store is None:
         raise ConfigError(
             f"The lake root {root!r} is on an object store, but no Airflow connection "

@@ -68,7 +68,8 @@ _PARSE_SCRIPT = textwrap.dedent(
             "tags": sorted(dag.tags or []),
             "doc_md": bool(dag.doc_md),
             "task_owners": sorted({task.owner for task in dag.tasks}),
-            # Tasks whose final failure alerts nobody (see revenue_platform.notify), with their trigger rule.
+            # Tasks whose final failure alerts nobody (see revenue_platform.airflow.notify), with their
+            # trigger rule.
             "tasks_without_failure_alert": {
                 task.task_id: str(getattr(task.trigger_rule, "value", task.trigger_rule))
                 for task in dag.tasks

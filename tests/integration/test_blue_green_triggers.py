@@ -336,7 +336,7 @@ def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_
     assert "closed windows both cover" in watcher.prompt["body"]
     assert "| orders |" in watcher.prompt["body"]
     assert "**Quality**: passed" in watcher.prompt["body"]
-    alerts = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.notify"]
+    alerts = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.airflow.notify"]
     assert [m for m in alerts if "APPROVAL NEEDED" in m and question in m] != [], alerts
     kinds = [e.kind for e in stack.registry.events(green)]
     assert kinds.index("replay_awaiting_approval") < kinds.index("replay_aborted")

@@ -28,8 +28,8 @@ from urllib.parse import quote
 import pytest
 from aiosmtpd.controller import Controller
 
+from revenue_platform.airflow.notify import chat_text
 from revenue_platform.connections import ALERTS_CONN_ID, connection_env_var
-from revenue_platform.notify import chat_text
 from tests.approval_helpers import CAUGHT_UP, DIFF, QUALITY, REQUEST
 from tests.streaming_helpers import load_dags, task_states
 
@@ -177,7 +177,7 @@ def test_a_refused_request_pages_nobody_and_its_log_says_so(
     run = _fail_the_first_task(dags, BAD_CONF)
 
     assert (mail.messages, posts) == ([], [])
-    [said] = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.notify"]
+    [said] = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.airflow.notify"]
     assert said.startswith(f"no alert: stop_streaming_app.stop (run {run.run_id}) refused the request")
     # The refused key is named as typed: never rendered as a template (it would read deploymnet_id49).
     assert "unknown conf key(s) 'deploymnet_id{{ 7 * 7 }}'" in said
@@ -213,7 +213,7 @@ def test_without_the_connection_nothing_is_sent_and_the_run_fails_as_before(
     _fail_the_first_task(dags)
 
     assert inbox[0].messages == []
-    alerts_log = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.notify"]
+    alerts_log = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.airflow.notify"]
     assert len(alerts_log) == 1
     assert alerts_log[0].startswith(f"no Airflow connection '{ALERTS_CONN_ID}': alert not sent")
     assert "DeploymentNotFoundError" in "".join(capfd.readouterr())

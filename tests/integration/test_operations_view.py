@@ -319,10 +319,18 @@ def test_an_empty_lake_shows_nothing_live_instead_of_failing(tmp_path: Path) -> 
     ],
 )
 def test_data_endpoints_require_an_airflow_user(lake: str, path: str) -> None:
-    with TestClient(create_operations_app(lake)) as anonymous:
+    from revenue_platform.airflow.auth import with_airflow_auth
+
+    # As the plugin mounts it: Airflow's auth manager checks the user.
+    with TestClient(with_airflow_auth(create_operations_app(lake))) as anonymous:
         response = anonymous.get(path)
     assert response.status_code == 401
     assert response.json() == {"detail": "Not authenticated"}
+    # Served without the Airflow face's check, the app lets nobody in.
+    with TestClient(create_operations_app(lake)) as unchecked:
+        response = unchecked.get(path)
+    assert response.status_code == 503
+    assert "must be served by the Airflow API server" in response.json()["detail"]
 
 
 def test_page_shell_and_icon_are_public_and_carry_no_data(lake: str) -> None:
@@ -463,7 +471,7 @@ def test_rates_older_than_three_trigger_intervals_are_stale(tmp_path: Path) -> N
 
 REPLAY_RUN = "manual__2026-11-22T10:00:00+00:00"
 REPLAY_ACTOR = f"airflow:blue_green_replay/{REPLAY_RUN} (user alice)"
-"""As revenue_platform.dag_defaults.actor_from_context writes it for a run alice triggered."""
+"""As revenue_platform.airflow.dag_defaults.actor_from_context writes it for a run alice triggered."""
 
 
 def _get(lake: str, path: str) -> Any:

@@ -98,7 +98,7 @@ def test_a_bad_deploy_override_is_refused_before_anything_is_registered(
 def test_a_hostile_store_id_is_refused_at_trigger_time_and_gold_is_untouched(
     dags: dict[str, Any], lake: str, spark: Any
 ) -> None:
-    """plan_reprocessing refuses it too (tests/unit/revenue_platform/test_trigger_validation.py), for
+    """plan_reprocessing refuses it too (tests/unit/revenue_platform/airflow/test_trigger_validation.py), for
     callers without the form's schema."""
     from spark_apps.storage.gold import gold_frame
     from spark_apps.validation.schemas import REVENUE_WINDOW_SCHEMA

@@ -4,9 +4,9 @@
 built from it); `logic` holds the pure rules (green's config and history, catch-up, window diff,
 promotion blockers); `triggers` how a run started and whether it may start; `replay` the steps
 the `blue_green_replay` and `rollback_live_deployment` DAGs run against the registry, Kafka and
-the lake; `window_diff` the diff gate over the windows both deployments made final; `tasks` one
-function per task of `blue_green_replay` (gates recorded);
-`catch_up` the deferrable catch-up wait (operator + trigger).
+the lake; `window_diff` the diff gate over the windows both deployments made final. The Airflow
+side (one function per task of `blue_green_replay`, the approval, the deferrable catch-up wait) is
+the face's: `revenue_platform.airflow.replay_tasks`, `.approval`, `.catch_up`.
 Importing this package is cheap (no Spark, pandas or Kafka client).
 docs/blue-green.md describes the procedure and the contract for readers of the live output.
 """

@@ -1,5 +1,5 @@
 """The steps of a blue-green replay and of a rollback, named like the tasks that run them
-(`bluegreen/tasks.py` for blue_green_replay; rollback_live_deployment calls `rollback`).
+(`airflow/replay_tasks.py` for blue_green_replay; rollback_live_deployment calls `rollback`).
 
 A run first checks that no other replay is in flight, then resolves what it stands for (by hand,
 release or periodic: see `triggers`), and after the gates either promotes green or, when it only
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -41,7 +42,7 @@ from revenue_platform.bluegreen.triggers import (
 )
 from revenue_platform.bluegreen.window_diff import gold_rows
 from revenue_platform.errors import ConfigError, PlatformError
-from revenue_platform.kafka_connection import client_security
+from revenue_platform.kafka_connection import bootstrap_servers, client_security
 from revenue_platform.lake_storage import open_lake_table
 from revenue_platform.registry import DeploymentRegistry, RegistryEvent
 from revenue_platform.streaming.deploy import deploy, resolve_config
@@ -157,12 +158,48 @@ def bronze_offset_bounds(table_path: str, topic: str) -> OffsetBounds:
     return {row["partition"]: (row["offset_min"], row["offset_max"]) for row in grouped.to_pylist()}
 
 
+@dataclass(frozen=True)
+class GreenPlan:
+    """What `plan_green` decided before anything was touched, all the setup needs: green's deploy
+    request, the deployment green replaces, and what the replay's audit records of the request."""
+
+    deploy_request: DeployRequest
+    blue: str
+    replay_source: str
+    requested_overrides: Mapping[str, Any]
+    stop_timeout_s: float
+
+    @property
+    def green(self) -> str:
+        return self.deploy_request.deployment_id
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (the `validate_request` XCom carries it to the setup)."""
+        return {
+            "deploy_request": self.deploy_request.to_dict(),
+            "blue": self.blue,
+            "replay_source": self.replay_source,
+            "requested_overrides": dict(self.requested_overrides),
+            "stop_timeout_s": self.stop_timeout_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GreenPlan:
+        return cls(
+            DeployRequest(**data["deploy_request"]),
+            str(data["blue"]),
+            str(data["replay_source"]),
+            dict(data["requested_overrides"]),
+            float(data["stop_timeout_s"]),
+        )
+
+
 def plan_green(
     registry: DeploymentRegistry,
     request: ReplayRequest,
     kafka_bootstrap: str | None,
     kafka_client_config: Mapping[str, Any] | None = None,
-) -> tuple[DeployRequest, str]:
+) -> GreenPlan:
     """Validate everything before anything is touched; return green's deploy request and blue's id.
 
     With a Kafka client config, the history green will read is proven complete first (see
@@ -198,7 +235,9 @@ def plan_green(
         start_timeout_s=request.start_timeout_s,
     )
     resolve_config(deploy_request, registry.lake_root, kafka_bootstrap, registry)
-    return deploy_request, blue
+    return GreenPlan(
+        deploy_request, blue, request.replay_source, dict(request.config_overrides), request.stop_timeout_s
+    )
 
 
 def _plan_history(
@@ -246,15 +285,37 @@ def record(
 
 def deploy_green(
     registry: DeploymentRegistry,
-    request: ReplayRequest,
+    plan: GreenPlan,
     target: SparkTarget,
     actor: str,
-    kafka_bootstrap: str | None,
     kafka_client_config: Mapping[str, Any] | None,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """SETUP: create green's own output topics, register and launch green from earliest offsets."""
-    deploy_request, blue = plan_green(registry, request, kafka_bootstrap, kafka_client_config)
+    """SETUP: create green's own output topics, register and launch green from earliest offsets, as
+    `plan_green` planned it before anything was touched (not planned again: the plan is what was
+    checked, and a retry of this step finds green registered, which planning refuses).
+
+    A green it left half-deployed is recorded and stopped before the error is re-raised: Airflow
+    runs the teardown only after a successful setup, so the setup cleans up after itself."""
+    try:
+        return _deploy_planned_green(registry, plan, target, actor, kafka_client_config, progress)
+    except Exception as error:
+        if registry.find(plan.green) is not None:
+            record(registry, plan.green, "replay_gate_failed", actor, f"deploy: {error}")
+            abort_green(registry, plan.green, plan.stop_timeout_s, actor, progress)
+        raise
+
+
+def _deploy_planned_green(
+    registry: DeploymentRegistry,
+    plan: GreenPlan,
+    target: SparkTarget,
+    actor: str,
+    kafka_client_config: Mapping[str, Any] | None,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    deploy_request = plan.deploy_request
+    kafka_bootstrap = None if kafka_client_config is None else bootstrap_servers(dict(kafka_client_config))
     topic = str(deploy_request.config_overrides["kafka.revenue_topic"])
     history = deploy_request.config_overrides.get("history")
     # Green's driver authenticates like blue's: with the connection's security settings. The deploy
@@ -272,22 +333,22 @@ def deploy_green(
     )
     record(
         registry,
-        request.green,
+        plan.green,
         "replay_started",
         actor,
-        f"blue-green replay of {blue} from "
+        f"blue-green replay of {plan.blue} from "
         + (f"bronze {history['bronze_table']}, then Kafka" if history else "earliest Kafka offsets"),
         {
-            "blue": blue,
-            "replay_source": request.replay_source,
+            "blue": plan.blue,
+            "replay_source": plan.replay_source,
             "history": history,
-            "version": request.version,
-            "overrides": dict(request.config_overrides),
+            "version": deploy_request.app_version,
+            "overrides": dict(plan.requested_overrides),
             "topic": topic,
         },
-        to_value=request.version,
+        to_value=deploy_request.app_version,
     )
-    return {**outcome, "blue": blue, "revenue_topic": topic}
+    return {**outcome, "blue": plan.blue, "revenue_topic": topic}
 
 
 def quality_interval(registry: DeploymentRegistry, green: str) -> tuple[Any, Any, Any]:

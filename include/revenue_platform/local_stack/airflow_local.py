@@ -9,7 +9,8 @@ The stack is closed by default: the API server listens on loopback only (AIRFLOW
 it, e.g. AIRFLOW_HOST=0.0.0.0), the admin password and the signing secrets are generated once
 with `secrets` into 0600 files under `<state dir>/secrets/`, and `make up` prints the password.
 Airflow 3.3's log servers (scheduler and triggerer "serve-logs") would bind every interface with
-no setting to change that, so standalone runs without them (`airflow_standalone`): on one machine
+no setting to change that, so standalone runs without them
+(`revenue_platform.airflow.standalone`): on one machine
 the API server reads task logs from the local log folder. Airflow's own metrics go out over StatsD
 (UDP, fire and forget) to loopback, where a statsd_exporter can turn them into Prometheus metrics.
 """
@@ -285,8 +286,9 @@ def migrate_db(settings: AirflowLocalSettings, progress: Callable[[str], None] =
         )
 
 
-# `airflow standalone` with the scheduler's and triggerer's log servers off (see airflow_standalone).
-STANDALONE_MODULE = "revenue_platform.local_stack.airflow_standalone"
+# `airflow standalone` with the scheduler's and triggerer's log servers off
+# (see revenue_platform.airflow.standalone).
+STANDALONE_MODULE = "revenue_platform.airflow.standalone"
 
 
 class LocalAirflow:

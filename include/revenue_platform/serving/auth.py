@@ -1,16 +1,19 @@
 """Who may call the platform's plugin apps: any user the Airflow auth manager has authenticated.
 
 Airflow mounts plugin FastAPI apps (`fastapi_apps`) on its API server but does not protect them:
-a plugin route is public unless it asks for a user itself. `require_airflow_user` is that ask.
-It delegates to Airflow's own `get_user` dependency (airflow.api_fastapi.core_api.security), so a
+a plugin route is public unless it asks for a user itself. `require_airflow_user` is that ask,
+answered by Airflow's own `get_user` dependency (airflow.api_fastapi.core_api.security), so a
 request is accepted exactly when the public REST API (/api/v2) would accept it:
 
 * an `Authorization: Bearer <jwt>` header with a token from `POST /auth/token`, or
 * the UI's `_token` cookie (what the browser sends after logging in to the Airflow UI).
 
 Anonymous requests get 401 ("Not authenticated"), expired tokens 401 ("Token Expired"), and
-tokens that do not verify 403 ("Invalid JWT token") — Airflow's own answers. Outside a running
-Airflow API server (no auth manager initialized) every request gets 503 rather than a 500.
+tokens that do not verify 403 ("Invalid JWT token") — Airflow's own answers. The check itself is the
+Airflow face's (`revenue_platform.airflow.auth`): the plugins mount each app through its
+`with_airflow_auth`, which puts Airflow's `get_user` in place of `require_airflow_user`; an app
+served without it, or outside a running Airflow API server (no auth manager initialized), answers
+every request with 503 rather than letting it in or failing with a 500.
 
 Usage in a plugin app::
 
@@ -24,20 +27,14 @@ Usage in a plugin app::
 
 `is_admin` tells an admin from everyone else, for answers that show admins more (server paths in
 `/v1/metadata/all`).
-
-Airflow's security module imports the ORM models, so it is imported on the first request, not
-when the plugin module is imported (plugins are imported by every Airflow process).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-
-if TYPE_CHECKING:
-    from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 
 # auto_error=False: a missing header must fall through to the UI's cookie, as in Airflow itself.
 # Declaring the scheme here also documents the bearer token in the plugin app's OpenAPI schema.
@@ -48,24 +45,20 @@ bearer_scheme = HTTPBearer(
 )
 
 
-async def require_airflow_user(
+def require_airflow_user(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)] = None,
-) -> BaseUser:
-    """The authenticated Airflow user of this request; 401/403 as Airflow's REST API answers."""
-    from airflow.api_fastapi.core_api.security import get_user
-
-    try:
-        return await get_user(request, _oauth_token=None, bearer_credentials=credentials)
-    except RuntimeError as error:
-        # get_auth_manager() raises RuntimeError when the app runs outside the Airflow API server.
-        raise HTTPException(
-            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail=(
-                "authentication is unavailable: this app must be served by the Airflow API server "
-                f"(mounted as a plugin), which initializes the auth manager ({error})"
-            ),
-        ) from error
+) -> Any:
+    """The authenticated Airflow user of this request. Only the Airflow face can tell
+    (`revenue_platform.airflow.auth.with_airflow_auth` puts Airflow's check in this one's place when
+    a plugin mounts the app); an app served any other way answers 503 and never lets a request in."""
+    raise HTTPException(
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        detail=(
+            "authentication is unavailable: this app must be served by the Airflow API server "
+            "(mounted as a plugin through revenue_platform.airflow.auth.with_airflow_auth)"
+        ),
+    )
 
 
 AirflowUser = Annotated[Any, Depends(require_airflow_user)]

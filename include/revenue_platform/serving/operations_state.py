@@ -173,7 +173,7 @@ def deployment_role(record: DeploymentRecord, events: Sequence[RegistryEvent]) -
 
 
 # --- approvals ----------------------------------------------------------------------------------
-# revenue_platform.dag_defaults.actor_from_context: "airflow:<dag_id>/<run_id>[ (user <name>)]".
+# revenue_platform.airflow.dag_defaults.actor_from_context: "airflow:<dag_id>/<run_id>[ (user <name>)]".
 _AIRFLOW_ACTOR = re.compile(r"airflow:(?P<dag_id>[^/\s]+)/(?P<run_id>\S+?)(?: \(user (?P<user>.*)\))?")
 
 

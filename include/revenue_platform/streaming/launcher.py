@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from revenue_platform import processes
-from revenue_platform.connections import SPARK_CONN_ID
+from revenue_platform.connections import SPARK_CONN_ID, read_connection
 from revenue_platform.errors import PlatformError
 from revenue_platform.lake_storage import (
     SparkObjectStoreAccess,
@@ -87,12 +87,16 @@ def spark_target_from_connection(conn_id: str = SPARK_CONN_ID) -> SparkTarget:
 
     Mirrors the Spark provider's reading: the host is the master URL unless a port is set separately.
     """
-    from airflow.sdk import BaseHook
-
-    connection = BaseHook.get_connection(conn_id)
+    connection = read_connection(conn_id)
+    if connection is None:
+        raise LaunchError(
+            f"Airflow connection {conn_id!r} is not defined: it names the Spark master the app runs on, "
+            'e.g. AIRFLOW_CONN_SPARK_DEFAULT=\'{"conn_type": "spark", "host": "local[2]"}\' '
+            "(docs/cluster.md)."
+        )
     host = connection.host or "yarn"
     master = host if ("://" in host or not connection.port) else f"{host}:{connection.port}"
-    extra = connection.extra_dejson or {}
+    extra = connection.extra
     return SparkTarget(master=master, deploy_mode=str(extra.get("deploy-mode") or "client"))
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from revenue_platform.kafka_connection import DEFAULT_KAFKA_CONN_ID, client_config_from_airflow
+from revenue_platform.kafka_connection import DEFAULT_KAFKA_CONN_ID, client_config_from_connection
 from revenue_platform.topics.errors import DestructiveChangeRefused, SpecIssue, TopicSpecError
 from revenue_platform.topics.plan import ObservedTopic, TopicPlan, compute_plan
 from revenue_platform.topics.spec import (
@@ -75,7 +75,7 @@ def describe_cluster_step(
     from revenue_platform.topics.admin import describe_cluster
 
     names = [str(topic["name"]) for topic in spec_payload["topics"]]
-    state = describe_cluster(client_config_from_airflow(conn_id), names)
+    state = describe_cluster(client_config_from_connection(conn_id), names)
     log.info(
         "Cluster %s: %d live broker(s); %d of %d spec topic(s) exist",
         state.cluster_id,
@@ -119,6 +119,6 @@ def apply_plan_step(plan_payload: Mapping[str, Any], conn_id: str = DEFAULT_KAFK
         log.info("Nothing to apply: every selected topic matches the spec.")
         result = ApplyResult(skipped=[refusal.describe() for refusal in plan.skipped_refusals])
         return result.to_dict()
-    result = apply_plan(client_config_from_airflow(conn_id), plan)
+    result = apply_plan(client_config_from_connection(conn_id), plan)
     log.info("%s", result.render())
     return result.to_dict()

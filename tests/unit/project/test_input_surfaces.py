@@ -340,9 +340,9 @@ def test_a_replay_form_is_bounded(field: str, value: Any) -> None:
 def test_publish_refuses_unknown_keys_in_its_request() -> None:
     # What the DAG's first task does (`refuse_unknown_conf`) with the form's fields: a misspelled
     # `config_overides` must not publish an immutable version without its config.
+    from revenue_platform.airflow.trigger_conf import check_conf_keys
     from revenue_platform.bluegreen.release import PUBLISH_DAG_ID
     from revenue_platform.bluegreen.request import PublishRequest
-    from revenue_platform.trigger_conf import check_conf_keys
 
     conf = {"version": "2.0.0", "config_overides": {"shuffle_partitions": 4}}
     with pytest.raises(ConfigError, match=r"'config_overides' \(did you mean 'config_overrides'\?\)"):

@@ -1,7 +1,8 @@
 """The control plane's own floors (docs/architecture.md, "The control plane's floors"): each room of
 `revenue_platform` (a sub-package or a top-level module) imports only rooms on lower floors, so no
 two rooms import each other, however far round, and the features never reach up into the faces that
-use them. Every import that runs counts, also the lazy ones inside functions; an import under
+use them. Only the top one, `revenue_platform.airflow`, speaks Airflow. Every import that runs
+counts, also the lazy ones inside functions; an import under
 `if TYPE_CHECKING:` never runs and is left out."""
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ REVENUE_PLATFORM = Path(__file__).resolve().parents[3] / "include" / "revenue_pl
 
 # Bottom to top. A room may import any room of a lower floor, none of its own or a higher one.
 FLOORS: tuple[frozenset[str], ...] = (
-    # What everything stands on: errors, paths, processes, the Airflow connections' readers.
+    # What everything stands on: errors, paths, processes, how a connection is read.
     frozenset({"errors"}),
-    frozenset({"paths", "times", "private_files", "connections", "assets", "orders_generator"}),
-    frozenset({"processes", "kafka_connection", "notify", "child_env", "trigger_conf", "failure_watcher"}),
-    frozenset({"dag_defaults", "local_object_store", "forms", "spark_submit_operator"}),
+    frozenset({"paths", "times", "private_files", "connections", "orders_generator"}),
+    frozenset({"processes", "kafka_connection", "child_env"}),
+    frozenset({"local_object_store", "forms"}),
     # The platform's stores: topics, the lake, the registry, gold, how a Spark job is submitted.
     frozenset({"topics", "lake_storage"}),
     frozenset({"registry", "gold_table", "spark_submit"}),
@@ -25,10 +26,12 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"streaming"}),
     frozenset({"local_stack", "quality", "reprocessing"}),
     frozenset({"bluegreen", "lake_maintenance"}),
-    # Faces: the revenue API and the operations view, the demo.
+    # Faces: the revenue API and the operations view; the demo; Airflow (task bodies, forms' Params,
+    # operators, notifiers, approval, catch-up, the DAGs' defaults and assets, the plugin apps' auth).
     frozenset({"serving"}),
-    frozenset({"demo"}),
+    frozenset({"demo", "airflow"}),
 )
+AIRFLOW_FACE = "airflow"
 
 
 def room_of(path: Path) -> str:
@@ -42,8 +45,8 @@ def _type_checking_only(node: ast.AST) -> bool:
     )
 
 
-def rooms_imported(path: Path) -> set[str]:
-    """The rooms of revenue_platform that `path` imports at run time."""
+def modules_imported(path: Path) -> set[str]:
+    """Every module `path` imports at run time (absolute names; the platform uses no relative imports)."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -55,12 +58,21 @@ def rooms_imported(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             base = node.module
             names = [f"{base}.{alias.name}" for alias in node.names] if base == "revenue_platform" else [base]
-        found.update(name.split(".")[1] for name in names if name.startswith("revenue_platform."))
+        found.update(names)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
     visit(ast.parse(path.read_text()))
     return found
+
+
+def rooms_imported(path: Path) -> set[str]:
+    """The rooms of revenue_platform that `path` imports at run time."""
+    return {name.split(".")[1] for name in modules_imported(path) if name.startswith("revenue_platform.")}
+
+
+def imports_airflow(path: Path) -> bool:
+    return any(name == "airflow" or name.startswith("airflow.") for name in modules_imported(path))
 
 
 def floor_of(room: str) -> int:
@@ -102,3 +114,25 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
         "    import revenue_platform.demo\n"
     )
     assert rooms_imported(module) == {"bluegreen", "demo"}
+
+
+def test_only_the_airflow_face_imports_airflow() -> None:
+    """Airflow is a face, not a floor: the library takes typed requests and imports no Airflow, also not
+    lazily inside a function (an import under TYPE_CHECKING, for a type, never runs and may stay)."""
+    speaking_airflow = sorted(
+        str(path.relative_to(REVENUE_PLATFORM))
+        for path in REVENUE_PLATFORM.rglob("*.py")
+        if room_of(path) != AIRFLOW_FACE and imports_airflow(path)
+    )
+    assert speaking_airflow == []
+    assert imports_airflow(REVENUE_PLATFORM / AIRFLOW_FACE / "connections.py")
+
+
+def test_the_airflow_check_sees_a_lazy_import(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from airflow.sdk import Context\n"
+    )
+    assert not imports_airflow(module)
+    module.write_text(module.read_text() + "def f():\n    from airflow.sdk import BaseHook\n")
+    assert imports_airflow(module)

@@ -70,7 +70,7 @@ def test_releases_schedule_the_replay_and_only_a_cron_setting_adds_periodic_runs
 ) -> None:
     from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable
 
-    from revenue_platform.assets import app_release_asset
+    from revenue_platform.airflow.assets import app_release_asset
 
     assert list(dag.timetable.asset_condition.objects) == [app_release_asset()]
     assert not isinstance(dag.timetable, AssetOrTimeSchedule)
@@ -85,7 +85,7 @@ def test_releases_schedule_the_replay_and_only_a_cron_setting_adds_periodic_runs
 
 
 def test_publishing_a_version_emits_the_release_asset() -> None:
-    from revenue_platform.assets import app_release_asset
+    from revenue_platform.airflow.assets import app_release_asset
 
     publish = load_dags("publish_app_version")["publish_app_version"]
     assert publish.get_task("record_release").outlets == [app_release_asset()]
@@ -93,8 +93,8 @@ def test_publishing_a_version_emits_the_release_asset() -> None:
 
 
 def test_the_approval_shows_the_gates_numbers_and_alerts_the_channels(dag: Any) -> None:
-    from revenue_platform.bluegreen.approval import PromotionApprovalOperator
-    from revenue_platform.notify import ApprovalRequestNotifier
+    from revenue_platform.airflow.approval import PromotionApprovalOperator
+    from revenue_platform.airflow.notify import ApprovalRequestNotifier
 
     approval = dag.get_task("request_approval")
     assert isinstance(approval, PromotionApprovalOperator)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
 
 
 def test_request_defaults_and_validation() -> None:

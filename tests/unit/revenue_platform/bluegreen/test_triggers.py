@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import (
     AWAITING_APPROVAL,
@@ -24,7 +25,6 @@ from revenue_platform.bluegreen.triggers import (
     validate_version,
 )
 from revenue_platform.errors import ConfigError
-from revenue_platform.forms import params_from_model
 from spark_apps.contract.naming import validate_deployment_id
 
 T0 = datetime(2026, 11, 22, 9, 30, 5)

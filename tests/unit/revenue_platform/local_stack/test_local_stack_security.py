@@ -132,7 +132,7 @@ def test_local_spark_drivers_bind_loopback_and_cluster_masters_are_left_alone() 
 
 
 def test_standalone_runs_the_scheduler_and_triggerer_without_log_servers() -> None:
-    from revenue_platform.local_stack.airflow_standalone import component_command
+    from revenue_platform.airflow.standalone import component_command
 
     assert component_command("scheduler", ["scheduler"]) == ["scheduler", "--skip-serve-logs"]
     assert component_command("triggerer", ["triggerer"]) == ["triggerer", "--skip-serve-logs"]

@@ -288,7 +288,7 @@ def _context(**values: Any) -> dict[str, Any]:
 
 
 def test_interval_defaults_to_the_data_interval_then_to_the_hour_before_run_after() -> None:
-    from revenue_platform.quality.airflow_tasks import resolve_interval
+    from revenue_platform.airflow.quality_tasks import resolve_interval
 
     scheduled = _context(data_interval_start=T0, data_interval_end=T0 + timedelta(hours=1))
     assert resolve_interval(scheduled) == (T0, T0 + timedelta(hours=1))
@@ -304,7 +304,7 @@ def _rewrite(start: str, end: str) -> SimpleNamespace:
 
 
 def test_an_asset_triggered_run_checks_the_range_its_events_rewrote() -> None:
-    from revenue_platform.quality.airflow_tasks import intervals_to_check
+    from revenue_platform.airflow.quality_tasks import intervals_to_check
 
     # A backfill's two runs, queued into one quality run; days before run_after (12:07 on the 22nd).
     events = {
@@ -332,8 +332,8 @@ def test_an_asset_triggered_run_checks_the_range_its_events_rewrote() -> None:
 def test_every_interval_a_run_checks_is_at_most_a_day_however_it_was_triggered() -> None:
     """Queued events merged into one span: two events 325 days apart were one 325-day check, and one
     event posted through the API with range_start 2000-01-01 a 9,822-day one, read into pandas."""
+    from revenue_platform.airflow.quality_tasks import intervals_to_check
     from revenue_platform.errors import ConfigError
-    from revenue_platform.quality.airflow_tasks import intervals_to_check
 
     far_apart = {
         "gold": [
@@ -365,8 +365,8 @@ def test_every_interval_a_run_checks_is_at_most_a_day_however_it_was_triggered()
 def test_deployment_comes_from_the_asset_event_then_params_then_live(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from revenue_platform.airflow.quality_tasks import resolve_deployment
     from revenue_platform.errors import NoLiveDeploymentYet
-    from revenue_platform.quality.airflow_tasks import resolve_deployment
 
     monkeypatch.setenv("PLATFORM_LAKE_ROOT", str(tmp_path / "lake"))
     event = SimpleNamespace(extra={"deployment_id": "green"})

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from revenue_platform.airflow.dag_defaults import actor_from_context
 from revenue_platform.bluegreen.triggers import AWAITING_APPROVAL, PROMOTE, choose_next_step
-from revenue_platform.dag_defaults import actor_from_context
 from revenue_platform.registry import DeploymentRecord, RegistryEvent
 from revenue_platform.serving.operations_state import (
     APPROVAL_TASK_ID,

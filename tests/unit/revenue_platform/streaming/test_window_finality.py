@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from revenue_platform.quality import airflow_tasks
+from revenue_platform.airflow import quality_tasks as airflow_tasks
 from revenue_platform.registry import DeploymentRecord
 from revenue_platform.streaming.finality import final_through, wait_for_final_windows, windows_final
 from tests.registry_helpers import register_deployment
@@ -105,7 +105,7 @@ def test_an_airflow_data_interval_end_is_compared_as_an_aware_time(tmp_path: Pat
     running deployment failed with "can't compare offset-naive and offset-aware datetimes"."""
     import pendulum
 
-    from revenue_platform.quality.airflow_tasks import resolve_interval
+    from revenue_platform.airflow.quality_tasks import resolve_interval
 
     end = pendulum.instance(datetime(2026, 11, 22, 10, 0, tzinfo=UTC))
     start, parsed_end = resolve_interval(

@@ -6,7 +6,7 @@ binds every interface: its host is hard-coded, with no setting. Both commands ac
 the log servers serve nothing the API server cannot read itself: task and trigger logs are files in
 the shared local log folder, which the API server reads directly. So the local stack runs
 standalone through this module, which adds `--skip-serve-logs` to those two components and changes
-nothing else. `python -m revenue_platform.local_stack.airflow_standalone` is what `LocalAirflow`
+nothing else. `python -m revenue_platform.airflow.standalone` is what `LocalAirflow`
 starts; its command line still contains "standalone", which is how the stack finds its process.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
 
-from revenue_platform.notify import TaskFailureNotifier
+from revenue_platform.airflow.notify import TaskFailureNotifier
 
 OWNER = "platform"
 

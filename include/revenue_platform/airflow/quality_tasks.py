@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from airflow.sdk import get_current_context, task, task_group
 
-from revenue_platform.assets import DEPLOYMENT_EXTRA_KEY, RANGE_END_KEY, RANGE_START_KEY
-from revenue_platform.dag_defaults import fail_without_retry
+from revenue_platform.airflow.assets import DEPLOYMENT_EXTRA_KEY, RANGE_END_KEY, RANGE_START_KEY
+from revenue_platform.airflow.dag_defaults import fail_without_retry
 from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.quality.config import QualityConfig, default_lake_root
 from revenue_platform.quality.errors import QualityCheckFailed, QualityInputMissing
@@ -196,7 +196,7 @@ def check_revenue_quality(
     lake_root: str | None = None,
 ) -> dict[str, Any]:
     """Body of the gate task: resolve arguments from the running context, run the checks, log, return."""
-    from revenue_platform.forms import run_request
+    from revenue_platform.airflow.params import run_request
     from revenue_platform.paths import require_inside_lake
     from revenue_platform.quality.request import THRESHOLD_PARAMS, QualityRequest
     from revenue_platform.quality.runner import data_docs_link, run_revenue_checks

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from revenue_platform.airflow.replay_tasks import ReplayRun, gated, switch_live
 from revenue_platform.bluegreen import ReplayGateFailed
-from revenue_platform.bluegreen.tasks import ReplayRun, gated, switch_live
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry
 
 ACTOR = "airflow:blue_green_replay/run-1 (user ann)"
@@ -98,7 +98,7 @@ def test_switch_is_skipped_in_reproduce_mode(registry: DeploymentRegistry) -> No
 
 
 def test_the_branch_audits_a_request_for_approval(registry: DeploymentRegistry) -> None:
-    from revenue_platform.bluegreen.tasks import choose_next_step
+    from revenue_platform.airflow.replay_tasks import choose_next_step
 
     assert choose_next_step(_run(registry), {**REQUEST, "require_approval": False}) == "no_approval_required"
     assert choose_next_step(_run(registry), REQUEST) == "request_approval"
@@ -106,7 +106,7 @@ def test_the_branch_audits_a_request_for_approval(registry: DeploymentRegistry) 
 
 
 def test_the_teardown_without_a_validated_request_does_nothing(registry: DeploymentRegistry) -> None:
-    from revenue_platform.bluegreen.tasks import abort_green
+    from revenue_platform.airflow.replay_tasks import abort_green
 
     run = ReplayRun(registry, ACTOR, {"ti": _TaskInstance({})})
     assert abort_green(run) == {"action": "nothing"}
@@ -116,7 +116,7 @@ def test_a_run_knows_its_trigger_from_its_run_type_and_release_events(registry: 
     from datetime import UTC, datetime
     from types import SimpleNamespace
 
-    from revenue_platform.assets import app_release_asset
+    from revenue_platform.airflow.assets import app_release_asset
 
     manual = ReplayRun(registry, ACTOR, {"dag_run": SimpleNamespace(run_type="manual")})
     assert manual.trigger() == ("manual", [])
@@ -287,3 +287,33 @@ def test_a_malformed_approver_group_fails_the_switch_naming_the_option(
     with pytest.raises(ConfigError, match=r"\[revenue_platform\] approvers: '\$\(id\)' is not a user id"):
         switch_live(_run(registry, APPROVED), REQUEST, {"behind": 0}, {"success": True}, PASSED_DIFF)
     assert registry.live_deployment() == "blue"
+
+
+def test_the_setup_deploys_the_plan_the_validation_made_without_planning_again(
+    registry: DeploymentRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan_green` reads Kafka's offsets and bronze's and resolves green's config: once, in
+    `validate_request`, whose XCom carries the plan to the setup. Planning again there would also
+    refuse a retry of the setup ("green is already registered")."""
+    from revenue_platform.airflow import replay_tasks
+    from revenue_platform.bluegreen import replay
+    from revenue_platform.streaming import launcher
+    from revenue_platform.streaming.request import DeployRequest
+
+    deploy_request = DeployRequest("green", "green", "2.0.0", {"window.size": "1 minute"})
+    plan = replay.GreenPlan(deploy_request, "blue", "kafka_earliest", {"window.size": "1 minute"}, 60.0)
+    request = {"green_deployment_id": "green", "version": "2.0.0", replay_tasks.GREEN_PLAN: plan.to_dict()}
+    deployed: list[replay.GreenPlan] = []
+
+    def refuse_to_plan(*_: Any) -> None:
+        raise AssertionError("the setup planned green again")
+
+    monkeypatch.setattr(replay, "plan_green", refuse_to_plan)
+    monkeypatch.setattr(launcher, "spark_target_from_connection", lambda _: launcher.SparkTarget("local[1]"))
+    monkeypatch.setattr(replay_tasks, "optional_client_config", lambda _: None)
+    monkeypatch.setattr(replay, "deploy_green", lambda _registry, planned, *_: deployed.append(planned) or {})
+
+    replay_tasks.deploy_green(_run(registry), request)
+
+    assert deployed == [plan]
+    assert replay.GreenPlan.from_dict(plan.to_dict()) == plan

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from revenue_platform.assets import app_release_asset
+from revenue_platform.airflow.assets import app_release_asset
+from revenue_platform.airflow.dag_defaults import actor_from_context
 from revenue_platform.bluegreen import replay, triggers, window_diff
 from revenue_platform.bluegreen.logic import (
     APPROVERS_OPTION,
@@ -30,7 +31,6 @@ from revenue_platform.bluegreen.replay import ReplayGateFailed, record
 from revenue_platform.bluegreen.request import ReplayRequest
 from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID
 from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
-from revenue_platform.dag_defaults import actor_from_context
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import (
     KafkaConnectionConfigError,
@@ -58,6 +58,10 @@ NOT_RETRYABLE: Final = (
     QualityCheckFailed,
     QualityInputMissing,
 )
+
+
+# The key of `validate_request`'s XCom holding green's plan (`replay.GreenPlan`), planned once there.
+GREEN_PLAN: Final = "green_plan"
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class ReplayRun:
     def requesters(self, request: Mapping[str, Any]) -> list[str]:
         """Who asked for this replay: the user who triggered the run, and for a release run the
         release's publisher. None of them may approve its switch."""
-        from revenue_platform.dag_defaults import user_of_actor
+        from revenue_platform.airflow.dag_defaults import user_of_actor
 
         who = [getattr(self.context.get("dag_run"), "triggering_user_name", None)]
         if request.get("trigger") == triggers.RELEASE and request.get("version"):
@@ -117,6 +121,11 @@ def gated(run: ReplayRun, green: str, gate: str, step: Callable[[], dict[str, An
         raise
 
 
+def _validated(request: Mapping[str, Any]) -> ReplayRequest:
+    """The request of `validate_request`'s XCom (read back: Airflow hands tasks JSON), without the plan."""
+    return ReplayRequest.from_params({key: value for key, value in request.items() if key != GREEN_PLAN})
+
+
 def _bootstrap(kafka_client_config: Mapping[str, Any] | None) -> str | None:
     return None if kafka_client_config is None else bootstrap_servers(dict(kafka_client_config))
 
@@ -126,7 +135,7 @@ def check_no_replay_in_flight(run: ReplayRun) -> None:
     replay runs or waits for approval, with the reason in the log."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from revenue_platform.trigger_conf import refuse_unknown_conf
+    from revenue_platform.airflow.trigger_conf import refuse_unknown_conf
 
     refuse_unknown_conf(run.context)  # a misspelled conf key fails before anything runs
     # The Task SDK's own calls (the execution API): tasks never open the metadata DB themselves.
@@ -154,28 +163,19 @@ def validate_request(run: ReplayRun) -> dict[str, Any]:
         os.environ.get("REPLAY_SCHEDULE_ACTION"),
     )
     kafka = optional_client_config(KAFKA_CONN_ID)
-    deploy_request, blue = replay.plan_green(run.registry, request, _bootstrap(kafka), kafka)
-    print(f"[replay] green {request.green} replaces {blue}; overrides {deploy_request}")
-    return {**request.to_dict(), "blue_deployment_id": blue}
+    plan = replay.plan_green(run.registry, request, _bootstrap(kafka), kafka)
+    print(f"[replay] green {request.green} replaces {plan.blue}; overrides {plan.deploy_request}")
+    return {**request.to_dict(), "blue_deployment_id": plan.blue, GREEN_PLAN: plan.to_dict()}
 
 
 def deploy_green(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
-    """SETUP; a green it left half-deployed is recorded and stopped before re-raising.
-
-    Airflow runs the teardown only after a successful setup, so the setup cleans up after itself.
-    """
+    """SETUP: green as `validate_request` planned it (`replay.deploy_green`, which cleans up a green
+    it left half-deployed)."""
     from revenue_platform.streaming.launcher import spark_target_from_connection
 
-    parsed = ReplayRequest.from_params(request)
+    plan = replay.GreenPlan.from_dict(request[GREEN_PLAN])
     target, kafka = spark_target_from_connection(SPARK_CONN_ID), optional_client_config(KAFKA_CONN_ID)
-    try:
-        return replay.deploy_green(run.registry, parsed, target, run.actor, _bootstrap(kafka), kafka)
-    except Exception as error:
-        green = parsed.green
-        if run.registry.find(green) is not None:
-            record(run.registry, green, "replay_gate_failed", run.actor, f"deploy: {error}")
-            replay.abort_green(run.registry, green, parsed.stop_timeout_s, run.actor)
-        raise
+    return replay.deploy_green(run.registry, plan, target, run.actor, kafka)
 
 
 def check_quality(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -201,7 +201,9 @@ def diff_against_blue(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, A
     green = request["green_deployment_id"]
 
     def step() -> dict[str, Any]:
-        parsed = ReplayRequest.from_params(request)
+        parsed = ReplayRequest.from_params(
+            {key: value for key, value in request.items() if key != GREEN_PLAN}
+        )
         summary = window_diff.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
         if blockers := diff_blockers(summary):
             sample = f"; sample: {summary['sample'][:3]}" if summary["sample"] else ""

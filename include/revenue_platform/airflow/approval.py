@@ -19,10 +19,10 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.execution_time.hitl import HITLUser
 
+from revenue_platform.airflow.notify import ApprovalRequestNotifier
+from revenue_platform.airflow.replay_tasks import ReplayRun, configured_approvers
 from revenue_platform.bluegreen.logic import assigned_approvers
-from revenue_platform.bluegreen.tasks import ReplayRun, configured_approvers
 from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID
-from revenue_platform.notify import ApprovalRequestNotifier
 
 UNKNOWN = "?"
 APPROVAL_TIMEOUT = timedelta(hours=24)

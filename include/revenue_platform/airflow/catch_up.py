@@ -18,8 +18,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from revenue_platform.airflow.dag_defaults import actor_from_context
 from revenue_platform.bluegreen.logic import CatchUp, judge_catch_up
-from revenue_platform.dag_defaults import actor_from_context
 
 
 def observe_catch_up(lake_root: str, deployment_id: str, max_offsets_behind: int) -> CatchUp:

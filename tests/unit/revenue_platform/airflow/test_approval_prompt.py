@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from revenue_platform.bluegreen.approval import promotion_prompt
+from revenue_platform.airflow.approval import promotion_prompt
 from tests.approval_helpers import CAUGHT_UP, DIFF, QUALITY, REQUEST
 
 

@@ -8,8 +8,8 @@ import pytest
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowException
 
-from revenue_platform.dag_defaults import platform_default_args
-from revenue_platform.failure_watcher import FailureWatcherOperator
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.failure_watcher import FailureWatcherOperator
 
 
 def test_the_dags_default_args_do_not_give_the_watcher_retries_or_an_alert() -> None:

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from revenue_platform.airflow.trigger_conf import check_conf_keys
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import require_inside_lake
 from revenue_platform.reprocessing import ReprocessRequest, plan_reprocessing
 from revenue_platform.streaming.deploy import resolve_config
 from revenue_platform.streaming.request import DeployRequest
-from revenue_platform.trigger_conf import check_conf_keys
 from spark_apps.contract.config import AppConfigError, load_config
 from spark_apps.contract.naming import validate_location_id
 from tests.registry_helpers import register_deployment

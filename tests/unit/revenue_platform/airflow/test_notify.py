@@ -13,7 +13,7 @@ from urllib.error import HTTPError
 import pytest
 from pydantic import ValidationError
 
-from revenue_platform.notify import (
+from revenue_platform.airflow.notify import (
     MAX_SUBJECT_CHARS,
     WORD_JOINER,
     AlertChannels,
@@ -165,7 +165,7 @@ def test_channels_are_the_sections_present() -> None:
 def test_an_invalid_connection_is_logged_by_field_without_its_values(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from revenue_platform.notify import deliver
+    from revenue_platform.airflow.notify import deliver
 
     webhook = {"url": "file:///etc/passwd", "headers": {"Authorization": "Bearer s3cret-token\n"}}
     connection = {"conn_type": "generic", "extra": {"webhook": webhook}}
@@ -241,9 +241,9 @@ def test_a_webhook_that_redirects_is_refused_and_its_headers_stay_home(status: i
 def test_only_a_refusal_in_a_run_a_person_started_goes_without_an_alert() -> None:
     from types import SimpleNamespace
 
+    from revenue_platform.airflow.notify import refused_request
     from revenue_platform.bluegreen.logic import parse_approvers
     from revenue_platform.errors import BrokerUnreachableError, ConfigError, PlatformConfigError
-    from revenue_platform.notify import refused_request
     from spark_apps.contract.config import AppConfigError
 
     def context(error: BaseException | None, run_type: str) -> dict[str, Any]:
