@@ -59,7 +59,17 @@ VERSION_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,62}$(?!\n)"
 # Kafka topic names as the spec and the app accept them.
 _TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Audit text: printable, tabs and newlines allowed, no other control characters.
-_TEXT: Final = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f]*")
+TEXT_PATTERN: Final = r"^[^\x00-\x08\x0b-\x1f\x7f]*$"
+_TEXT: Final = re.compile(TEXT_PATTERN)
+# A date-time as the forms take it, for the JSON schema Airflow checks before a run exists (JSON
+# schema's `format: date-time` is not checked there): a date of 1970..2999, optionally a time
+# (HH:MM[:SS[.ffffff]]) and a zone (Z or ±HH:MM); empty = the field's default. `iso_datetime` then
+# reads it (a 30th of February passes the pattern, not the model).
+ISO_DATETIME_PATTERN: Final = (
+    r"^(|(19[7-9][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+    r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?)$(?!\n)"
+)
 
 
 # --- the fields request models share (one rule, one message, wherever a form has the field) -------
@@ -125,7 +135,15 @@ DateTimeText = Annotated[
     str,
     Field(max_length=MAX_DATETIME_TEXT),
     AfterValidator(iso_datetime),
-    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": MAX_DATETIME_TEXT}),
+    # `format` gives the form its date-time picker; the pattern is what Airflow checks.
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "date-time",
+            "maxLength": MAX_DATETIME_TEXT,
+            "pattern": ISO_DATETIME_PATTERN,
+        }
+    ),
 ]
 
 
@@ -137,7 +155,10 @@ def _without_control_characters(value: str) -> str:
 
 # Audit text: 1..MAX_REASON characters without control characters (tabs and newlines allowed).
 AuditText = Annotated[
-    str, Field(min_length=1, max_length=MAX_REASON), AfterValidator(_without_control_characters)
+    str,
+    Field(min_length=1, max_length=MAX_REASON),
+    AfterValidator(_without_control_characters),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": MAX_REASON, "pattern": TEXT_PATTERN}),
 ]
 
 

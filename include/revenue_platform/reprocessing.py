@@ -21,6 +21,7 @@ from revenue_platform.errors import ConfigError, NoLiveDeploymentYet
 from revenue_platform.forms import (
     EMPTY_IS_NONE,
     FORM_MODEL_CONFIG,
+    ISO_DATETIME_PATTERN,
     MAX_DATETIME_TEXT,
     MAX_LIST_ITEMS,
     OptionalDeploymentId,
@@ -57,7 +58,7 @@ RangeText = Annotated[
     str,
     Field(max_length=MAX_DATETIME_TEXT),
     AfterValidator(iso_datetime),
-    WithJsonSchema({"type": "string", "maxLength": MAX_DATETIME_TEXT}),
+    WithJsonSchema({"type": "string", "maxLength": MAX_DATETIME_TEXT, "pattern": ISO_DATETIME_PATTERN}),
 ]
 StoreId = Annotated[
     str,

@@ -122,8 +122,9 @@ def gated(run: ReplayRun, green: str, gate: str, step: Callable[[], dict[str, An
 
 
 def _validated(request: Mapping[str, Any]) -> ReplayRequest:
-    """The request of `validate_request`'s XCom (read back: Airflow hands tasks JSON), without the plan."""
-    return ReplayRequest.from_params({key: value for key, value in request.items() if key != GREEN_PLAN})
+    """The request of `validate_request`'s XCom, read back (Airflow hands tasks JSON); the model
+    ignores the keys it does not have (the plan)."""
+    return ReplayRequest.from_params(request)
 
 
 def _bootstrap(kafka_client_config: Mapping[str, Any] | None) -> str | None:

@@ -383,8 +383,8 @@ SURFACES: dict[str, tuple[Callable[[dict[str, Any], Path], Any], list[Field]]] =
     "reprocess_revenue": (
         _reprocess,
         [
-            Field("range_start", date_time(), params_refuse=False),
-            Field("range_end", date_time(), params_refuse=False),
+            Field("range_start", date_time()),
+            Field("range_end", date_time()),
             Field("deployment_id", OPTIONAL_DEPLOYMENT),
             Field("source", choice(["auto", "kafka", "bronze"], empty_is_default=True)),
             Field("stores", name_list(STORE)),
@@ -396,8 +396,8 @@ SURFACES: dict[str, tuple[Callable[[dict[str, Any], Path], Any], list[Field]]] =
         _quality,
         [
             Field("deployment_id", OPTIONAL_DEPLOYMENT),
-            Field("interval_start", date_time(), params_refuse=False),
-            Field("interval_end", date_time(), params_refuse=False),
+            Field("interval_start", date_time()),
+            Field("interval_end", date_time()),
             Field("freshness_max_lag", interval().filter(lambda v: v != ""), params_refuse=False),
             Field("revenue_ceiling", amount()),
             Field("max_dlq_share", bounded_number(0, 1, whole=False, null_is_default=True)),
@@ -409,7 +409,7 @@ SURFACES: dict[str, tuple[Callable[[dict[str, Any], Path], Any], list[Field]]] =
         _rollback,
         [
             Field("target_deployment_id", OPTIONAL_DEPLOYMENT),
-            Field("reason", free_text(500, required=True), params_refuse=False),
+            Field("reason", free_text(500, required=True)),
         ],
     ),
     "stop_streaming_app": (
