@@ -19,15 +19,11 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
-from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.airflow import streaming_tasks
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.errors import ConfigError
-from revenue_platform.kafka_connection import (
-    KafkaConnectionConfigError,
-    optional_bootstrap_servers,
-    optional_client_config,
-)
+from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.registry import RegistryConflictError
 from revenue_platform.streaming.deploy import DeploymentFailedError
 from revenue_platform.streaming.request import DeployForm
@@ -57,43 +53,11 @@ from revenue_platform.streaming.request import DeployForm
 def deploy_streaming_app() -> None:
     @task(multiple_outputs=False)
     def validate_request() -> dict[str, Any]:
-        from revenue_platform.kafka_connection import client_security_from_connection
-        from revenue_platform.registry import DeploymentRegistry, registry_lake_root
-        from revenue_platform.streaming.deploy import config_document, resolve_config
-        from revenue_platform.streaming.request import DeployRequest
-
-        context = get_current_context()
-        request = run_request(DeployRequest.from_params, context)
-        config = resolve_config(
-            request,
-            registry_lake_root(),
-            optional_bootstrap_servers(KAFKA_CONN_ID),
-            DeploymentRegistry(registry_lake_root()),
-        )
-        # Checked before anything is touched; the credentials themselves are read again by `deploy`.
-        client_security_from_connection(KAFKA_CONN_ID)
-        document, digest = config_document(config)
-        print(f"[deploy] config {digest[:12]} of {request.deployment_id} is valid:\n{document}")
-        return request.to_dict()
+        return streaming_tasks.validate_deploy_request(get_current_context())
 
     @task(multiple_outputs=False)
     def deploy(request: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.kafka_connection import client_security_from_connection
-        from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.streaming.deploy import deploy as deploy_deployment
-        from revenue_platform.streaming.launcher import spark_target_from_connection
-        from revenue_platform.streaming.request import DeployRequest
-
-        context = get_current_context()
-        return deploy_deployment(
-            DeployRequest(**request),
-            spark_target_from_connection(SPARK_CONN_ID),
-            DeploymentRegistry(),
-            actor=actor_from_context(context),
-            kafka_bootstrap=optional_bootstrap_servers(KAFKA_CONN_ID),
-            kafka_client_config=optional_client_config(KAFKA_CONN_ID),
-            kafka_security=client_security_from_connection(KAFKA_CONN_ID),
-        )
+        return streaming_tasks.deploy(get_current_context(), request)
 
     # At parse time this is an XComArg standing in for the request dict.
     request: Any = validate_request()

@@ -17,8 +17,9 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
+from revenue_platform.airflow import operations_tasks
 from revenue_platform.airflow.dag_defaults import platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.errors import ConfigError
 from revenue_platform.lake_maintenance import MaintenanceRequest
 from revenue_platform.registry import DeploymentNotFoundError
@@ -39,20 +40,7 @@ from revenue_platform.registry import DeploymentNotFoundError
 def maintain_lake() -> None:
     @task(multiple_outputs=False)
     def maintain() -> list[dict[str, Any]]:
-        from revenue_platform.lake_maintenance import maintain_lake as maintain_tables
-        from revenue_platform.lake_maintenance import reports_as_dicts
-        from revenue_platform.paths import lake_root
-        from revenue_platform.registry import DeploymentRegistry
-
-        context = get_current_context()
-        form = run_request(MaintenanceRequest.from_params, context)
-        registry = DeploymentRegistry()
-        if form.deployment_id is not None:
-            deployments = [registry.get(form.deployment_id).deployment_id]
-        else:
-            deployments = [record.deployment_id for record in registry.deployments()]
-        reports = maintain_tables(lake_root(), deployments, form.policy, dry_run=form.dry_run, say=print)
-        return reports_as_dicts(reports)
+        return operations_tasks.maintain(get_current_context())
 
     maintain()
 

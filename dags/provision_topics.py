@@ -11,22 +11,18 @@ the spec format, environments and params.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
 
+from revenue_platform.airflow import operations_tasks
 from revenue_platform.airflow.dag_defaults import platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
-from revenue_platform.connections import KAFKA_CONN_ID
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.errors import BrokerUnreachableError, ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.topics.errors import DestructiveChangeRefused, TopicSpecError
 from revenue_platform.topics.request import ProvisionRequest
-
-log = logging.getLogger(__name__)
 
 # Retrying cannot fix a bad spec, a refused change, a missing connection, or a broker that did not
 # answer through the library's own bounded retries (start it, fix the connection, then re-run).
@@ -54,36 +50,19 @@ log = logging.getLogger(__name__)
 def provision_topics() -> None:
     @task(multiple_outputs=False)
     def load_spec() -> dict[str, Any]:
-        from revenue_platform.topics.provision import load_spec_step
-
-        request = run_request(ProvisionRequest.from_params, get_current_context())
-        return load_spec_step(
-            environment=request.environment,
-            topics=request.topics,
-            allow_destructive=request.allow_destructive,
-        )
+        return operations_tasks.load_spec(get_current_context())
 
     @task(multiple_outputs=False)
     def describe_cluster(spec: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.topics.provision import describe_cluster_step
-
-        return describe_cluster_step(spec, conn_id=KAFKA_CONN_ID)
+        return operations_tasks.describe_cluster(spec)
 
     @task(multiple_outputs=False)
     def plan_changes(spec: dict[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.topics.provision import plan_changes_step
-
-        plan = plan_changes_step(spec, cluster)
-        log.info("Plan for environment %r:\n%s", spec["environment"], plan.render())
-        return plan.to_dict()
+        return operations_tasks.plan_changes(spec, cluster)
 
     @task(multiple_outputs=False)
     def apply_plan(plan: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.topics.provision import apply_plan_step
-
-        if get_current_context()["params"]["dry_run"]:
-            raise AirflowSkipException("dry_run is set: the plan above was not applied")
-        return apply_plan_step(plan, conn_id=KAFKA_CONN_ID)
+        return operations_tasks.apply_plan(get_current_context(), plan)
 
     # At parse time these are XComArgs standing in for the payload dicts, which the task
     # decorator's typing cannot express; Any keeps the wiring readable for mypy.

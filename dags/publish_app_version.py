@@ -16,9 +16,10 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
+from revenue_platform.airflow import operations_tasks
 from revenue_platform.airflow.assets import app_release_asset
-from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.bluegreen.request import PublishRequest
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import RegistryConflictError
@@ -37,22 +38,7 @@ from revenue_platform.registry import RegistryConflictError
 def publish_app_version() -> None:
     @task(outlets=[app_release_asset()], multiple_outputs=False)
     def record_release() -> dict[str, Any]:
-        from revenue_platform.bluegreen.release import publish, release_event_extra
-        from revenue_platform.registry import DeploymentRegistry
-
-        context = get_current_context()
-        # First: a misspelled key (`config_overides`) must not publish an immutable version without it.
-        request = run_request(PublishRequest.from_params, context)
-        release = publish(
-            DeploymentRegistry(),
-            request.version,
-            request.config_overrides,
-            request.require_approval,
-            request.notes,
-            actor_from_context(context),
-        )
-        context["outlet_events"][app_release_asset()].extra = release_event_extra(release)
-        return release
+        return operations_tasks.record_release(get_current_context())
 
     record_release()
 

@@ -25,13 +25,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
 
-from revenue_platform.airflow.assets import gold_asset_extra, revenue_gold_asset
+from revenue_platform.airflow import reprocess_tasks
+from revenue_platform.airflow.assets import revenue_gold_asset
 from revenue_platform.airflow.dag_defaults import platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.airflow.spark_submit_operator import PlatformSparkSubmitOperator
-from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.connections import SPARK_CONN_ID
 from revenue_platform.errors import ConfigError
 from revenue_platform.reprocessing import REPROCESS_JOB, ReprocessRequest, spark_env, spark_jars_csv
 
@@ -63,22 +63,7 @@ def _plan_field(name: str) -> str:
 def reprocess_revenue() -> None:
     @task(multiple_outputs=False)
     def plan_reprocessing() -> dict[str, Any]:
-        from revenue_platform.errors import NoLiveDeploymentYet
-        from revenue_platform.registry import resolve_live_deployment
-        from revenue_platform.reprocessing import form_lake_root
-        from revenue_platform.reprocessing import plan_reprocessing as plan
-
-        context = get_current_context()
-        # The form's fields checked first (as the Params do for the form), before anything is read.
-        request = run_request(ReprocessRequest.from_params, context)
-        # Confined before the registry under it is read for the live deployment.
-        lake = form_lake_root(request)
-        live = None if request.deployment_id else resolve_live_deployment(lake)
-        try:
-            return plan(request, context.get("data_interval_start"), context.get("data_interval_end"), live)
-        except NoLiveDeploymentYet as nothing:
-            # The hourly run at the first start of a stack: skipped with the reason, not failed.
-            raise AirflowSkipException(str(nothing)) from nothing
+        return reprocess_tasks.plan_reprocessing(get_current_context())
 
     @task.sensor(poke_interval=30, timeout=2 * 3600, mode="reschedule")
     def wait_until_windows_closed(plan: dict[str, Any]) -> bool:
@@ -99,7 +84,7 @@ def reprocess_revenue() -> None:
         env_vars="{{ spark_env() }}",
         # The job's Kafka login and the object store's credentials reach spark-submit's environment
         # only: neither a template field nor the task process's environment.
-        secret_environment=_task_secrets,
+        secret_environment=reprocess_tasks.job_secrets,
         # The UI off, plus S3A's settings (no credentials) for a lake on the object store.
         conf=_plan_field("spark_conf"),
         # At most SPARK_JOBS_AT_ONCE spark-submits across every run, backfills included: Airflow 3's
@@ -109,28 +94,11 @@ def reprocess_revenue() -> None:
 
     @task(outlets=[revenue_gold_asset()], multiple_outputs=False)
     def summarize_reconciliation(plan: dict[str, Any]) -> dict[str, Any]:
-        from revenue_platform.reprocessing import summarize_reconciliation as summarize
-
-        summary = summarize(plan["report_path"])
-        get_current_context()["outlet_events"][revenue_gold_asset()].extra = gold_asset_extra(
-            plan["deployment_id"], range_start=plan["range_start"], range_end=plan["range_end"]
-        )
-        return summary
+        return reprocess_tasks.summarize_reconciliation(get_current_context(), plan)
 
     # At parse time this is an XComArg standing in for the plan dict (see provision_topics).
     plan: Any = plan_reprocessing()
     wait_until_windows_closed(plan) >> submit_reprocess_job >> summarize_reconciliation(plan)
-
-
-def _task_secrets(context: Any) -> dict[str, str]:
-    from revenue_platform.kafka_connection import client_security_environment
-    from revenue_platform.reprocessing import object_store_credentials_environment
-
-    plan = context["ti"].xcom_pull(task_ids="plan_reprocessing")
-    return {
-        **client_security_environment(KAFKA_CONN_ID),
-        **object_store_credentials_environment(plan["lake_root"]),
-    }
 
 
 reprocess_revenue()

@@ -15,8 +15,9 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
+from revenue_platform.airflow import operations_tasks
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.bluegreen.request import RollbackRequest
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictError
@@ -36,17 +37,7 @@ from revenue_platform.registry import DeploymentNotFoundError, RegistryConflictE
 def rollback_live_deployment() -> None:
     @task(multiple_outputs=False)
     def rollback() -> dict[str, Any]:
-        from revenue_platform.bluegreen.replay import rollback as roll_back
-        from revenue_platform.registry import DeploymentRegistry
-
-        context = get_current_context()
-        request = run_request(RollbackRequest.from_params, context)
-        return roll_back(
-            DeploymentRegistry(),
-            request.target_deployment_id,
-            request.reason,
-            actor_from_context(context),
-        )
+        return operations_tasks.rollback(get_current_context())
 
     rollback()
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
+from revenue_platform.airflow import streaming_tasks
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.errors import ConfigError
 from revenue_platform.registry import DeploymentNotFoundError
 from revenue_platform.streaming.request import StopRequest
@@ -41,18 +42,7 @@ from revenue_platform.streaming.stop import StopError
 def stop_streaming_app() -> None:
     @task(multiple_outputs=False)
     def stop() -> dict[str, Any]:
-        from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.streaming.stop import stop_deployment
-
-        context = get_current_context()
-        request = run_request(StopRequest.from_params, context)
-        return stop_deployment(
-            DeploymentRegistry(),
-            request.deployment_id,
-            float(request.timeout_s),
-            actor=actor_from_context(context),
-            reason="stop_streaming_app",
-        )
+        return streaming_tasks.stop(get_current_context())
 
     stop()
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
 
-from revenue_platform.airflow.dag_defaults import actor_from_context, platform_default_args
-from revenue_platform.airflow.params import params_from_model, run_request
-from revenue_platform.connections import KAFKA_CONN_ID, SPARK_CONN_ID
+from revenue_platform.airflow import streaming_tasks
+from revenue_platform.airflow.dag_defaults import platform_default_args
+from revenue_platform.airflow.params import params_from_model
 from revenue_platform.errors import ConfigError
 from revenue_platform.kafka_connection import KafkaConnectionConfigError
 from revenue_platform.streaming.request import SuperviseRequest
@@ -51,30 +51,7 @@ from revenue_platform.streaming.supervisor import GaveUpError
 def supervise_streaming_apps() -> None:
     @task(multiple_outputs=False)
     def supervise() -> dict[str, Any]:
-        from revenue_platform.kafka_connection import client_security_from_connection
-        from revenue_platform.registry import DeploymentRegistry
-        from revenue_platform.streaming.launcher import spark_target_from_connection
-        from revenue_platform.streaming.supervisor import RestartPolicy
-        from revenue_platform.streaming.supervisor import supervise as supervise_deployments
-
-        context = get_current_context()
-        form = run_request(SuperviseRequest.from_params, context)
-        policy = RestartPolicy(
-            max_restarts=form.max_restarts,
-            window_s=form.window_s,
-            backoff_base_s=form.backoff_base_s,
-            heartbeat_stale_s=form.heartbeat_stale_s,
-            start_timeout_s=form.start_timeout_s,
-        )
-        return supervise_deployments(
-            DeploymentRegistry(),
-            spark_target_from_connection(SPARK_CONN_ID),
-            policy,
-            actor=actor_from_context(context),
-            deployment_ids=form.deployment_ids,
-            # Restarted drivers authenticate with the kafka_default connection's credentials.
-            kafka_security=client_security_from_connection(KAFKA_CONN_ID),
-        )
+        return streaming_tasks.supervise(get_current_context())
 
     supervise()
 
