@@ -23,6 +23,7 @@ from spark_apps.contract.config_rules import (
     bounded_interval,
     interval_seconds,
     validate_root,
+    whole_cents,
 )
 from spark_apps.contract.kafka_config import (
     INPUT_TOPIC_FIELDS,
@@ -227,9 +228,7 @@ class ValidationConfig(StrictModel):
     @field_validator("max_order_amount")
     @classmethod
     def _cents(cls, value: Decimal) -> Decimal:
-        if value != value.quantize(Decimal("0.01")):
-            raise ValueError("must be a whole number of cents")
-        return value
+        return whole_cents(value)
 
 
 class StreamingAppConfig(StrictModel):

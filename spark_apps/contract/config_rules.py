@@ -5,6 +5,7 @@ their bounds, ASCII money amounts, lake and registry roots. Pyspark-free.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -40,6 +41,14 @@ def ascii_amount(value: Any, integer_digits: int) -> Any:
     before the point, 2 after): Decimal() reads any script's digits ("١٢٣"), a config or form never."""
     if isinstance(value, str) and not re.fullmatch(rf"[0-9]{{1,{integer_digits}}}(?:\.[0-9]{{1,2}})?", value):
         raise ValueError(f"{value[:40]!r} is not an amount such as 1000000.00")
+    return value
+
+
+def whole_cents(value: Decimal) -> Decimal:
+    """`value` if it is a whole number of cents; else ValueError (money is compared in integer cents,
+    so a fraction of a cent would be silently dropped)."""
+    if value != value.quantize(Decimal("0.01")):
+        raise ValueError("must be a whole number of cents")
     return value
 
 

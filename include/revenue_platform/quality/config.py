@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
 from spark_apps.contract.config import MAX_DEDUPE_HORIZON_SECONDS, StreamingAppConfig, load_config
-from spark_apps.contract.config_rules import ascii_amount, bounded_interval, interval_seconds
+from spark_apps.contract.config_rules import ascii_amount, bounded_interval, interval_seconds, whole_cents
 
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
@@ -101,10 +101,7 @@ class QualityConfig(BaseModel):
     @field_validator("revenue_ceiling")
     @classmethod
     def _cents(cls, value: Decimal) -> Decimal:
-        # The ceiling is compared in integer cents; a fraction of a cent would be silently dropped.
-        if value != value.quantize(Decimal("0.01")):
-            raise ValueError("must have at most 2 decimal places")
-        return value
+        return whole_cents(value)
 
     @model_validator(mode="after")
     def _slide_within_size(self) -> QualityConfig:
