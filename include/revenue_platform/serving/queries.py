@@ -132,16 +132,8 @@ def windows(snapshot: GoldSnapshot, order_type: str | None, time_range: TimeRang
 
 
 def count_windows(rows: list[dict[str, Any]]) -> list[OrderCountPerWindow]:
-    return [
-        OrderCountPerWindow(
-            location_id=r["location_id"],
-            order_type=r["order_type"],
-            window_start=r["window_start"],
-            window_end=r["window_end"],
-            order_count=r["order_count"],
-        )
-        for r in rows
-    ]
+    # The rows' names are the model's; the columns it does not have (revenue) are ignored.
+    return [OrderCountPerWindow.model_validate(r) for r in rows]
 
 
 def revenue_windows(rows: list[dict[str, Any]]) -> list[RevenuePerWindow]:
