@@ -186,11 +186,15 @@ class TriggerConfig(StrictModel):
     mode: Literal["processing_time", "available_now"] = "processing_time"
     """processing_time: run forever; available_now: process what is there, then stop (tests, backfills)."""
     interval: str = "5 seconds"
-    """Micro-batch interval in processing_time mode."""
+    """Micro-batch interval in processing_time mode; 0 seconds: back to back (the next batch starts as
+    soon as the one before has ended while records wait; an idle app polls Kafka every
+    `engine.session.IDLE_POLL_MS`)."""
 
     @field_validator("interval")
     @classmethod
     def _interval(cls, value: str) -> str:
+        if interval_seconds(value) == 0:
+            return value
         return bounded_interval(value, MAX_TRIGGER_SECONDS)
 
 

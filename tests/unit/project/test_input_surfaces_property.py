@@ -578,7 +578,8 @@ CONFIG_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "window.watermark": st.sampled_from(["0 seconds", "100000 days", "30 seconds\n", 30, ""]),
     "dedupe.horizon": st.sampled_from(["0 seconds", "8 days", "1 hour\n", 3600, "", "1 hour; rm -rf /"]),
     "trigger.mode": choice(["processing_time", "available_now"]),
-    "trigger.interval": st.sampled_from(["0 seconds", "2 hours", "5 seconds\n", 5, ""]),
+    # "0 seconds" is allowed: batches back to back.
+    "trigger.interval": st.sampled_from(["-1 seconds", "2 hours", "5 seconds\n", 5, ""]),
     "validation.max_order_amount": st.sampled_from(["1e400", "NaN", "-1", "0", "0.001", "x", [], "١٢٣"]),
     "validation.max_future_skew": st.sampled_from(
         ["1 day 1 second", "0 seconds", "2 days", "5\nminutes", 300, []]
