@@ -7,5 +7,5 @@ Two entry points, submitted by path: `orders_streaming_app.py` (the streaming ap
     validation/  raw Kafka records -> typed orders or dead letters (Spark schemas, routing)
     revenue/     dedupe, event-time windows, the driver's revenue state, stores, reconciliation
     storage/     every read and write: Kafka, bronze, gold (Spark and driver MERGE), stores
-    engine/      the streaming engine: session, queries, the one-query micro-batch, progress
+    engine/      the streaming engine: session, queries, each micro-batch from Kafka to gold, progress
 """
