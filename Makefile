@@ -57,8 +57,9 @@ $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt
 .PHONY: install
 install: $(INSTALLED) ## Create .venv and install the pinned Python packages
 
-# The order validator's JVM fast path: compiled by `make jvm` into .jvm/spark-jars/order-validator.jar.
-ORDER_VALIDATOR_SOURCES := $(shell find include/jvm/order-validator/src -name '*.java')
+# The order validator's JVM fast path (Java beside the data plane it serves, spark_apps/jvm/): compiled
+# by `make jvm` into .jvm/spark-jars/order-validator.jar. The poms stay in include/jvm/.
+ORDER_VALIDATOR_SOURCES := $(shell find spark_apps/jvm/order-validator/src -name '*.java')
 
 $(JVM_STAMP): $(INSTALLED) include/jvm/kafka-broker/pom.xml include/jvm/kafka-tools/pom.xml include/jvm/spark-connectors/pom.xml $(ORDER_VALIDATOR_SOURCES) spark_apps/class_archive_training_job.py include/revenue_platform/local_stack/class_archive.py spark_apps/engine/session.py
 	@$(STACK) jvm

@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--events", required=True, help="JSON lines of every progress event")
     parser.add_argument("--timings", required=True, help="JSON with process/session/run times (epoch s)")
     args = parser.parse_args()
-    # The app's own log lines (per-batch steps of the one-query engine) go to the run's driver.log.
+    # The app's own log lines (per-batch steps of the engine) go to the run's driver.log.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     import psutil

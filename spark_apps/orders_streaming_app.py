@@ -1,6 +1,6 @@
 """The orders revenue streaming app: Kafka orders in, exact windowed revenue out.
 
-One streaming query per deployment (spark_apps.engine.one_query): each micro-batch reads the orders topic
+One streaming query per deployment (spark_apps.engine.micro_batch): each micro-batch reads the orders topic
 once, validates every record once, appends it to the bronze Delta archive with its typed fields
 (idempotent per batch), sends dead letters (with a reason) and valid orders (split by type) to
 Kafka, deduplicates by orderId and counts each order into its event-time windows, enriches them with
@@ -54,11 +54,11 @@ LOG = logging.getLogger("orders_streaming_app")
 
 
 CODEGEN_CACHE_ENTRIES = 1000
-# The one-query engine MERGEs a local relation of a few hundred window totals into gold. Delta
-# copies a MERGE source first unless told otherwise, in case reading it twice gives other rows; a
-# local relation cannot, and the copy and the shuffle before the write were a fifth of the MERGE's
-# time for such a source (0.94 -> 0.82 s median; bench/results/history.md, "the one-query engine").
-ONE_QUERY_MERGE_CONF = {
+# The engine MERGEs a local relation of a few hundred window totals into gold. Delta copies a MERGE
+# source first unless told otherwise, in case reading it twice gives other rows; a local relation
+# cannot, and the copy and the shuffle before the write were a fifth of the MERGE's time for such a
+# source (0.94 -> 0.82 s median; bench/results/history.md, stop 18, where the engine was built).
+LOCAL_SOURCE_MERGE_CONF = {
     "spark.databricks.delta.merge.materializeSource": "none",
     "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
 }
@@ -210,8 +210,8 @@ class _DriverLoop:
 
     def _keep_watching(self) -> bool:
         if any(q.exception() is not None for q in self.queries):
-            # One query failed (or refused a batch once the stop was asked for): stop the other
-            # too, so the supervisor restarts both.
+            # A query failed (or refused a batch once the stop was asked for): stop the other too,
+            # so the supervisor restarts both.
             return False
         if not any(q.isActive for q in self.queries):
             if len(self.queries) == len(self.prepared.starters) or self.stop_requested.is_set():
@@ -274,9 +274,9 @@ class _DriverLoop:
 
 
 def _set_merge_conf(session: SparkSession) -> dict[str, str | None]:
-    """Set ONE_QUERY_MERGE_CONF on `session`; returns what it replaced, for `_restore_conf`."""
-    before = {key: session.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
-    for key, value in ONE_QUERY_MERGE_CONF.items():
+    """Set LOCAL_SOURCE_MERGE_CONF on `session`; returns what it replaced, for `_restore_conf`."""
+    before = {key: session.conf.get(key, None) for key in LOCAL_SOURCE_MERGE_CONF}
+    for key, value in LOCAL_SOURCE_MERGE_CONF.items():
         session.conf.set(key, value)
     return before
 

@@ -36,9 +36,10 @@ SPARK_JARS_DIR = Path(os.environ.get("SPARK_JARS_DIR", JVM_ARTIFACTS_DIR / "spar
 # Hadoop's S3A filesystem that Spark adds to its jars only when the lake root is s3a://.
 OBJECT_STORE_JARS_DIR = JVM_ARTIFACTS_DIR / "object-store"
 SPARK_S3_JARS_DIR = Path(os.environ.get("SPARK_S3_JARS_DIR", JVM_ARTIFACTS_DIR / "spark-s3"))
-# The order validator's JVM fast path: Java source in the repo, compiled by `make jvm` into a jar
-# among the Spark jars, so every session and spark-submit of the project has it.
-ORDER_VALIDATOR_SOURCE_DIR = JVM_POMS_DIR / "order-validator" / "src" / "main" / "java"
+# The order validator's JVM fast path: Java source beside the data plane it serves (never in the
+# --py-files zip, which takes only .py), compiled by `make jvm` into a jar among the Spark jars, so
+# every session and spark-submit of the project has it.
+ORDER_VALIDATOR_SOURCE_DIR = SPARK_APPS_DIR / "jvm" / "order-validator" / "src" / "main" / "java"
 ORDER_VALIDATOR_JAR = SPARK_JARS_DIR / "order-validator.jar"
 
 

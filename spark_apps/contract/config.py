@@ -254,11 +254,13 @@ class StreamingAppConfig(StrictModel):
     dedupe: DedupeConfig = Field(default_factory=DedupeConfig)
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
-    engine: Literal["two_queries", "one_query"] | None = None
-    """one_query (or None, the same): one micro-batch goes from Kafka to gold (spark_apps.engine.one_query).
-    two_queries names the retired two-query engine: it is still read in registered configs, and a
-    deployment that names it (or whose checkpoints it wrote) is refused at start with the way out,
-    a blue-green replay into a new deployment, which does not inherit it."""
+    engine: Literal["micro_batch", "one_query", "two_queries"] | None = None
+    """micro_batch (or None, the same): each micro-batch goes from Kafka to gold in one step
+    (spark_apps.engine.micro_batch). one_query is the same engine's former name: still read (in
+    registered configs, in YAML) and kept as written, so a registered config's stored document and its
+    hash stay what they were. two_queries names the retired two-query engine: it is still read in
+    registered configs, and a deployment that names it (or whose checkpoints it wrote) is refused at
+    start with the way out, a blue-green replay into a new deployment, which does not inherit it."""
     shuffle_partitions: int = Field(default=2, ge=1, le=MAX_SHUFFLE_PARTITIONS, strict=True)
     """spark.sql.shuffle.partitions, 1..10,000: one partition per core of the local stack
     (bench/results/history.md, "live batches, the JIT and Spark's code cache"). The stateful operators keep

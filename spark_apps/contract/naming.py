@@ -23,9 +23,10 @@ LOCATION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$(?!\n)")
 
 
 # A deployment's streaming query is named `<deployment>__<role>` (`DeploymentNames.query_name`): the
-# app's one query has the revenue role (the name the control plane has always read its progress by).
+# app's query reading Kafka has the revenue role (the name the control plane has always read its
+# progress by).
 REVENUE_QUERY_ROLE: Final = "revenue"
-# The one-query engine's query that reads a replay's history from bronze before its revenue query
+# The engine's query that reads a replay's history from bronze before its revenue query
 # reads Kafka; it publishes its progress as the revenue query's (with `history_pending`).
 HISTORY_QUERY_ROLE: Final = "history"
 _QUERY_NAME_SEPARATOR: Final = "__"
@@ -90,7 +91,7 @@ def query_role(query_name: str) -> str:
 
 
 def query_progress_file(progress_dir: str, query_name: str) -> str:
-    """The JSON file in `progress_dir` holding one query's latest progress
+    """The JSON file in `progress_dir` holding a query's latest progress
     (spark_apps/engine/observability.py)."""
     return _join(progress_dir, f"{query_name}.json")
 

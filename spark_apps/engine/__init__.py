@@ -1,4 +1,4 @@
 """The streaming engine: the Spark session (`session`), the checkpoints a deployment keeps
-(`checkpoints`), the queries it runs (`queries`), each micro-batch (`one_query`) and the progress it
+(`checkpoints`), the queries it runs (`queries`), each micro-batch (`micro_batch`) and the progress it
 publishes for the control plane (`observability`).
 """

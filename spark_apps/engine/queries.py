@@ -1,6 +1,6 @@
 """What the streaming app runs: one deployment's listener, tables and a starter per streaming query
-(a replay's history query first when it replays from bronze, then the one query reading Kafka),
-each micro-batch handled by `one_query.OneQueryBatch` behind the lease fence.
+(a replay's history query first when it replays from bronze, then the query reading Kafka),
+each micro-batch handled by `micro_batch.MicroBatchPipeline` behind the lease fence.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from spark_apps.engine.checkpoints import (
     refuse_another_kafka_cluster,
     refuse_retired_checkpoints,
 )
+from spark_apps.engine.micro_batch import LIVE_AFTER_HISTORY_BATCH_BASE, MicroBatchPipeline
 from spark_apps.engine.observability import INGEST_METRICS, BatchCounters, ProgressPublisher, ingest_totals
-from spark_apps.engine.one_query import LIVE_AFTER_HISTORY_BATCH_BASE, OneQueryBatch
 from spark_apps.revenue.dedupe import initial_repeat_state, with_repeats
 from spark_apps.storage.bronze import ensure_bronze_table, read_bronze
 from spark_apps.storage.gold import ensure_gold_table
@@ -95,7 +95,7 @@ def prepare_queries(
     stores = StoresTable(config)
     history_first = config.history is not None
     stop_requested = stop_requested or threading.Event()
-    live = OneQueryBatch(
+    live = MicroBatchPipeline(
         config,
         fence,
         counters,
@@ -104,7 +104,7 @@ def prepare_queries(
         stop_requested=stop_requested,
     )
     history = (
-        OneQueryBatch(
+        MicroBatchPipeline(
             config, fence, counters, stores, revenue_topic=live.revenue_topic, stop_requested=stop_requested
         )
         if history_first
@@ -134,7 +134,7 @@ def prepare_queries(
         if ensure_live_table_properties(table, delta_rs_storage_options(table, spark)):
             LOG.info("%s: set %s (its log keeps an hour, not 30 days)", table, LIVE_TABLE_PROPERTIES)
 
-    def start_one_query() -> StreamingQuery:
+    def start_kafka_query() -> StreamingQuery:
         # After a replay's history, a new Kafka query starts from the order ids the history saw within
         # the horizon: a copy re-sent across the cut-over is a repeat like any other.
         initial_dedupe = None
@@ -156,7 +156,7 @@ def prepare_queries(
         live.revenue_topic.close()
 
     if history is None:
-        return PreparedQueries([start_one_query], publisher, close_clients)
+        return PreparedQueries([start_kafka_query], publisher, close_clients)
 
     def start_history() -> StreamingQuery:
         writer = (
@@ -169,4 +169,4 @@ def prepare_queries(
         )
         return writer.start()
 
-    return PreparedQueries([start_history, start_one_query], publisher, close_clients, ready_after=1)
+    return PreparedQueries([start_history, start_kafka_query], publisher, close_clients, ready_after=1)

@@ -18,7 +18,7 @@ from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.storage.bronze import BronzeAppender, read_bronze
 from spark_apps.storage.gold import gold_frame
 
-LOG = logging.getLogger("orders_streaming_app.one_query")
+LOG = logging.getLogger("orders_streaming_app.micro_batch")
 # A window gold holds as (location, type, start us, end us, count, cents).
 RedoWindows = list[tuple[str, str, int, int, int, int]]
 

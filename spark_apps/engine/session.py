@@ -72,7 +72,7 @@ def loopback_driver_conf(master: str) -> dict[str, str]:
 # Spark's default cache stores columns: it builds them from the rows and rows from them on every read (and
 # compressed them, at ~2.5 s per 500,000 records: bench/results/history.md, "the rest of the ingest batch").
 # The batch is cached as Spark's row bytes instead, uncompressed, for a batch that lives a few seconds
-# (include/jvm/order-validator, `UnsafeRowBatches`: a copy in, a pointer per row out;
+# (spark_apps/jvm/order-validator, `UnsafeRowBatches`: a copy in, a pointer per row out;
 # bench/results/history.md, "the batch cache as Spark's row bytes"). A static setting: it must be set before
 # the session starts.
 # (`bench.dedupe_operator` and the tests' session cache the same way.)

@@ -10,7 +10,7 @@ every row: the stream archives repeats in bronze (`superseded`), and a batch lea
 to drop them.
 
 Cost (docs/streaming-app.md, "Duplicates"): the stream shuffles each batch's records by a bucket of
-their order id into a Java operator (`include/jvm/order-validator/.../state/OrderRepeats.java`) that
+their order id into a Java operator (`spark_apps/jvm/order-validator/.../state/OrderRepeats.java`) that
 keeps, per order id seen within the horizon, one long in RocksDB (a map per bucket): state grows
 with rate x horizon, never with history, and a restart loads it from the checkpoint. A batch reads
 one horizon before its range.

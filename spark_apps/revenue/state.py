@@ -1,4 +1,4 @@
-"""The one-query engine's revenue state: the event-time watermark and the open windows' totals,
+"""The streaming engine's revenue state: the event-time watermark and the open windows' totals,
 held in the driver and applied to one micro-batch at a time. Pure Python: no Spark.
 
 Why in the driver: a live batch changes a few hundred windows, and their totals go to gold by a

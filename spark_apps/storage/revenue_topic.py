@@ -1,4 +1,4 @@
-"""The one-query driver's writes to the revenue topic: from the driver, in Kafka transactions.
+"""The streaming driver's writes to the revenue topic: from the driver, in Kafka transactions.
 
 The revenue topic is compacted: its consumers keep the latest value per window. A driver that
 stalled after its gold commit and woke after its successor had written newer totals would, with

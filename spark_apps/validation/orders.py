@@ -45,7 +45,7 @@ _MONEY_TYPE_RE: Final = rf"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\(\d+,[0-{MONEY_
 _NON_FINITE_AMOUNT_RE: Final = r'(?<prefix>"finalAmount"\s*:\s*)[+-]?(NaN|Infinity|INF)'
 _LINE_ITEMS_TYPE: Final = f"array<{ORDER_LINE_ITEM_SCHEMA.simpleString()}>"
 
-# The validator's JVM fast path (include/jvm/order-validator, built into .jvm/spark-jars by
+# The validator's JVM fast path (spark_apps/jvm/order-validator, built into .jvm/spark-jars by
 # `make jvm`), registered on each session under FAST_PATH_FUNCTION.
 FAST_PATH_CLASS: Final = "io.github.revenueplatform.validation.OrderFastPath"
 FAST_PATH_FUNCTION: Final = "revenue_platform_order_fast_path"
@@ -245,7 +245,7 @@ def register_order_fast_path(spark: SparkSession) -> None:
         except AnalysisException as error:
             raise OrderFastPathMissingError(
                 f"The order validator's JVM class {java_class} is not on the Spark classpath: run "
-                "`make jvm` (it compiles include/jvm/order-validator into "
+                "`make jvm` (it compiles spark_apps/jvm/order-validator into "
                 ".jvm/spark-jars/order-validator.jar) and start the session with the jars of that "
                 f"folder. Spark said: {error}"
             ) from error

@@ -110,7 +110,7 @@ ORDER_SCHEMA = StructType(
 )
 ORDER_COLUMNS: tuple[str, ...] = tuple(ORDER_SCHEMA.fieldNames())
 
-# What the validator's JVM fast path (include/jvm/order-validator, OrderFastPath) returns for a
+# What the validator's JVM fast path (spark_apps/jvm/order-validator, OrderFastPath) returns for a
 # record it certifies: the typed order with the event time still as text (parsed in Spark, as on
 # the exact path). The Java class builds its rows in exactly this field order.
 ORDER_FAST_PATH_SCHEMA = StructType(

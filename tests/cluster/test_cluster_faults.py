@@ -122,7 +122,7 @@ class _Deployment:
         return log.read_text(errors="replace")[-3000:] if log else "(no driver log)"
 
     def positions(self) -> tuple[int, int]:
-        """(ingest batch, revenue batch) committed so far; the one-query engine's query is both."""
+        """(ingest batch, revenue batch) committed so far; the engine's query is both."""
         revenue = revenue_batch(self.config)
         ingest = revenue_batch(self.config, "ingest")
         return (ingest if ingest >= 0 else revenue), revenue

@@ -1,6 +1,6 @@
 """A replay from another deployment's bronze reads its history in bounded micro-batches.
 
-Blue (one-query engine) archives 3,000 orders with duplicates and bad records spread over ten
+Blue (the micro-batch engine) archives 3,000 orders with duplicates and bad records spread over ten
 minutes of event time, a span twenty times its watermark. Green replays them from blue's bronze with
 batches of at most 400 records, then reads the newer orders from Kafka after the cut-over. Were the
 history read out of the order blue received it, a batch would move the watermark past history still
@@ -27,7 +27,7 @@ from revenue_platform.orders_generator import (
     produce,
 )
 from spark_apps.contract.config import StreamingAppConfig, load_config
-from spark_apps.engine.one_query import LIVE_AFTER_HISTORY_BATCH_BASE
+from spark_apps.engine.micro_batch import LIVE_AFTER_HISTORY_BATCH_BASE
 from spark_apps.orders_streaming_app import run
 from spark_apps.storage.gold import gold_frame
 from tests.kafka_helpers import app_topic_overrides, create_app_topics, read_topic, unique_suffix
@@ -44,7 +44,7 @@ def _config(
     return load_config(
         overrides={
             "deployment_id": deployment,
-            "engine": "one_query",
+            "engine": "micro_batch",
             "lake_root": str(lake),
             "kafka.bootstrap_servers": bootstrap,
             "trigger.mode": "available_now",

@@ -1,4 +1,4 @@
-"""The one-query engine's gold MERGE from the driver (delta-rs) against a gold table Spark created.
+"""The engine's gold MERGE from the driver (delta-rs) against a gold table Spark created.
 
 Gold is shared with Spark's writers (reprocessing, repairs) and readers, so the driver's commits
 must read back through Spark's Delta exactly as Spark's own MERGE would have written them, and

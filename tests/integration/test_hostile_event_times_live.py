@@ -102,7 +102,7 @@ def test_an_order_dated_ahead_and_one_dated_year_1_neither_blank_live_revenue_no
     config = load_config(
         overrides={
             "deployment_id": "hostiletime",
-            "engine": "one_query",
+            "engine": "micro_batch",
             "lake_root": str(tmp_path / "lake"),
             "kafka.bootstrap_servers": kafka_bootstrap,
             **topics,

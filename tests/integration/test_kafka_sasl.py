@@ -125,7 +125,7 @@ def grant_platform_acls(settings: KafkaBrokerSettings, topics: list[str], deploy
         ),
         allow(ResourceType.GROUP, "stores-watermarks", ResourcePatternType.LITERAL, AclOperation.READ),
     ]
-    # The one-query driver's transactional producer of the revenue topic (spark_apps.storage.revenue_topic).
+    # The streaming driver's transactional producer of the revenue topic (spark_apps.storage.revenue_topic).
     bindings += [
         allow(
             ResourceType.TRANSACTIONAL_ID,

@@ -6,9 +6,9 @@ bronze days before today), so in production the two never touch the same files. 
 told it is two days later: it compacts *every* partition, the open gold hour and today's bronze
 included, again and again while the app writes them. Spark's bronze appends and delta-rs's compaction
 commits interleave in bronze's log, and no batch fails; gold's open hour is one file (each MERGE
-rewrites it), which compaction leaves alone. Real Kafka, the app in process (one query, one-second
-trigger), Delta written by Spark and delta-rs as in production. (VACUUM at the forms' shortest
-retention, 1 hour, deletes nothing a running batch may still commit.)
+rewrites it), which compaction leaves alone. Real Kafka, the app in process (one streaming query,
+one-second trigger), Delta written by Spark and delta-rs as in production. (VACUUM at the forms'
+shortest retention, 1 hour, deletes nothing a running batch may still commit.)
 """
 
 from __future__ import annotations

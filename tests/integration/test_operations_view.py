@@ -374,7 +374,7 @@ def test_a_failed_drivers_error_shows_server_paths_to_admins_only(
 
     log = f"{lake}/progress/red/driver-1.log"
     error = (
-        f'File "{lake}/../spark_apps/one_query.py", line 131, in __call__\n'
+        f'File "{lake}/../spark_apps/micro_batch.py", line 131, in __call__\n'
         f"ValueError: bad input; log {log}, file:{lake}/checkpoints/red at 1545.0 rows/s"
     )
     DeploymentRegistry(lake).update("red", {"last_error": error}, "tester")

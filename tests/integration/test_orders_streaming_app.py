@@ -33,7 +33,7 @@ from revenue_platform.orders_generator import (
 from spark_apps.contract.config import StreamingAppConfig, load_config
 from spark_apps.contract.records import DEAD_LETTERS_OF_KIND, DLQ_REASON_KINDS, dlq_reason_kind
 from spark_apps.engine.checkpoints import CheckpointMigrationError
-from spark_apps.orders_streaming_app import ONE_QUERY_MERGE_CONF, run
+from spark_apps.orders_streaming_app import LOCAL_SOURCE_MERGE_CONF, run
 from spark_apps.storage.gold import gold_frame
 from spark_apps.validation.routing import DEAD_LETTER_ORIGINAL_BYTES
 from tests.kafka_helpers import (
@@ -338,12 +338,12 @@ def test_a_deployment_of_a_retired_design_is_refused_with_the_way_out_and_nothin
             (checkpoint / "state" / "0" / "_metadata" / "v2").mkdir(parents=True)
             (checkpoint / "state" / "0" / "_metadata" / "v2" / "0").write_text(f"v2\n{json.dumps(metadata)}")
 
-    merge_conf_before = {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF}
+    merge_conf_before = {key: spark.conf.get(key, None) for key in LOCAL_SOURCE_MERGE_CONF}
     with pytest.raises(CheckpointMigrationError, match=r"retired engine.*blue_green_replay"):
         run(config, spark)
 
     # The shared session gets its settings back (a later MERGE of a cached source depends on them).
-    assert {key: spark.conf.get(key, None) for key in ONE_QUERY_MERGE_CONF} == merge_conf_before
+    assert {key: spark.conf.get(key, None) for key in LOCAL_SOURCE_MERGE_CONF} == merge_conf_before
 
     assert not Path(config.names.bronze_orders_table).exists()
     assert not (Path(config.names.checkpoint("pipeline")) / "offsets").exists()

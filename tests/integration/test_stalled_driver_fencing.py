@@ -1,6 +1,6 @@
 """A stalled old driver cannot roll gold or the revenue topic back: the fence is in the commit.
 
-Two real spark-submit drivers of one deployment (one-query engine, the gold MERGE by delta-rs):
+Two real spark-submit drivers of one deployment (the micro-batch engine, the gold MERGE by delta-rs):
   1. driver 1 (lease epoch 1) reads the first orders, passes its lease check before the gold MERGE
      (or, in the second case, commits gold and passes its check before the revenue topic), and
      stalls there (SIGSTOP of its Python process, as a GC pause or a frozen VM would);
@@ -109,7 +109,7 @@ def test_a_stalled_old_driver_cannot_roll_gold_or_the_revenue_topic_back(
     topics = app_topic_overrides(suffix)
     overrides: dict[str, object] = {
         "deployment_id": DEPLOYMENT,
-        "engine": "one_query",
+        "engine": "micro_batch",
         "lake_root": str(lake),
         "kafka.bootstrap_servers": kafka_bootstrap,
         **topics,

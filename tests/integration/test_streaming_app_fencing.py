@@ -125,7 +125,7 @@ def test_a_driver_whose_lease_was_taken_over_refuses_its_gold_commit(
     bronze_version = _delta_version(stale_config.names.bronze_orders_table)
     late = list(generate_orders(GeneratorSettings(orders=50, stores=4, span_seconds=300, seed=18)))
     produce(kafka_bootstrap, stale_config.kafka.orders_topic, late, total=len(late))
-    # The first write the stale driver reaches refuses (one-query: side outputs and bronze start together).
+    # The first write the stale driver reaches refuses (side outputs and bronze start together).
     with pytest.raises(
         LeaseRejectedError, match=r"checked before the (bronze append|dead-letter|gold MERGE)"
     ):

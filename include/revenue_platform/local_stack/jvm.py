@@ -3,7 +3,7 @@
 Only Maven Central is used, through the poms in include/jvm/. Jars that pyspark
 already ships (Scala, Jackson, Hadoop, Parquet, logging) are pruned from the Spark
 folder: left in, they would shadow or clash with Spark's own versions. The project's own
-JVM code (the order validator's fast path, include/jvm/order-validator) is compiled with
+JVM code (the order validator's fast path, spark_apps/jvm/order-validator) is compiled with
 `javac` against the jars pyspark ships — no Maven, no network — into a jar in the same folder.
 """
 

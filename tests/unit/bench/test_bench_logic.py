@@ -100,7 +100,7 @@ def test_the_measured_window_starts_a_warm_up_after_the_first_append() -> None:
 
 
 def test_a_query_that_reads_kafka_itself_is_positioned_by_its_own_offsets() -> None:
-    """The one-query engine's query has a Kafka source: its end offsets are what gold reflects."""
+    """The engine's query reads Kafka itself: its end offsets are what gold reflects."""
     from bench.phases.live import revenue_positions
 
     event = {

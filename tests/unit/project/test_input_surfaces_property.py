@@ -544,7 +544,7 @@ CONFIG_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "registry_root": st.sampled_from(["", "\x00", "/lake\n", "a" * 2000, 5, [], {}]),
     "lease_token": identifier("17-abc", optional=True),
     "shuffle_partitions": bounded_number(1, 10_000, whole=True),
-    "engine": choice(["one_query", "two_queries", None]),
+    "engine": choice(["micro_batch", "one_query", "two_queries", None]),
     "kafka.bootstrap_servers": st.sampled_from([*SHELL, *SQL, *PATHS, *UNICODE, "", "host", "a:b", 5, []]),
     "kafka.orders_topic": TOPIC,
     "kafka.stores_topic": identifier("stores"),

@@ -55,7 +55,7 @@ class _EndedQuery:
 
 _REFUSED = (
     "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach "
-    'batch sink.\n  File ".../one_query.py", line 150, in __call__\n'
+    'batch sink.\n  File ".../micro_batch.py", line 150, in __call__\n'
     "spark_apps.engine.stopping.StoppedBeforeBatch: batch 7 not started: the driver is stopping "
     "(its next start runs it)"
 )

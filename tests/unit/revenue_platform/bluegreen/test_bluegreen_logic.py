@@ -79,6 +79,8 @@ def test_a_green_of_a_blue_on_the_retired_two_query_engine_runs_todays_engine() 
     retired = green_overrides({"engine": "two_queries", "window": {"size": "1 minute"}}, {}, own)
     assert "engine" not in retired
     assert retired["window.size"] == "1 minute"
+    assert green_overrides({"engine": "micro_batch"}, {}, own)["engine"] == "micro_batch"
+    # A blue registered under the engine's former name: green inherits it as written (it still loads).
     assert green_overrides({"engine": "one_query"}, {}, own)["engine"] == "one_query"
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.local_object_store import ObjectStoreSettings
+from revenue_platform.paths import ORDER_VALIDATOR_SOURCE_DIR, SPARK_APPS_DIR
 from revenue_platform.streaming.deploy import (
     DeployRequest,
     config_document,
@@ -21,6 +23,7 @@ from revenue_platform.streaming.launcher import (
     app_arguments,
     cluster_submit_command,
     parse_submission_id,
+    py_files_bundle,
 )
 from revenue_platform.streaming.stop import cluster_kill_command
 from spark_apps import orders_streaming_app
@@ -93,6 +96,16 @@ def test_cluster_submission_does_not_wait_and_ships_code_and_config(tmp_path: Pa
     assert command[app + 1 :] == app_arguments("config-1-a.json", "1-a", "s3a://lake")
     assert SparkTarget("local[2]").driver_kind == "local"
     assert SparkTarget("yarn", "client").driver_kind == "local"
+
+
+def test_the_py_files_bundle_ships_the_python_of_spark_apps_and_not_its_java(tmp_path: Path) -> None:
+    # spark_apps/jvm/ holds the Java the apps call inside Spark; it reaches drivers as a jar (--jars).
+    assert any(ORDER_VALIDATOR_SOURCE_DIR.rglob("*.java"))
+    assert ORDER_VALIDATOR_SOURCE_DIR.is_relative_to(SPARK_APPS_DIR)
+    with zipfile.ZipFile(py_files_bundle(tmp_path)) as bundle:
+        names = bundle.namelist()
+    assert {"spark_apps/orders_streaming_app.py", "spark_apps/engine/micro_batch.py"} <= set(names)
+    assert [name for name in names if not name.endswith(".py")] == []
 
 
 def test_submission_ids_and_kill_command() -> None:

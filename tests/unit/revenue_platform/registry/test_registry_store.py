@@ -19,6 +19,8 @@ from revenue_platform.registry import (
     registry_lake_root,
     resolve_live_deployment,
 )
+from revenue_platform.streaming.deploy import config_document
+from spark_apps.contract.config import load_config
 from spark_apps.contract.fencing import LeaseRejectedError, current_lease_token, verify_lease
 
 
@@ -42,6 +44,23 @@ def test_register_then_a_second_register_conflicts(registry: DeploymentRegistry)
     record = registry.get("blue")
     assert (record.desired_state, record.row_version, record.updated_by) == ("running", 1, "tester")
     assert [e.kind for e in registry.events("blue")] == ["registered"]
+
+
+def test_a_config_registered_with_the_engines_former_name_still_loads_unchanged(
+    registry: DeploymentRegistry,
+) -> None:
+    # Earlier releases registered `engine: one_query`, the micro-batch engine's former name.
+    registered = load_config(overrides={"deployment_id": "blue", "engine": "one_query"})
+    document, digest = config_document(registered)
+    assert '"engine": "one_query"' in document
+    registry.register(DeploymentRecord("blue", config_json=document, config_hash=digest), "tester")
+
+    loaded = registry.get("blue").app_config()
+
+    assert (loaded.deployment_id, loaded.engine) == ("blue", "one_query")
+    # Read back as written: a deploy of the same request registers the same document and hash, so a
+    # running deployment is not taken for one asked to change its config.
+    assert config_document(loaded) == (document, digest)
 
 
 def test_get_of_an_unknown_deployment_names_it(registry: DeploymentRegistry) -> None:

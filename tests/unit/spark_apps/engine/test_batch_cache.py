@@ -1,4 +1,4 @@
-"""The app's batch cache (`UnsafeRowBatches`, include/jvm/order-validator): Spark's row bytes instead of
+"""The app's batch cache (`UnsafeRowBatches`, spark_apps/jvm/order-validator): Spark's row bytes instead of
 Spark's columns. A cached DataFrame must read back exactly what it was computed as, whole, by any
 subset and order of its columns, across many cached batches and for a row larger than a batch, on
 the tests' session, which caches as the app does."""

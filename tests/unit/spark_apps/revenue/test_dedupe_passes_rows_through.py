@@ -1,5 +1,5 @@
 """The dedupe operator reads five columns of a record and carries the others through it packed as one
-binary column of Spark's row bytes (`RowBytes`, include/jvm/order-validator/.../state). Every column
+binary column of Spark's row bytes (`RowBytes`, spark_apps/jvm/order-validator/.../state). Every column
 must come out as it went in, in its place, whatever its type, null or not; the packing itself must
 give back exactly what it was given, in generated code and in Spark's interpreted evaluation."""
 

@@ -1,4 +1,4 @@
-"""The one-query engine's counting: each batch counted on the executors (spark_apps.revenue.counting,
+"""The engine's counting: each batch counted on the executors (spark_apps.revenue.counting,
 tiny DataFrames on the test session) and added to the driver's revenue state (spark_apps.revenue.state),
 against a plain row-by-row model of Spark's watermark and windowed update semantics (repeats come
 decided, from the dedupe state: spark_apps.revenue.dedupe); and the state's resume from what bronze

@@ -1,6 +1,6 @@
 """The stores table's cache: re-read only when the stores topic moved, and a broker that goes away
 while its end offsets are checked never fails the batch (a cluster test killed a partition leader
-and the one-query app exited with "Failed to get watermark offsets")."""
+and the app exited with "Failed to get watermark offsets")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The one-query engine killed between its commits: nothing lost, nothing counted twice.
+"""The streaming engine killed between the commits of a micro-batch: nothing lost, nothing counted twice.
 
-A real spark-submit driver (JVM + Python) runs `engine: one_query` over 24,000 orders with duplicates
+A real spark-submit driver (JVM + Python) runs `engine: micro_batch` over 24,000 orders with duplicates
 and bad records. In the first test three runs are each SIGKILLed at a named point of a later batch
 (spark_apps.contract.fault_points):
   * right after the gold MERGE, before the revenue topic (bronze and the side outputs may still be
@@ -169,8 +169,8 @@ def test_kills_between_the_commits_of_a_batch_lose_nothing_and_count_nothing_twi
 ) -> None:
     suffix = unique_suffix()
     overrides: dict[str, object] = {
-        "deployment_id": "onequery",
-        "engine": "one_query",
+        "deployment_id": "microbatch",
+        "engine": "micro_batch",
         "lake_root": str(tmp_path / "lake"),
         "kafka.bootstrap_servers": kafka_bootstrap,
         **app_topic_overrides(suffix),
@@ -213,7 +213,7 @@ def test_with_a_short_watermark_a_killed_run_ends_as_an_uninterrupted_one(
     suffix, reference_suffix = unique_suffix(), unique_suffix()
     topics = app_topic_overrides(suffix)
     common: dict[str, object] = {
-        "engine": "one_query",
+        "engine": "micro_batch",
         "kafka.bootstrap_servers": kafka_bootstrap,
         "kafka.max_offsets_per_trigger": 3_000,
         "window.watermark": "5 seconds",

@@ -1,9 +1,9 @@
-"""The app's engine (the one-query engine): each micro-batch reads Kafka once and commits bronze, the
-side outputs and gold before the next one starts.
+"""The app's engine, one micro-batch at a time: each micro-batch reads Kafka once and commits bronze,
+the side outputs and gold before the next one starts (`engine: micro_batch`).
 
 The retired two-query engine (ingest, then revenue streaming from bronze) made a record wait for two
 pipeline stages, each with its own trigger and batch; live latency was about four batch times
-(bench/results/history.md, "one query per batch, measured as a prototype"). Here a record waits for one.
+(bench/results/history.md, stop 16, the prototype of this engine). Here a record waits for one.
 Per-order state (which copies are repeats, `spark_apps.revenue.dedupe`) lives in Spark's state store,
 before the batch reaches foreachBatch; revenue state (the watermark and the open windows' totals,
 O(windows)) lives in the driver (`spark_apps.revenue.state`). One job validates the batch, dedupes it and
@@ -23,7 +23,7 @@ Exactly once, per batch N. Its writes, in any order or overlap:
     revenue topic (absolute totals, compacted by window key).
 Once all have ended, Spark commits the batch's offsets and the dedupe state. After a crash anywhere,
 Spark runs batch N again from the dedupe state after N - 1 (so the same copies are repeats), and
-the engine resumes the revenue state after N - 1 (`OneQueryBatch.resume`): the watermark batch
+the engine resumes the revenue state after N - 1 (`MicroBatchPipeline.resume`): the watermark batch
 N - 1's bronze commit recorded and the open windows' totals from gold. When gold already
 holds batch N's MERGE, the batch is redone without adding to those totals. So the bronze append is
 skipped (already committed) or made with the same verdicts, and gold and the revenue topic get the
@@ -72,7 +72,7 @@ from spark_apps.storage.stores import StoresTable
 from spark_apps.storage.tables import delta_rs_storage_options, local_table
 from spark_apps.validation.routing import side_output_records
 
-LOG = logging.getLogger("orders_streaming_app.one_query")
+LOG = logging.getLogger("orders_streaming_app.micro_batch")
 
 _WINDOW_ROWS_SCHEMA = StructType(
     [
@@ -98,8 +98,9 @@ def window_spec(config: StreamingAppConfig) -> WindowSpec:
     return WindowSpec(size, slide)
 
 
-class OneQueryBatch:
-    """foreachBatch of the one-query engine (see the module docstring). Not thread-safe: Spark calls
+class MicroBatchPipeline:
+    """foreachBatch of the engine: each micro-batch counted, then written to bronze, the side outputs,
+    gold and the revenue topic, exactly once (see the module docstring). Not thread-safe: Spark calls
     it from the query's thread, one batch at a time; `batch_facts` may be read from the listener's."""
 
     def __init__(
