@@ -57,7 +57,7 @@ CODEGEN_CACHE_ENTRIES = 1000
 # The engine MERGEs a local relation of a few hundred window totals into gold. Delta copies a MERGE
 # source first unless told otherwise, in case reading it twice gives other rows; a local relation
 # cannot, and the copy and the shuffle before the write were a fifth of the MERGE's time for such a
-# source (0.94 -> 0.82 s median; bench/results/history.md, stop 18, where the engine was built).
+# source (0.94 -> 0.82 s median; bench/results/history.md, "the one-query engine", its former name).
 LOCAL_SOURCE_MERGE_CONF = {
     "spark.databricks.delta.merge.materializeSource": "none",
     "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",

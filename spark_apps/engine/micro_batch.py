@@ -3,7 +3,7 @@ the side outputs and gold before the next one starts (`engine: micro_batch`).
 
 The retired two-query engine (ingest, then revenue streaming from bronze) made a record wait for two
 pipeline stages, each with its own trigger and batch; live latency was about four batch times
-(bench/results/history.md, stop 16, the prototype of this engine). Here a record waits for one.
+(bench/results/history.md, "one query per batch, measured as a prototype"). Here a record waits for one.
 Per-order state (which copies are repeats, `spark_apps.revenue.dedupe`) lives in Spark's state store,
 before the batch reaches foreachBatch; revenue state (the watermark and the open windows' totals,
 O(windows)) lives in the driver (`spark_apps.revenue.state`). One job validates the batch, dedupes it and
