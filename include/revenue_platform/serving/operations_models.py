@@ -141,10 +141,48 @@ class RevenuePoint(BaseModel):
     order_count: int
     revenue: Decimal
     """DECIMAL(18,2) from gold; serialized as a decimal string."""
+    x: float
+    """Where the window sits on the chart's time axis: 0 at the oldest window start of the series, 1 at the
+    newest, in proportion to time (a gap in the data is a gap on the axis)."""
+
+
+class AxisTick(BaseModel):
+    at: datetime
+    x: float
+    """On the same scale as `RevenuePoint.x`."""
+    label: str
+    """UTC, as short as the span allows (`HH:MM:SS`, `HH:MM`, with the date across midnight)."""
+
+
+class RevenueTotal(BaseModel):
+    order_count: int
+    revenue: Decimal
+    """The exact sum of the windows' DECIMAL(18,2) revenue; serialized as a decimal string."""
+    windows: int
+    """Gold rows summed (one per window, order type and store)."""
+
+
+class RevenueTotals(BaseModel):
+    by_order_type: dict[str, RevenueTotal]
+    """GENERAL and RESTAURANT always (zero when none), then any other order type gold holds."""
+    overall: RevenueTotal
 
 
 class RevenueSeriesResponse(BaseModel):
     deployment_id: str
     location_id: str
     points: list[RevenuePoint]
-    """Oldest window first; the latest `limit` windows of the store."""
+    """Oldest window first: the store's windows starting in [range_start, range_end)."""
+    window_limit: int
+    """The range is this many window slides, the newest holding gold's newest window."""
+    window_slide_s: float
+    """Seconds between window starts (the deployment's registered window slide, or size)."""
+    range_start: datetime | None = None
+    """The oldest window start the range holds; null while gold has no window."""
+    range_end: datetime | None = None
+    """One slide after gold's newest window start (exclusive)."""
+    axis_ticks: list[AxisTick] = Field(default_factory=list)
+    store_totals: RevenueTotals
+    """Of the store's windows in the range: what the chart shows."""
+    all_stores_totals: RevenueTotals
+    """Of every store's windows in the same range."""
