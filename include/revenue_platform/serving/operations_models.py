@@ -102,6 +102,16 @@ class QualityResponse(BaseModel):
     data_docs_url: str
     """Relative URL of the Data Docs index served by this app; before the first quality run has built
     the site, that index says so and how to run one."""
+    deployment_id: str | None = None
+    """Whose runs: the one asked for, else the live deployment; null while nothing is live."""
+    next_scheduled_at: datetime
+    """When the next hourly run of `dag_id` is due (it checks the deployment live then, over the hour
+    before)."""
+    no_run_reason: str | None = None
+    """Why there is no run of the deployment yet, and what to do meanwhile; null once there is one."""
+    dag_id: str
+    dag_page: str
+    """The DAG's page in the Airflow UI, relative to the UI's base URL (runs queued or running, Trigger)."""
 
 
 class LiveSwitch(BaseModel):

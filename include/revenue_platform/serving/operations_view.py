@@ -87,13 +87,17 @@ from revenue_platform.serving.operations_models import (
 )
 from revenue_platform.serving.operations_state import (
     LIVE_SWITCH_EVENT,
+    QUALITY_DAG_ID,
     ROLE_ORDER,
     batch_rates,
     deployment_role,
+    live_since,
+    next_scheduled_quality_run,
     parse_time,
     pending_approvals,
     rates_current_for_s,
     switch_approval,
+    why_no_quality_run,
 )
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.delta_reads import read_delta
@@ -274,17 +278,32 @@ def _data_docs_from_store(lake_root: str, file_path: str) -> Response:
     return Response(body, media_type=mimetypes.guess_type(relative)[0] or "application/octet-stream")
 
 
-def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityResponse:
-    """The latest run (by check time) of `deployment_id`, or of any deployment when None."""
+def read_latest_quality(
+    registry: DeploymentRegistry, deployment_id: str | None, now: datetime
+) -> QualityResponse:
+    """The latest run (by check time) of `deployment_id`, or of any deployment when None (nothing is live),
+    and when the next hourly run is due; before the first such run, why there is none yet."""
     from revenue_platform.quality.results import results_table_path
 
-    table = open_lake_table(results_table_path(lake_root))
-    if table is None:
-        return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
+    def answer(latest: QualityRun | None, no_run_reason: str | None = None) -> QualityResponse:
+        return QualityResponse(
+            latest=latest,
+            data_docs_url=DATA_DOCS_INDEX_URL,
+            deployment_id=deployment_id,
+            next_scheduled_at=next_scheduled_quality_run(now),
+            no_run_reason=no_run_reason,
+            dag_id=QUALITY_DAG_ID,
+            dag_page=f"dags/{QUALITY_DAG_ID}",
+        )
+
+    table = open_lake_table(results_table_path(registry.lake_root))
     where: list[Filter] = [("deployment_id", "=", deployment_id)] if deployment_id else []
-    rows = read_delta(table, None, where).to_pylist()
+    rows = read_delta(table, None, where).to_pylist() if table is not None else []
     if not rows:
-        return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
+        live = registry.live_deployment()
+        went_live = live_since(deployment_id, registry.events()) if deployment_id else None
+        reason = why_no_quality_run(now, deployment_id, live, went_live)
+        return answer(None, reason)
     newest = max(rows, key=lambda r: (r["checked_at"], r["run_id"]))
     run_rows = [r for r in rows if r["run_id"] == newest["run_id"]]
     # Failures first: they are what an operator opens the view for.
@@ -313,7 +332,7 @@ def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityRes
         failed=len(checks) - passed,
         checks=checks,
     )
-    return QualityResponse(latest=latest, data_docs_url=DATA_DOCS_INDEX_URL)
+    return answer(latest)
 
 
 def window_slide(record: DeploymentRecord) -> timedelta:
@@ -497,8 +516,8 @@ def _api_router(lake_root: str | None, clock: Callable[[], datetime]) -> APIRout
 
     @router.get("/api/quality", dependencies=_AUTHENTICATED)
     def quality(deployment_id: DeploymentQuery = None) -> QualityResponse:
-        chosen = deployment_id or _registry(lake_root).live_deployment()
-        return read_latest_quality(lake_root or default_lake_root(), chosen)
+        registry = _registry(lake_root)
+        return read_latest_quality(registry, deployment_id or registry.live_deployment(), clock())
 
     @router.get("/api/live-history", dependencies=_AUTHENTICATED)
     def live_history() -> LiveHistoryResponse:
