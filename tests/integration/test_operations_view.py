@@ -253,6 +253,25 @@ def test_revenue_series_is_exact_to_the_cent_and_ordered(client: TestClient) -> 
         (WINDOW, "GENERAL", 2, "19.90"),
         (2 * WINDOW, "GENERAL", 1, "0.01"),
     ]
+    # Placed on a time axis, and summed over the range, per order type and overall, as decimal strings.
+    assert [p["x"] for p in body["points"]] == [0.0, 0.0, 0.5, 1.0]
+    totals = {
+        scope: {kind: (t["order_count"], t["revenue"]) for kind, t in body[scope]["by_order_type"].items()}
+        | {"overall": (body[scope]["overall"]["order_count"], body[scope]["overall"]["revenue"])}
+        for scope in ("store_totals", "all_stores_totals")
+    }
+    assert totals == {
+        "store_totals": {
+            "GENERAL": (6, "123456809.90"),
+            "RESTAURANT": (1, "0.10"),
+            "overall": (7, "123456810.00"),
+        },
+        "all_stores_totals": {
+            "GENERAL": (8, "123456819.95"),
+            "RESTAURANT": (1, "0.10"),
+            "overall": (9, "123456820.05"),
+        },
+    }
     latest_two = client.get("/api/revenue", params={"location_id": "store_1", "limit": 2}).json()
     assert [p["revenue"] for p in latest_two["points"]] == ["19.90", "0.01"]
     assert client.get("/api/revenue", params={"location_id": "store_404"}).json()["points"] == []
@@ -299,7 +318,13 @@ def test_an_empty_lake_shows_nothing_live_instead_of_failing(tmp_path: Path) -> 
             "deployments": [],
             "awaiting_approval": [],
         }
-        assert client.get("/api/quality").json() == {"latest": None, "data_docs_url": "data-docs/index.html"}
+        quality = client.get("/api/quality").json()
+        assert (quality["latest"], quality["deployment_id"], quality["data_docs_url"]) == (
+            None,
+            None,
+            "data-docs/index.html",
+        )
+        assert quality["no_run_reason"].startswith("Nothing is live yet, so the hourly run skips")
         assert client.get("/api/live-history").json()["switches"] == []
         assert client.get("/api/stores").json() == {"deployment_id": None, "stores": []}
         missing = client.get("/api/revenue", params={"location_id": "store_1"})

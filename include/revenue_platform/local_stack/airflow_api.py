@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from revenue_platform.errors import PlatformError
@@ -107,9 +108,13 @@ class AirflowApiClient:
             progress(f"[airflow] waiting for DAG {dag_id} to be parsed ...")
             time.sleep(3)
 
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        """Trigger a manual run of `dag_id` with `conf`; return its run id."""
-        run = self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
+    def trigger(self, dag_id: str, conf: dict[str, Any], run_after: datetime | None = None) -> str:
+        """Trigger a manual run of `dag_id` with `conf`; return its run id. With `run_after` (aware) the run
+        is queued now and the scheduler starts it at that moment, not before."""
+        body: dict[str, Any] = {"logical_date": None, "conf": conf}
+        if run_after is not None:
+            body["run_after"] = run_after.isoformat()
+        run = self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
         return str(run["dag_run_id"])
 
     def wait_for_run(

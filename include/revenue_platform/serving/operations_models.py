@@ -102,6 +102,16 @@ class QualityResponse(BaseModel):
     data_docs_url: str
     """Relative URL of the Data Docs index served by this app; before the first quality run has built
     the site, that index says so and how to run one."""
+    deployment_id: str | None = None
+    """Whose runs: the one asked for, else the live deployment; null while nothing is live."""
+    next_scheduled_at: datetime
+    """When the next hourly run of `dag_id` is due (it checks the deployment live then, over the hour
+    before)."""
+    no_run_reason: str | None = None
+    """Why there is no run of the deployment yet, and what to do meanwhile; null once there is one."""
+    dag_id: str
+    dag_page: str
+    """The DAG's page in the Airflow UI, relative to the UI's base URL (runs queued or running, Trigger)."""
 
 
 class LiveSwitch(BaseModel):
@@ -141,10 +151,48 @@ class RevenuePoint(BaseModel):
     order_count: int
     revenue: Decimal
     """DECIMAL(18,2) from gold; serialized as a decimal string."""
+    x: float
+    """Where the window sits on the chart's time axis: 0 at the oldest window start of the series, 1 at the
+    newest, in proportion to time (a gap in the data is a gap on the axis)."""
+
+
+class AxisTick(BaseModel):
+    at: datetime
+    x: float
+    """On the same scale as `RevenuePoint.x`."""
+    label: str
+    """UTC, as short as the span allows (`HH:MM:SS`, `HH:MM`, with the date across midnight)."""
+
+
+class RevenueTotal(BaseModel):
+    order_count: int
+    revenue: Decimal
+    """The exact sum of the windows' DECIMAL(18,2) revenue; serialized as a decimal string."""
+    windows: int
+    """Gold rows summed (one per window, order type and store)."""
+
+
+class RevenueTotals(BaseModel):
+    by_order_type: dict[str, RevenueTotal]
+    """GENERAL and RESTAURANT always (zero when none), then any other order type gold holds."""
+    overall: RevenueTotal
 
 
 class RevenueSeriesResponse(BaseModel):
     deployment_id: str
     location_id: str
     points: list[RevenuePoint]
-    """Oldest window first; the latest `limit` windows of the store."""
+    """Oldest window first: the store's windows starting in [range_start, range_end)."""
+    window_limit: int
+    """The range is this many window slides, the newest holding gold's newest window."""
+    window_slide_s: float
+    """Seconds between window starts (the deployment's registered window slide, or size)."""
+    range_start: datetime | None = None
+    """The oldest window start the range holds; null while gold has no window."""
+    range_end: datetime | None = None
+    """One slide after gold's newest window start (exclusive)."""
+    axis_ticks: list[AxisTick] = Field(default_factory=list)
+    store_totals: RevenueTotals
+    """Of the store's windows in the range: what the chart shows."""
+    all_stores_totals: RevenueTotals
+    """Of every store's windows in the same range."""

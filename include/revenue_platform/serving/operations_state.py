@@ -2,8 +2,9 @@
 
 Whether a batch's rates are still current (or the app is idle, or its numbers stale), each deployment's
 role through a blue-green switch and its grace period (live, candidate, outgoing, stopped), who approved
-a switch of the live pointer, and which blue-green replay waits for approval, with the Airflow UI page
-where a human answers it. The view (`serving.operations_view`) reads the registry and the files and
+a switch of the live pointer, which blue-green replay waits for approval, with the Airflow UI page
+where a human answers it, and, before a deployment's first quality run, when the next one is due and
+why there is none yet. The view (`serving.operations_view`) reads the registry and the files and
 calls these with the clock; tests call them with made-up events and times.
 """
 
@@ -237,4 +238,59 @@ def switch_approval(switch: RegistryEvent, events: Sequence[RegistryEvent]) -> S
     required = promotion.details.get("require_approval")
     return SwitchApproval(
         _user_name(promotion.details.get("approved_by")), None if required is None else bool(required)
+    )
+
+
+# --- before the first quality run ---------------------------------------------------------------
+QUALITY_DAG_ID: Final = "revenue_quality_checks"
+QUALITY_SCHEDULE: Final = "0 * * * *"
+"""The DAG's cron (dags/revenue_quality_checks.py; a test holds the two together): hourly at minute 0, each
+run over the hour before, of the deployment live when it runs. Gold rewrites (reprocessing, a replay)
+trigger more runs, of the deployment they rewrote."""
+
+
+def last_scheduled_quality_run(now: datetime) -> datetime:
+    """When the hourly run at or before `now` was due."""
+    return now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def next_scheduled_quality_run(now: datetime) -> datetime:
+    """When the next hourly run is due (strictly after `now`)."""
+    return last_scheduled_quality_run(now) + timedelta(hours=1)
+
+
+def live_since(deployment_id: str, events: Sequence[RegistryEvent]) -> datetime | None:
+    """When the live pointer last moved to `deployment_id` (None: it never did)."""
+    switches = [e.at for e in events if e.kind == LIVE_SWITCH_EVENT and e.to_value == deployment_id]
+    return max(switches, default=None)
+
+
+def why_no_quality_run(
+    now: datetime, deployment_id: str | None, live_deployment_id: str | None, went_live_at: datetime | None
+) -> str:
+    """Why the quality history holds no run of `deployment_id` yet (the view asks when it holds none), in
+    the words of someone who runs the platform: what schedules the checks and what to do meanwhile."""
+    last = last_scheduled_quality_run(now)
+    if deployment_id is None:
+        return (
+            "Nothing is live yet, so the hourly run skips: there is no deployment to check. Deploy one and "
+            f"make it live (make demo does both), or trigger {QUALITY_DAG_ID} naming a deployment_id."
+        )
+    if deployment_id != live_deployment_id:
+        return (
+            f"Scheduled runs check the live deployment ({live_deployment_id or 'none'}), not "
+            f"{deployment_id}: a blue-green replay's quality gate checks its green, or trigger "
+            f"{QUALITY_DAG_ID} with deployment_id {deployment_id}."
+        )
+    if went_live_at is not None and went_live_at < last:
+        return (
+            f"{deployment_id} has been live since {_utc(went_live_at)}, so the {last:%H:%M} UTC run should "
+            f"have checked it, unless it is still running: look at {QUALITY_DAG_ID}'s runs in Airflow "
+            "(paused? failed? skipped?)."
+        )
+    if went_live_at is None:
+        return f"No run has checked {deployment_id} yet: the next hourly run checks it."
+    return (
+        f"{deployment_id} went live at {_utc(went_live_at)}, after the last hourly run ({last:%H:%M} UTC): "
+        "the next one checks it."
     )

@@ -15,8 +15,10 @@ API server, and embedded in the Airflow UI's nav as an external view) serving:
   first quality run its index is a page that says how to run one, so the link is always there);
 * `GET /api/live-history` — the live pointer's switches from the registry's audit log, newest first,
   with who approved each blue-green promotion;
-* `GET /api/stores` and `GET /api/revenue?location_id=...` — the stores in the live gold table and
-  the revenue per window of one of them, for the chart.
+* `GET /api/stores` and `GET /api/revenue?location_id=...` — the stores in the chart's range of the live
+  gold table, and the revenue per window of one of them placed on a time axis, with the totals of that
+  store and of every store over the range (`serving.operations_chart`); gold is read for that range
+  only (`serving.operations_gold`), never its whole history.
 
 Every endpoint except the page shell requires an authenticated Airflow user
 (`revenue_platform.serving.auth.require_airflow_user`: the UI's `_token` cookie, which the browser
@@ -35,24 +37,40 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
-from revenue_platform.gold_table import Filter, read_gold
+from revenue_platform.gold_table import Filter
 from revenue_platform.lake_storage import open_lake_table, read_lake_file, read_side_file
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
-from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, DesiredState, RegistryEvent
+from revenue_platform.registry import (
+    DeploymentNotFoundError,
+    DeploymentRecord,
+    DeploymentRegistry,
+    DesiredState,
+    RegistryEvent,
+)
 from revenue_platform.serving.auth import AirflowUser, is_admin, require_airflow_user
 from revenue_platform.serving.driver_status import driver_heartbeat
+from revenue_platform.serving.operations_chart import (
+    ChartRange,
+    Total,
+    chart_range,
+    revenue_totals,
+    time_axis_positions,
+    time_axis_ticks,
+)
+from revenue_platform.serving.operations_chart import RevenueTotals as RevenueTotalsFacts
 from revenue_platform.serving.operations_models import (
     ApprovalRequest,
+    AxisTick,
     DeploymentsResponse,
     DeploymentStatus,
     LiveHistoryResponse,
@@ -62,27 +80,39 @@ from revenue_platform.serving.operations_models import (
     QualityRun,
     RevenuePoint,
     RevenueSeriesResponse,
+    RevenueTotal,
+    RevenueTotals,
     StoreOption,
     StoresResponse,
 )
 from revenue_platform.serving.operations_state import (
     LIVE_SWITCH_EVENT,
+    QUALITY_DAG_ID,
     ROLE_ORDER,
     batch_rates,
     deployment_role,
+    live_since,
+    next_scheduled_quality_run,
     parse_time,
     pending_approvals,
     rates_current_for_s,
     switch_approval,
+    why_no_quality_run,
 )
 from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.delta_reads import read_delta
 from spark_apps.contract.naming import REVENUE_QUERY_ROLE, DeploymentNames
 from spark_apps.contract.object_store import is_object_store_root
-from spark_apps.contract.records import GOLD_WINDOW_COLUMNS
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 LOG = logging.getLogger(__name__)
 MAX_CHART_WINDOWS = 2000
+"""The most window starts the chart (and its totals) may span: what one refresh reads of gold is bounded by
+it, times the stores and order types."""
+DEFAULT_CHART_WINDOWS = 240
+"""An hour of the shipped 15-second windows."""
 NAV_ICON_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#1e63c6" '
     'stroke-width="2" stroke-linecap="round" stroke-linejoin="round"><path d="M3 3v18h18"/>'
@@ -248,17 +278,32 @@ def _data_docs_from_store(lake_root: str, file_path: str) -> Response:
     return Response(body, media_type=mimetypes.guess_type(relative)[0] or "application/octet-stream")
 
 
-def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityResponse:
-    """The latest run (by check time) of `deployment_id`, or of any deployment when None."""
+def read_latest_quality(
+    registry: DeploymentRegistry, deployment_id: str | None, now: datetime
+) -> QualityResponse:
+    """The latest run (by check time) of `deployment_id`, or of any deployment when None (nothing is live),
+    and when the next hourly run is due; before the first such run, why there is none yet."""
     from revenue_platform.quality.results import results_table_path
 
-    table = open_lake_table(results_table_path(lake_root))
-    if table is None:
-        return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
+    def answer(latest: QualityRun | None, no_run_reason: str | None = None) -> QualityResponse:
+        return QualityResponse(
+            latest=latest,
+            data_docs_url=DATA_DOCS_INDEX_URL,
+            deployment_id=deployment_id,
+            next_scheduled_at=next_scheduled_quality_run(now),
+            no_run_reason=no_run_reason,
+            dag_id=QUALITY_DAG_ID,
+            dag_page=f"dags/{QUALITY_DAG_ID}",
+        )
+
+    table = open_lake_table(results_table_path(registry.lake_root))
     where: list[Filter] = [("deployment_id", "=", deployment_id)] if deployment_id else []
-    rows = read_delta(table, None, where).to_pylist()
+    rows = read_delta(table, None, where).to_pylist() if table is not None else []
     if not rows:
-        return QualityResponse(latest=None, data_docs_url=DATA_DOCS_INDEX_URL)
+        live = registry.live_deployment()
+        went_live = live_since(deployment_id, registry.events()) if deployment_id else None
+        reason = why_no_quality_run(now, deployment_id, live, went_live)
+        return answer(None, reason)
     newest = max(rows, key=lambda r: (r["checked_at"], r["run_id"]))
     run_rows = [r for r in rows if r["run_id"] == newest["run_id"]]
     # Failures first: they are what an operator opens the view for.
@@ -287,43 +332,77 @@ def read_latest_quality(lake_root: str, deployment_id: str | None) -> QualityRes
         failed=len(checks) - passed,
         checks=checks,
     )
-    return QualityResponse(latest=latest, data_docs_url=DATA_DOCS_INDEX_URL)
+    return answer(latest)
 
 
-def _gold_rows(
-    lake_root: str, deployment_id: str, columns: Sequence[str], filters: list[Filter] | None
-) -> list[dict[str, Any]]:
-    table_path = DeploymentNames(lake_root, deployment_id).gold_revenue_table
-    rows: list[dict[str, Any]] = read_gold(table_path, columns, filters).to_pylist()
-    return rows
+def window_slide(record: DeploymentRecord) -> timedelta:
+    """Between two window starts of the deployment: its registered window slide, or its size (tumbling)."""
+    window = record.app_config().window
+    return timedelta(seconds=interval_seconds(window.slide or window.size))
 
 
-def read_stores(lake_root: str, deployment_id: str | None) -> StoresResponse:
-    """Stores with at least one window in the deployment's gold, with the city of their latest window."""
+@dataclass(frozen=True)
+class _ShownGold:
+    """A deployment's gold table and the range of it the chart shows (None: no table or no window yet)."""
+
+    table: DeltaTable | None
+    shown: ChartRange | None
+    slide: timedelta
+
+
+def _shown_gold(registry: DeploymentRegistry, deployment_id: str, windows: int) -> _ShownGold:
+    from revenue_platform.gold_table import open_gold
+    from revenue_platform.serving.operations_gold import newest_window_start
+
+    table_path = DeploymentNames(registry.lake_root, deployment_id).gold_revenue_table
+    slide = window_slide(registry.get(deployment_id))
+    table = open_gold(table_path)
+    newest = newest_window_start(table) if table is not None else None
+    shown = chart_range(newest, slide, windows) if newest is not None else None
+    return _ShownGold(table, shown, slide)
+
+
+def read_stores(
+    registry: DeploymentRegistry, deployment_id: str | None, windows: int = DEFAULT_CHART_WINDOWS
+) -> StoresResponse:
+    """Stores with a window in the chart's range (the latest `windows` window starts of the deployment's
+    gold), with the city of their latest window there."""
+    from revenue_platform.serving.operations_gold import stores_in_range
+
     if deployment_id is None:
         return StoresResponse(deployment_id=None, stores=[])
-    rows = _gold_rows(lake_root, deployment_id, ["location_id", "city", "window_start"], None)
-    latest: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        seen = latest.get(row["location_id"])
-        if seen is None or row["window_start"] > seen["window_start"]:
-            latest[row["location_id"]] = row
-    stores = [StoreOption(location_id=key, city=latest[key]["city"]) for key in sorted(latest)]
+    gold = _shown_gold(registry, deployment_id, windows)
+    if gold.table is None or gold.shown is None:
+        return StoresResponse(deployment_id=deployment_id, stores=[])
+    stores = [
+        StoreOption(location_id=location_id, city=city)
+        for location_id, city in stores_in_range(gold.table, gold.shown)
+    ]
     return StoresResponse(deployment_id=deployment_id, stores=stores)
 
 
-def read_revenue_series(
-    lake_root: str, deployment_id: str, location_id: str, limit: int
-) -> RevenueSeriesResponse:
-    """The store's latest `limit` windows (all order types), oldest first."""
-    rows = _gold_rows(
-        lake_root,
-        deployment_id,
-        GOLD_WINDOW_COLUMNS,
-        [("location_id", "=", location_id)],
+def _totals(totals: RevenueTotalsFacts) -> RevenueTotals:
+    def total(facts: Total) -> RevenueTotal:
+        return RevenueTotal(order_count=facts.order_count, revenue=facts.revenue, windows=facts.windows)
+
+    return RevenueTotals(
+        by_order_type={order_type: total(t) for order_type, t in totals.by_order_type.items()},
+        overall=total(totals.overall),
     )
-    starts = sorted({row["window_start"] for row in rows})[-limit:]
-    kept = set(starts)
+
+
+def read_revenue_series(
+    registry: DeploymentRegistry, deployment_id: str, location_id: str, limit: int
+) -> RevenueSeriesResponse:
+    """The store's windows (every order type) among the latest `limit` window starts of the deployment's
+    gold, oldest first, placed on a time axis; the totals of the store and of every store over them."""
+    from revenue_platform.serving.operations_gold import order_type_sums, store_windows
+
+    gold = _shown_gold(registry, deployment_id, limit)
+    rows = store_windows(gold.table, gold.shown, location_id) if gold.table and gold.shown else []
+    sums = order_type_sums(gold.table, gold.shown) if gold.table and gold.shown else []
+    rows.sort(key=lambda row: (row["window_start"], row["order_type"]))
+    starts = [row["window_start"] for row in rows]
     points = [
         RevenuePoint(
             window_start=row["window_start"],
@@ -331,12 +410,24 @@ def read_revenue_series(
             order_type=row["order_type"],
             order_count=row["order_count"],
             revenue=row["revenue"],
+            x=x,
         )
-        for row in rows
-        if row["window_start"] in kept
+        for row, x in zip(rows, time_axis_positions(starts), strict=True)
     ]
-    points.sort(key=lambda p: (p.window_start, p.order_type))
-    return RevenueSeriesResponse(deployment_id=deployment_id, location_id=location_id, points=points)
+    return RevenueSeriesResponse(
+        deployment_id=deployment_id,
+        location_id=location_id,
+        points=points,
+        window_limit=limit,
+        window_slide_s=gold.slide.total_seconds(),
+        range_start=gold.shown.start if gold.shown else None,
+        range_end=gold.shown.end if gold.shown else None,
+        axis_ticks=[AxisTick(at=t.at, x=t.position, label=t.label) for t in time_axis_ticks(starts)],
+        store_totals=_totals(
+            revenue_totals((r["order_type"], r["order_count"], r["revenue"], 1) for r in rows)
+        ),
+        all_stores_totals=_totals(revenue_totals(sums)),
+    )
 
 
 # --- the app ----------------------------------------------------------------------------------
@@ -348,6 +439,14 @@ def operations_page_html() -> str:
 # Every route but the page shell and its icon needs an Airflow user.
 _AUTHENTICATED = [Depends(require_airflow_user)]
 DeploymentQuery = Annotated[str | None, Query(description="default: the live deployment")]
+ChartWindows = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=MAX_CHART_WINDOWS,
+        description="the chart's range: this many window starts, up to the newest window of gold",
+    ),
+]
 
 
 def utc_now() -> datetime:
@@ -368,6 +467,11 @@ def create_operations_app(lake_root: str | None = None, clock: Callable[[], date
         # E.g. a deployment_id that is not a valid id (spark_apps.contract.naming refuses it): the
         # caller's error.
         return JSONResponse({"detail": str(error)}, status_code=status.HTTP_400_BAD_REQUEST)
+
+    @app.exception_handler(DeploymentNotFoundError)
+    def not_registered(_request: Request, error: DeploymentNotFoundError) -> JSONResponse:
+        # A deployment_id the registry does not know: its window geometry (and role) are unknown.
+        return JSONResponse({"detail": str(error)}, status_code=status.HTTP_404_NOT_FOUND)
 
     app.include_router(_page_router())
     app.include_router(_api_router(lake_root, clock))
@@ -412,26 +516,28 @@ def _api_router(lake_root: str | None, clock: Callable[[], datetime]) -> APIRout
 
     @router.get("/api/quality", dependencies=_AUTHENTICATED)
     def quality(deployment_id: DeploymentQuery = None) -> QualityResponse:
-        chosen = deployment_id or _registry(lake_root).live_deployment()
-        return read_latest_quality(lake_root or default_lake_root(), chosen)
+        registry = _registry(lake_root)
+        return read_latest_quality(registry, deployment_id or registry.live_deployment(), clock())
 
     @router.get("/api/live-history", dependencies=_AUTHENTICATED)
     def live_history() -> LiveHistoryResponse:
         return read_live_history(_registry(lake_root))
 
     @router.get("/api/stores", dependencies=_AUTHENTICATED)
-    def stores(deployment_id: DeploymentQuery = None) -> StoresResponse:
-        chosen = deployment_id or _registry(lake_root).live_deployment()
-        return read_stores(lake_root or default_lake_root(), chosen)
+    def stores(
+        deployment_id: DeploymentQuery = None, limit: ChartWindows = DEFAULT_CHART_WINDOWS
+    ) -> StoresResponse:
+        registry = _registry(lake_root)
+        return read_stores(registry, deployment_id or registry.live_deployment(), limit)
 
     @router.get("/api/revenue", dependencies=_AUTHENTICATED)
     def revenue(
         location_id: Annotated[str, Query(min_length=1)],
         deployment_id: DeploymentQuery = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_CHART_WINDOWS)] = 240,
+        limit: ChartWindows = DEFAULT_CHART_WINDOWS,
     ) -> RevenueSeriesResponse:
         chosen = _live_or_404(lake_root, deployment_id)
-        return read_revenue_series(lake_root or default_lake_root(), chosen, location_id, limit)
+        return read_revenue_series(_registry(lake_root), chosen, location_id, limit)
 
     return router
 
