@@ -21,14 +21,14 @@ from revenue_platform.airflow.assets import revenue_gold_asset
 from revenue_platform.airflow.dag_defaults import platform_default_args
 from revenue_platform.airflow.params import params_from_model
 from revenue_platform.airflow.quality_tasks import quality_gate
-from revenue_platform.quality.request import QualityRequest
+from revenue_platform.quality.request import QUALITY_SCHEDULE, QualityRequest
 
 
 @dag(
     # Hourly over the previous hour, plus a run per gold update (reprocessing, replay) so a bad
     # rewrite is caught before anyone reads it.
     schedule=AssetOrTimeSchedule(
-        timetable=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+        timetable=CronDataIntervalTimetable(QUALITY_SCHEDULE, timezone="UTC"),
         assets=[revenue_gold_asset()],
     ),
     start_date=datetime(2026, 1, 1, tzinfo=UTC),

@@ -203,8 +203,8 @@ def queue_quality_check(client: AirflowApiClient, lake_root: str, records: list[
     then, holds every window of this run, so the operations view shows a verdict a minute or two after
     the demo instead of after the next full hour. Not waited for: the demo takes no longer than before.
     A stack that cannot take it only loses the early check: the hourly run still comes."""
+    from revenue_platform.quality.request import QUALITY_DAG_ID
     from revenue_platform.registry import DeploymentRegistry
-    from revenue_platform.serving.operations_state import QUALITY_DAG_ID
     from spark_apps.contract.config_rules import interval_seconds
 
     last_start = max(start for _, _, start in expected_windows(records, DEMO_WINDOW_S))

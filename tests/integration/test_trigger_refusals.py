@@ -80,7 +80,7 @@ def test_a_misspelled_deploy_registers_and_launches_nothing(
         ({"lake_root": "/"}, "config_overrides.lake_root"),
         ({"lake_root": "../../../tmp/evil"}, "config_overrides.lake_root"),
         ({"kafka.orders_topic": "../x"}, "kafka.orders_topic"),
-        ({"trigger.interval": "0 seconds"}, "trigger.interval"),
+        ({"trigger.interval": "-1 seconds"}, "trigger.interval"),
     ],
 )
 def test_a_bad_deploy_override_is_refused_before_anything_is_registered(

@@ -8,7 +8,7 @@ confined to the platform's lake by the gate (it needs the lake the worker runs w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
@@ -28,6 +28,11 @@ from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
 
 _DEFAULTS = QualityConfig()
 # The form's fields that override a QualityConfig threshold for this run.
+QUALITY_DAG_ID: Final = "revenue_quality_checks"
+QUALITY_SCHEDULE: Final = "0 * * * *"
+"""The quality DAG's cron: hourly at minute 0, each run over the hour before, of the deployment live
+when it runs. Gold rewrites (reprocessing, a replay) trigger more runs, of the deployment they
+rewrote. The operations view says when the next one is due."""
 THRESHOLD_PARAMS = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
 
 

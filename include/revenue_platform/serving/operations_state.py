@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from urllib.parse import quote
 
 from revenue_platform.bluegreen.triggers import APPROVAL_TASK_ID, replays_in_flight
+from revenue_platform.quality.request import QUALITY_DAG_ID
 from revenue_platform.registry import DeploymentRecord, DesiredState, RegistryEvent
 
 RATES_CURRENT_TRIGGERS: Final = 3
@@ -242,11 +243,6 @@ def switch_approval(switch: RegistryEvent, events: Sequence[RegistryEvent]) -> S
 
 
 # --- before the first quality run ---------------------------------------------------------------
-QUALITY_DAG_ID: Final = "revenue_quality_checks"
-QUALITY_SCHEDULE: Final = "0 * * * *"
-"""The DAG's cron (dags/revenue_quality_checks.py; a test holds the two together): hourly at minute 0, each
-run over the hour before, of the deployment live when it runs. Gold rewrites (reprocessing, a replay)
-trigger more runs, of the deployment they rewrote."""
 
 
 def last_scheduled_quality_run(now: datetime) -> datetime:

@@ -50,6 +50,7 @@ from revenue_platform.gold_table import Filter
 from revenue_platform.lake_storage import open_lake_table, read_lake_file, read_side_file
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.paths import lake_root as default_lake_root
+from revenue_platform.quality.request import QUALITY_DAG_ID
 from revenue_platform.registry import (
     DeploymentNotFoundError,
     DeploymentRecord,
@@ -87,7 +88,6 @@ from revenue_platform.serving.operations_models import (
 )
 from revenue_platform.serving.operations_state import (
     LIVE_SWITCH_EVENT,
-    QUALITY_DAG_ID,
     ROLE_ORDER,
     batch_rates,
     deployment_role,

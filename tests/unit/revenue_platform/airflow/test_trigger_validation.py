@@ -57,7 +57,7 @@ def test_every_unknown_key_is_named_and_declared_keys_pass() -> None:
         ({"window.size": "2 days"}, "window.size"),
         ({"window.size": "0 seconds"}, "window.size"),
         ({"window.watermark": "8 days"}, "window.watermark"),
-        ({"trigger.interval": "0 seconds"}, "trigger.interval"),
+        ({"trigger.interval": "-1 seconds"}, "trigger.interval"),
         ({"trigger.interval": "2 hours"}, "trigger.interval"),
         ({"kafka.orders_topic": "../x"}, "kafka.orders_topic"),
         ({"kafka.orders_topic": ".."}, "kafka.orders_topic"),
@@ -103,7 +103,7 @@ def test_the_app_config_accepts_the_bounds_themselves() -> None:
         ({"window.size": "99999999999 days"}, "window.size"),
         ({"kafka.orders_topic": "../x"}, "kafka.orders_topic"),
         ({"kafka.revenue_topic": ""}, "kafka.revenue_topic"),
-        ({"trigger.interval": "0 seconds"}, "trigger.interval"),
+        ({"trigger.interval": "-1 seconds"}, "trigger.interval"),
     ],
 )
 def test_deploy_validation_refuses_the_issues_values(overrides: dict[str, Any], field: str) -> None:

@@ -11,12 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from revenue_platform.paths import DAGS_DIR
+from revenue_platform.quality.request import QUALITY_DAG_ID, QUALITY_SCHEDULE
 from revenue_platform.registry import DeploymentRecord, DeploymentRegistry, RegistryEvent
 from revenue_platform.serving.auth import require_airflow_user
 from revenue_platform.serving.operations_state import (
     LIVE_SWITCH_EVENT,
-    QUALITY_DAG_ID,
-    QUALITY_SCHEDULE,
     live_since,
     next_scheduled_quality_run,
     why_no_quality_run,
