@@ -79,7 +79,7 @@ def blue_green_replay() -> None:
         return tasks.validate_request(ReplayRun.current())
 
     # No retry: a failed setup has already stopped the green it registered, and a replay needs a fresh
-    # namespace, so a second attempt would only be refused by validation.
+    # namespace, so a second attempt would only be refused (green is already registered).
     @task(multiple_outputs=False, retries=0)
     def deploy_green(request: dict[str, Any]) -> dict[str, Any]:
         return tasks.deploy_green(ReplayRun.current(), request)

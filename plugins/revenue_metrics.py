@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+# The collector reads the lake, whose object store may be an Airflow connection: importing the face
+# installs Airflow's connection lookup, as the other plugins' imports do, whichever loads first.
+import revenue_platform.airflow  # ruff: ignore[unused-import]
 from revenue_platform.serving.metrics import METRICS_URL_PREFIX, create_metrics_app, scrape_token
 
 

@@ -54,29 +54,46 @@ def connection_from_environment(conn_id: str) -> ConnectionFields | None:
 
     What a process outside Airflow (the demo, a benchmark) can read without Airflow; inside Airflow
     the face's reader (`revenue_platform.airflow.connections`) asks Airflow itself, which also knows
-    the URI form, the metadata DB and secrets backends."""
-    text = os.environ.get(connection_env_var(conn_id))
+    the URI form, the metadata DB and secrets backends. A variable this reader cannot read is a
+    ConfigError naming it."""
+    name = connection_env_var(conn_id)
+    text = os.environ.get(name)
     if text is None:
         return None
+    expected = (
+        f"{name} must be a connection in Airflow's JSON form, e.g. "
+        '{"conn_type": "kafka", "extra": {"bootstrap.servers": "localhost:9092"}} (outside Airflow the '
+        "platform reads no other form)"
+    )
     try:
         fields = json.loads(text)
     except ValueError:
-        fields = None
+        raise ConfigError(expected) from None
     if not isinstance(fields, dict):
-        raise ConfigError(
-            f"{connection_env_var(conn_id)} is not a JSON object: outside Airflow the platform reads "
-            'connections only in Airflow\'s JSON form, e.g. {"conn_type": "kafka", "extra": {...}}'
-        )
+        raise ConfigError(expected)
     extra = fields.get("extra") or {}
     if isinstance(extra, str):
-        extra = json.loads(extra) if extra.strip() else {}
+        try:
+            extra = json.loads(extra) if extra.strip() else {}
+        except ValueError:
+            raise ConfigError(f"{name}: its extra is not JSON. {expected}") from None
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{name}: its extra must be a JSON object. {expected}")
+    port = fields.get("port")
+    whole = isinstance(port, int) and not isinstance(port, bool)
+    if port is not None and not (whole or (isinstance(port, str) and port.isdigit())):
+        raise ConfigError(f"{name}: port {str(port)[:20]!r} is not a number. {expected}")
     return ConnectionFields(
-        host=fields.get("host"),
-        port=int(fields["port"]) if fields.get("port") is not None else None,
-        login=fields.get("login"),
-        password=fields.get("password"),
+        host=_text(fields.get("host")),
+        port=int(port) if port is not None else None,
+        login=_text(fields.get("login")),
+        password=_text(fields.get("password")),
         extra=extra,
     )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 _reader: ConnectionReader = connection_from_environment

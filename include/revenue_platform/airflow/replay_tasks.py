@@ -174,6 +174,12 @@ def deploy_green(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, Any]:
     it left half-deployed)."""
     from revenue_platform.streaming.launcher import spark_target_from_connection
 
+    if GREEN_PLAN not in request:
+        # A run validated by a version before the plan travelled in this XCom (an upgrade mid-run).
+        raise ConfigError(
+            "validate_request's result holds no plan of green (it ran under an earlier version of the "
+            "platform): start a new blue_green_replay run"
+        )
     plan = replay.GreenPlan.from_dict(request[GREEN_PLAN])
     target, kafka = spark_target_from_connection(SPARK_CONN_ID), optional_client_config(KAFKA_CONN_ID)
     return replay.deploy_green(run.registry, plan, target, run.actor, kafka)
@@ -202,10 +208,9 @@ def diff_against_blue(run: ReplayRun, request: Mapping[str, Any]) -> dict[str, A
     green = request["green_deployment_id"]
 
     def step() -> dict[str, Any]:
-        parsed = ReplayRequest.from_params(
-            {key: value for key, value in request.items() if key != GREEN_PLAN}
-        )
-        summary = window_diff.diff_against_blue(run.registry, parsed, request["blue_deployment_id"]).summary()
+        summary = window_diff.diff_against_blue(
+            run.registry, _validated(request), request["blue_deployment_id"]
+        ).summary()
         if blockers := diff_blockers(summary):
             sample = f"; sample: {summary['sample'][:3]}" if summary["sample"] else ""
             raise ReplayGateFailed(f"diff: {'; '.join(blockers)}{sample}")

@@ -3,7 +3,7 @@
 Airflow validates the declared params of a triggered run but silently keeps (and ignores)
 any other key of its conf, so `{"deploymnet_id": "green"}` used to deploy the default
 `blue`: a real second app. Every platform DAG calls `refuse_unknown_conf` first, in its
-first (or validate) task (through `forms.run_request`, or `airflow.replay_tasks` for the replay), so a
+first (or validate) task (through `params.run_request`, or `replay_tasks` for the replay), so a
 typo fails the run naming the key and the closest declared one, and nothing is registered,
 launched or written.
 """

@@ -293,10 +293,18 @@ def deploy_green(
 ) -> dict[str, Any]:
     """SETUP: create green's own output topics, register and launch green from earliest offsets, as
     `plan_green` planned it before anything was touched (not planned again: the plan is what was
-    checked, and a retry of this step finds green registered, which planning refuses).
+    checked). A green already registered is refused, as planning refuses it: a replay needs a fresh
+    namespace, and a second attempt (a cleared task) must not restart the green an earlier one
+    stopped on a plan that may have gone stale.
 
     A green it left half-deployed is recorded and stopped before the error is re-raised: Airflow
     runs the teardown only after a successful setup, so the setup cleans up after itself."""
+    if registry.find(plan.green) is not None:
+        # Before the cleanup below: what this run did not register, it never stops.
+        raise ConfigError(
+            f"green_deployment_id {plan.green!r} is already registered (an earlier attempt of this setup "
+            "registered it): a replay needs a fresh namespace, start a new blue_green_replay run"
+        )
     try:
         return _deploy_planned_green(registry, plan, target, actor, kafka_client_config, progress)
     except Exception as error:

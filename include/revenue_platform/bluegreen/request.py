@@ -1,7 +1,7 @@
 """The blue_green_replay trigger form as one typed request model: the only place its fields are stated.
 
 Each field carries the form's default, description, type and bounds; the DAG's `Params` are built
-from it (`forms.params_from_model`) and `validate_request` checks a run's request with it, so a REST
+from it (`airflow.params.params_from_model`) and `validate_request` checks a run's request with it, so a REST
 call, a test or a derived release run is held to the same checks as the form. A refused value is a
 ConfigError naming the field. Release and periodic runs derive some fields (`triggers.effective_params`) and
 keep the rest at these defaults. Values stay data: they reach the registry, config and logs, never

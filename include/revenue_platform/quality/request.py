@@ -27,12 +27,13 @@ from revenue_platform.times import parse_utc
 from spark_apps.contract.config_rules import MAX_ROOT_LENGTH
 
 _DEFAULTS = QualityConfig()
-# The form's fields that override a QualityConfig threshold for this run.
 QUALITY_DAG_ID: Final = "revenue_quality_checks"
 QUALITY_SCHEDULE: Final = "0 * * * *"
 """The quality DAG's cron: hourly at minute 0, each run over the hour before, of the deployment live
 when it runs. Gold rewrites (reprocessing, a replay) trigger more runs, of the deployment they
-rewrote. The operations view says when the next one is due."""
+rewrote. The operations view says when the next one is due (`serving.operations_state`, which
+counts in whole hours: a test holds the two together)."""
+# The form's fields that override a QualityConfig threshold for this run.
 THRESHOLD_PARAMS = ("freshness_max_lag", "revenue_ceiling", "max_dlq_share", "max_late_share")
 
 

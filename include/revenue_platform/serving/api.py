@@ -2,7 +2,8 @@
 
 `create_app()` builds a FastAPI app that the plugin `plugins/revenue_query_api.py` mounts on the
 Airflow API server under `/revenue`. Every route requires an authenticated Airflow user
-(`serving.auth.require_airflow_user`); the OpenAPI schema (`/revenue/openapi.json`) and the docs
+(`serving.auth.require_airflow_user`, answered by Airflow's auth through the plugin's
+`airflow.auth.with_airflow_auth`); the OpenAPI schema (`/revenue/openapi.json`) and the docs
 page (`/revenue/docs`, Swagger UI served from local files by `serving.offline_docs`) are public.
 Each request resolves the live deployment anew, so a live switch changes the next answer; gold is
 read through the per-version cache in `serving.gold`.

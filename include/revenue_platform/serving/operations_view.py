@@ -21,7 +21,8 @@ API server, and embedded in the Airflow UI's nav as an external view) serving:
   only (`serving.operations_gold`), never its whole history.
 
 Every endpoint except the page shell requires an authenticated Airflow user
-(`revenue_platform.serving.auth.require_airflow_user`: the UI's `_token` cookie, which the browser
+(`revenue_platform.serving.auth.require_airflow_user`, answered by Airflow through the plugin's
+`airflow.auth.with_airflow_auth`: the UI's `_token` cookie, which the browser
 sends along with the iframe's same-origin requests, or a bearer token). Everything is read with
 `deltalake`/`pyarrow` (no Spark), imported on first use so the plugin stays cheap to import.
 Money is `Decimal` end to end and a decimal string in JSON. The responses are the models of

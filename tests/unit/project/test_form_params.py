@@ -44,7 +44,7 @@ def test_every_dag_form_is_as_the_snapshot_says() -> None:
 
 
 def test_no_dag_writes_a_form_field_by_hand() -> None:
-    # Every form is a request model's (`forms.params_from_model`): a field's default, description and
+    # Every form is a request model's (`airflow.params.params_from_model`): a field's default, description and
     # bounds are stated once, in the model that also validates the run's request.
     import ast
 

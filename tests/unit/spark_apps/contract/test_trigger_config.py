@@ -14,6 +14,6 @@ def test_an_interval_of_zero_to_an_hour_is_taken(interval: str) -> None:
 
 
 @pytest.mark.parametrize("interval", ["-1 seconds", "2 hours", "0", "0 seconds\n"])
-def test_a_negative_or_longer_interval_is_refused_naming_the_field(interval: str) -> None:
+def test_a_malformed_or_longer_interval_is_refused_naming_the_field(interval: str) -> None:
     with pytest.raises(ValidationError, match="interval"):
         TriggerConfig(interval=interval)
