@@ -96,6 +96,18 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--month-two-rate", type=int, help="orders/s of the month_two live runs (default 5000)"
     )
+    parser.add_argument(
+        "--soak-minutes", type=float, help="minutes the soak_live phase produces (default 120)"
+    )
+    parser.add_argument("--soak-rate", type=int, help="orders/s of the soak_live phase (default 2000)")
+    parser.add_argument(
+        "--soak-slice-minutes", type=float, help="the soak_live phase reports per slice of this (default 10)"
+    )
+    parser.add_argument(
+        "--soak-maintain-minutes",
+        type=float,
+        help="minutes between the soak_live phase's lake maintenance runs (default 20)",
+    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
 
@@ -130,7 +142,7 @@ def with_arguments(settings: BenchSettings, args: argparse.Namespace) -> BenchSe
         settings = replace(settings, dedupe_horizon=args.dedupe_horizon)
     if args.kafka_time:
         settings = replace(settings, kafka_time=args.kafka_time)
-    settings = _with_month_two(settings, args)
+    settings = _with_soak(_with_month_two(settings, args), args)
     if args.app_set:
         from spark_apps.contract.config import AppConfigError, parse_override
 
@@ -149,6 +161,21 @@ def _with_month_two(settings: BenchSettings, args: argparse.Namespace) -> BenchS
         settings = replace(settings, month_two_days=tuple(int(d) for d in args.month_two_days.split(",")))
     if args.month_two_rate:
         settings = replace(settings, month_two_rate=args.month_two_rate)
+    return settings
+
+
+def _with_soak(settings: BenchSettings, args: argparse.Namespace) -> BenchSettings:
+    for option, field, scale in (
+        ("soak_minutes", "soak_seconds", 60),
+        ("soak_slice_minutes", "soak_slice_seconds", 60),
+        ("soak_maintain_minutes", "soak_maintain_every_s", 60),
+        ("soak_rate", "soak_rate", 1),
+    ):
+        value = getattr(args, option)
+        if value is not None:
+            if value <= 0:
+                raise SystemExit(f"--{option.replace('_', '-')} must be positive, not {value}")
+            settings = replace(settings, **{field: value * scale})
     return settings
 
 

@@ -216,6 +216,7 @@ def markdown(results: dict[str, Any], derived: dict[str, Any]) -> str:
     lines += _history_lines(phases, peaks.get("history") or {})
     lines += _live_lines(live_phases(results))
     lines += _month_two_lines(month_two_phases(results), peaks)
+    lines += soak_lines(phases.get("soak_live") or {})
     lines += _batch_quality_dag_lines(phases)
     lines += _memory_lines(peaks)
     lines += load_lines(phases)
@@ -326,6 +327,71 @@ def _month_two_beside_lines(phases: dict[int, dict[str, Any]], peaks: dict[str, 
             f"{walls(beside.get('batches_otherwise') or {})} | {fmt(quality.get('run_s'), 1)} | "
             f"{fmt(quality_peak)} | {fmt((quality.get('stats') or {}).get('gold_windows_in_interval'))} |"
         )
+    return lines
+
+
+def soak_lines(soak: dict[str, Any]) -> list[str]:
+    """The soak: per slice, latency, batch wall and what grows with time; the last slice against the
+    first warm one (the second: the first holds the app's cold start)."""
+    samples = soak.get("samples") or []
+    if not samples:
+        return []
+    latencies, walls = soak.get("slice_latency") or [], soak.get("slice_batches") or []
+    slice_min = soak.get("slice_s", 600) / 60
+    lines = [
+        "",
+        f"## Soak: {fmt(soak.get('rate_per_s'))} orders/s for {fmt(soak.get('seconds', 0) / 60)} min, "
+        f"maintenance every {fmt(soak.get('maintain_every_s', 0) / 60)} min",
+        "",
+        "| slice (min) | records | latency p50 / p99 (s) | batches | batch wall median / p99 (ms) "
+        "| driver (MiB) | disk (MiB) | data in snapshots (MiB) | disk - data (MiB) | Delta log files "
+        "| checkpoints (MiB) | state memory / SST (MiB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for index, taken in enumerate(samples):
+        latency = latencies[index] if index < len(latencies) else {}
+        batch = walls[index] if index < len(walls) else {}
+        disk = sum(part.get("bytes", 0) for part in taken["disk"].values())
+        data = sum(size or 0 for size in taken["snapshot_bytes"].values())
+        log_files = sum(part.get("delta_log_files", 0) for part in taken["disk"].values())
+        sst = sum(op.get("sst_bytes") or 0 for op in taken["state"])
+        memory = sum(op.get("memory_bytes") or 0 for op in taken["state"])
+        checkpoints = (taken["disk"].get("checkpoints") or {}).get("bytes", 0)
+        lines.append(
+            f"| {fmt(index * slice_min)}-{fmt((index + 1) * slice_min)} | {fmt(latency.get('count'))} | "
+            f"{fmt(latency.get('p50_s'), 2)} / {fmt(latency.get('p99_s'), 2)} | "
+            f"{fmt(batch.get('batches'))} | "
+            f"{fmt(batch.get('wall_ms_median'))} / {fmt(batch.get('wall_ms_p99'))} | "
+            f"{fmt(taken.get('driver_rss_mib'))} | {fmt(disk / 2**20)} | {fmt(data / 2**20)} | "
+            f"{fmt((disk - data) / 2**20)} | {fmt(log_files)} | {fmt(checkpoints / 2**20)} | "
+            f"{fmt(memory / 2**20)} / {fmt(sst / 2**20)} |"
+        )
+    if len(latencies) > 2:
+        warm, last = latencies[1].get("p99_s"), latencies[-1].get("p99_s")
+        lines += [
+            "",
+            f"Last slice's p99 against the first warm slice's: {fmt(ratio(last, warm), 2)}x "
+            "(issue 57's bound: 1.2x).",
+        ]
+    runs = soak.get("maintenance") or []
+    failed = [r.get("error") for r in runs if r.get("error")]
+    beside = soak.get("batches_beside_maintenance") or {}
+    during, otherwise = beside.get("during") or {}, beside.get("otherwise") or {}
+    took = ", ".join(fmt((r.get("result") or {}).get("seconds"), 1) for r in runs if r.get("result"))
+    lines += [
+        "",
+        f"Maintenance: {len(runs)} runs ({took} s), {len(failed)} failed"
+        f"{': ' + failed[0] if failed else ''}; "
+        f"batches overlapping a run {fmt(during.get('batches'))}, wall median / max "
+        f"{fmt(during.get('wall_ms_median'))} / {fmt(during.get('wall_ms_max'))} ms; the others "
+        f"{fmt(otherwise.get('batches'))}, {fmt(otherwise.get('wall_ms_median'))} / "
+        f"{fmt(otherwise.get('wall_ms_max'))} ms. "
+        f"Records never visible: {fmt(soak.get('invisible_records'))}; "
+        f"drained: {soak.get('drained')}. Ready after the first start (empty) "
+        f"{fmt(soak.get('ready_after_s'), 1)} s, after the restart on what the soak left "
+        f"{fmt(soak.get('restart_ready_s'), 1)} s.",
+        "",
+    ]
     return lines
 
 

@@ -62,6 +62,16 @@ class BenchSettings:
     """The histories the `month_two` phase seeds, one deployment each (bench/phases/month_two.py)."""
     month_two_rate: int = 5_000
     """Orders/s of the `month_two` phase's live runs."""
+    soak_seconds: float = 7_200.0
+    """How long the `soak_live` phase produces (bench/phases/soak_live.py)."""
+    soak_rate: int = 2_000
+    """Orders/s of the `soak_live` phase."""
+    soak_slice_seconds: float = 600.0
+    """The `soak_live` phase samples and reports per slice of this length."""
+    soak_maintain_every_s: float = 1_200.0
+    """How often the `soak_live` phase runs the lake maintenance beside the app: three times as often as
+    the `maintain_lake` DAG's hourly schedule, so the disk's steady state (tombstoned files kept an hour,
+    then vacuumed) shows within two hours."""
     app_settings: tuple[tuple[str, str], ...] = ()
     """Extra `--set key=value` overrides for every app the bench starts (e.g.
     `kafka.max_offsets_per_trigger`): a setting measured against a run without it."""
@@ -99,9 +109,11 @@ OPTIONAL_PHASES = (
     "live",
     "restart",
     "month_two",
+    "soak_live",
 )
-# Phases a run includes only when `--phases` names them (minutes of seeding, gigabytes of log files).
-OPT_IN_PHASES = ("month_two",)
+# Phases a run includes only when `--phases` names them (minutes of seeding, gigabytes of log files,
+# hours of live traffic).
+OPT_IN_PHASES = ("month_two", "soak_live")
 
 
 def selected(settings: BenchSettings, step: str) -> bool:

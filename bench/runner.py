@@ -22,6 +22,7 @@ from bench.phases.replay import (
     phase_reprocess,
     phase_work_ceiling,
 )
+from bench.phases.soak_live import phase_soak_live
 from bench.run import (
     OBJECT_STORE_LAKE,
     BenchRun,
@@ -83,6 +84,7 @@ def execute(settings: BenchSettings, log: Callable[[str], None] = print) -> dict
                 ("month_two", lambda days=days: phase_month_two(run, days))
                 for days in settings.month_two_days
             ),
+            ("soak_live", lambda: phase_soak_live(run)),
         ]
         for name, step in steps:
             if not selected(settings, name):
