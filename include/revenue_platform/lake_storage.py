@@ -127,7 +127,8 @@ def spark_object_store_access(root: str | None = None) -> SparkObjectStoreAccess
 def read_side_file(location: str) -> dict[str, Any] | None:
     """A JSON side file the driver publishes in the lake (its heartbeat, a query's progress), on a local
     disk or on the object store (`spark_apps.contract.side_files`); None when there is none yet."""
-    return side_files.read_json(location, delta_storage_options(location))
+    options = delta_storage_options(location)
+    return side_files.read_json(location, options)
 
 
 def list_side_files(folder: str) -> list[str]:

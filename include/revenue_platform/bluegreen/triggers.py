@@ -78,7 +78,7 @@ def validate_version(version: Any) -> str:
 
 def validate_release_overrides(overrides: Any) -> dict[str, Any]:
     """A release's config: dotted app-config fields; nothing that is per deployment or per environment."""
-    from revenue_platform.streaming.deploy import overridden_fields, refuse_connection_overrides
+    from revenue_platform.streaming.request import overridden_fields, refuse_connection_overrides
     from spark_apps.contract.kafka_config import OUTPUT_TOPIC_FIELDS
 
     if not isinstance(overrides, Mapping):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -27,7 +26,6 @@ from revenue_platform import processes
 from revenue_platform.errors import ConfigError, PlatformError
 from revenue_platform.paths import APP_CONFIG_PATH, require_inside_lake
 from revenue_platform.registry import (
-    Colour,
     DeploymentRecord,
     DeploymentRegistry,
     DesiredState,
@@ -48,9 +46,8 @@ from revenue_platform.streaming.launcher import (
 from revenue_platform.streaming.request import DeployRequest
 from spark_apps.contract.config import BRONZE_TABLE_INFIX, AppConfigError, StreamingAppConfig, load_config
 from spark_apps.contract.driver_exit import DRIVER_REFUSED
-from spark_apps.contract.kafka_config import MAX_TIMESTAMP_MS
 from spark_apps.contract.kafka_security import KafkaClientSecurity
-from spark_apps.contract.naming import DeploymentNames, validate_deployment_id
+from spark_apps.contract.naming import DeploymentNames
 from spark_apps.contract.topic_ownership import (
     describe_conflicts,
     input_conflicts,
@@ -59,7 +56,6 @@ from spark_apps.contract.topic_ownership import (
 )
 
 LOG = logging.getLogger(__name__)
-STARTING_POSITIONS = ("earliest", "latest")
 DEFAULT_HEARTBEAT_STALE_S = 60.0
 # Bounds of the deploy form (the DAG's Params carry the same numbers).
 # Deployments meant to run at once in one lake: each is a supervised Spark driver (a JVM of up to
@@ -67,13 +63,6 @@ DEFAULT_HEARTBEAT_STALE_S = 60.0
 # and Airflow, and the local stack's host has 2 cores. Blue, green and a few more; a 9th is refused
 # until one is stopped.
 MAX_RUNNING_DEPLOYMENTS = 8
-# Fields a form never sets: identity and lease come from the request and the registry, where to
-# connect and how to authenticate from the Airflow Kafka connection only (a form that could name the
-# servers would have the driver log in there with the connection's credentials).
-RESERVED_OVERRIDES = ("deployment_id", "app_version", "lease_token", "registry_root")
-CONNECTION_FIELDS = ("kafka.bootstrap_servers", "kafka.security")
-# Where a new checkpoint starts is the form's `starting_offsets` field, which would silently replace them.
-STARTING_FIELDS = ("kafka.starting_offsets", "kafka.starting_timestamp_ms")
 
 
 class DeploymentFailedError(PlatformError):
@@ -83,50 +72,6 @@ class DeploymentFailedError(PlatformError):
 class DriverRefusedError(DeploymentFailedError):
     """The driver refused to start (exit status DRIVER_REFUSED): started again unchanged, it would
     refuse again. The message is the driver's own, which says what to do."""
-
-
-def starting_overrides(starting_offsets: str) -> dict[str, Any]:
-    """Config overrides for where a new checkpoint starts reading `orders`."""
-    value = str(starting_offsets)
-    if value in STARTING_POSITIONS:
-        return {"kafka.starting_offsets": value, "kafka.starting_timestamp_ms": None}
-    if re.fullmatch(r"[0-9]{1,15}", value) and int(value) <= MAX_TIMESTAMP_MS:
-        return {"kafka.starting_timestamp_ms": int(value)}
-    raise ConfigError(
-        f"starting_offsets: {starting_offsets!r} must be 'earliest', 'latest' or a timestamp in epoch ms "
-        f"(0..{MAX_TIMESTAMP_MS}, i.e. up to 9999-12-31)"
-    )
-
-
-def overridden_fields(overrides: Mapping[Any, Any], prefix: str = "") -> list[str]:
-    """Every field an override sets, nested sections included: `{"kafka": {"a": 1}}` sets `kafka.a`."""
-    keys = []
-    for key, value in overrides.items():
-        dotted = f"{prefix}{key}"
-        keys.append(dotted)
-        if isinstance(value, Mapping):
-            keys.extend(overridden_fields(value, f"{dotted}."))
-    return keys
-
-
-def refuse_connection_overrides(overrides: Mapping[Any, Any], field: str = "config_overrides") -> None:
-    """ConfigError unless `overrides` leave identity, lease, servers and security alone.
-
-    `kafka.options` keys are checked by the config model (an allow-list of tuning keys).
-    """
-    for key in overridden_fields(overrides):
-        if key in RESERVED_OVERRIDES:
-            raise ConfigError(f"{field}.{key} is not allowed: it comes from the deploy request / registry")
-        if key in STARTING_FIELDS:
-            raise ConfigError(
-                f"{field}.{key} is not allowed: where a new deployment starts is the form's starting_offsets "
-                "(earliest, latest or an epoch-ms timestamp)"
-            )
-        if any(key == name or key.startswith(f"{name}.") for name in CONNECTION_FIELDS):
-            raise ConfigError(
-                f"{field}.{key} is not allowed: Kafka servers and security come only from the Airflow Kafka "
-                "connection (kafka_default); a config names topics, never hosts"
-            )
 
 
 def own_output_topics(
@@ -167,26 +112,13 @@ def resolve_config(
     With the registry, output topics another deployment already writes are replaced by the
     deployment's own (see `own_output_topics`).
     """
-    try:
-        validate_deployment_id(request.deployment_id)
-    except ValueError as error:
-        raise ConfigError(f"invalid deployment request: {error}") from error
-    try:
-        if request.colour not in (None, "", *(colour.value for colour in Colour)):
-            raise ValueError(request.colour)
-        colour_for(request.deployment_id, request.colour)
-    except ValueError as error:
-        raise ConfigError(
-            f"colour: {str(request.colour)[:40]!r} must be blue, green, other or empty (derived from the id)"
-        ) from error
-    if not isinstance(request.config_overrides, Mapping):
-        raise ConfigError("config_overrides: must be an object of dotted config field -> value")
+    # The request checked its own fields when it was made (`DeployRequest`); the config it asks for
+    # is checked here.
     overrides = dict(request.config_overrides)
-    refuse_connection_overrides(overrides)
     merged = {
         "lake_root": registry_root,
         **overrides,
-        **starting_overrides(request.starting_offsets),
+        **request.starting_config,
         "deployment_id": request.deployment_id,
         "app_version": request.app_version,
         "registry_root": registry_root,

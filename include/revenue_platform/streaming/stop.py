@@ -60,8 +60,6 @@ def stop_deployment(
             ],
         )
     started = time.monotonic()
-    how = "not running"
-    alive = local_process_alive(record)
     if record.driver_kind == "cluster" and record.submission_id and record.spark_master:
         completed = subprocess.run(
             cluster_kill_command(record.spark_master, record.submission_id),
@@ -76,19 +74,22 @@ def stop_deployment(
                 f"could not kill {record.submission_id}: {(completed.stdout + completed.stderr)[-2000:]}"
             )
         how = "killed via the cluster manager"
-    elif alive is None and record.driver_kind == "local" and record.driver_pid is not None:
-        raise StopError(
-            f"the driver of {deployment_id!r} runs on host {record.driver_host!r}, not here "
-            f"({socket.gethostname()!r}); run the stop there (desired state is already 'stopped')"
-        )
-    elif alive and record.driver_pid is not None:
-        python_pid = driver_python_pid(record)
-        progress(
-            f"[stop] {deployment_id}: SIGTERM to driver pid {python_pid or record.driver_pid} "
-            f"(graceful: the current micro-batch finishes), forced kill after {timeout_s:.0f}s"
-        )
-        forced = processes.terminate(record.driver_pid, timeout_s, signal_pid=python_pid)
-        how = "forced (SIGKILL after timeout)" if forced else "graceful"
+    else:
+        how = "not running"
+        alive = local_process_alive(record)
+        if alive is None and record.driver_kind == "local" and record.driver_pid is not None:
+            raise StopError(
+                f"the driver of {deployment_id!r} runs on host {record.driver_host!r}, not here "
+                f"({socket.gethostname()!r}); run the stop there (desired state is already 'stopped')"
+            )
+        if alive and record.driver_pid is not None:
+            python_pid = driver_python_pid(record)
+            progress(
+                f"[stop] {deployment_id}: SIGTERM to driver pid {python_pid or record.driver_pid} "
+                f"(graceful: the current micro-batch finishes), forced kill after {timeout_s:.0f}s"
+            )
+            forced = processes.terminate(record.driver_pid, timeout_s, signal_pid=python_pid)
+            how = "forced (SIGKILL after timeout)" if forced else "graceful"
     elapsed = time.monotonic() - started
     stopped = registry.update(
         deployment_id,

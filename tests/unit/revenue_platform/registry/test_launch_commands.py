@@ -11,12 +11,7 @@ import pytest
 from revenue_platform.errors import ConfigError
 from revenue_platform.local_object_store import ObjectStoreSettings
 from revenue_platform.paths import ORDER_VALIDATOR_SOURCE_DIR, SPARK_APPS_DIR
-from revenue_platform.streaming.deploy import (
-    DeployRequest,
-    config_document,
-    resolve_config,
-    starting_overrides,
-)
+from revenue_platform.streaming.deploy import DeployRequest, config_document, resolve_config
 from revenue_platform.streaming.launcher import (
     NO_WAIT_CONF,
     SparkTarget,
@@ -25,6 +20,7 @@ from revenue_platform.streaming.launcher import (
     parse_submission_id,
     py_files_bundle,
 )
+from revenue_platform.streaming.request import starting_overrides
 from revenue_platform.streaming.stop import cluster_kill_command
 from spark_apps import orders_streaming_app
 
