@@ -177,8 +177,8 @@ bench-gold-history: $(INSTALLED) ## One live gold batch after 1, 3 and 30 days o
 	@$(PYTHON) -m bench.gold_history $(GOLD_HISTORY_ARGS)
 bench-month-two: jvm ## Not in CI: the live app at 5,000/s on a lake seeded with 1 day, then 30 days of history (logs included), lake maintenance beside it, then the quality suite; per-batch wall, bytes, restart, memory, their ratios (~10 min, ~0.1 GB)
 	@$(PYTHON) -m bench --quick --phases month_two --rates '' --live-seconds 120 --warmup-seconds 30 $(MONTH_TWO_ARGS)
-soak-live: jvm ## Not in CI: the live app at 2,000/s for 2 hours, lake maintenance every 20 min beside it; latency, batch wall, disk, memory and state per 10-min slice (SOAK_LIVE_ARGS, e.g. --soak-minutes 30)
-	@$(PYTHON) -m bench --quick --phases soak_live --rates '' $(SOAK_LIVE_ARGS)
+soak-live: jvm ## Not in CI: the live app at 2,000/s for 2 hours, lake maintenance every 20 min beside it (gold keeps superseded files 1 h); latency, batch wall, disk, memory and state per 10-min slice (SOAK_LIVE_ARGS, e.g. --soak-minutes 30)
+	@$(PYTHON) -m bench --quick --phases soak_live --rates '' --soak-gold-retention-hours 1 $(SOAK_LIVE_ARGS)
 bench-log-length: jvm ## One Delta commit (Spark's append, its history read, delta-rs's open + append) with 0 to 30 days of log entries (~10 min, ~5 GB)
 	@$(PYTHON) -m bench.delta_log_length $(LOG_LENGTH_ARGS)
 bench-object-store: jvm object-store-jars ## Not in CI: replay + live 20,000/s with the lake on local disk, then on an S3 server (:23400); the ratios

@@ -108,6 +108,11 @@ def argument_parser() -> argparse.ArgumentParser:
         type=float,
         help="minutes between the soak_live phase's lake maintenance runs (default 20)",
     )
+    parser.add_argument(
+        "--soak-gold-retention-hours",
+        type=float,
+        help="gold's retention of superseded files in the soak's maintenance (default: the shipped 24)",
+    )
     parser.add_argument("--render", type=Path, help="only re-render the .md and PNGs of a results JSON")
     return parser
 
@@ -170,6 +175,7 @@ def _with_soak(settings: BenchSettings, args: argparse.Namespace) -> BenchSettin
         ("soak_slice_minutes", "soak_slice_seconds", 60),
         ("soak_maintain_minutes", "soak_maintain_every_s", 60),
         ("soak_rate", "soak_rate", 1),
+        ("soak_gold_retention_hours", "soak_gold_retention_hours", 1),
     ):
         value = getattr(args, option)
         if value is not None:

@@ -341,7 +341,8 @@ def soak_lines(soak: dict[str, Any]) -> list[str]:
     lines = [
         "",
         f"## Soak: {fmt(soak.get('rate_per_s'))} orders/s for {fmt(soak.get('seconds', 0) / 60)} min, "
-        f"maintenance every {fmt(soak.get('maintain_every_s', 0) / 60)} min",
+        f"maintenance every {fmt(soak.get('maintain_every_s', 0) / 60)} min, gold's superseded files kept "
+        f"{fmt(soak.get('gold_retention_hours') or 24.0)} h",
         "",
         "| slice (min) | records | latency p50 / p99 (s) | batches | batch wall median / p99 (ms) "
         "| driver (MiB) | disk (MiB) | data in snapshots (MiB) | disk - data (MiB) | Delta log files "

@@ -72,6 +72,9 @@ class BenchSettings:
     """How often the `soak_live` phase runs the lake maintenance beside the app: three times as often as
     the `maintain_lake` DAG's hourly schedule, so the disk's steady state (tombstoned files kept an hour,
     then vacuumed) shows within two hours."""
+    soak_gold_retention_hours: float | None = None
+    """Gold's retention of superseded files in the `soak_live` phase's maintenance (None: the shipped
+    24 hours, which a soak of two hours never reaches; 1, the form's least, shows the steady state)."""
     app_settings: tuple[tuple[str, str], ...] = ()
     """Extra `--set key=value` overrides for every app the bench starts (e.g.
     `kafka.max_offsets_per_trigger`): a setting measured against a run without it."""

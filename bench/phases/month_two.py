@@ -114,12 +114,20 @@ def phase_month_two(run: BenchRun, days: int) -> None:
         shutil.rmtree(folder_path, ignore_errors=True)
 
 
-def maintain_deployment(lake_root: str, deployment: str) -> dict[str, Any]:
-    """The `maintain_lake` DAG's work on one deployment (and the lake's own tables), shipped policy."""
-    from revenue_platform.lake_maintenance import maintain_lake, reports_as_dicts
+def maintain_deployment(
+    lake_root: str, deployment: str, gold_retention_hours: float | None = None
+) -> dict[str, Any]:
+    """The `maintain_lake` DAG's work on one deployment (and the lake's own tables): the shipped policy,
+    or gold's superseded files kept `gold_retention_hours` (the form's `gold_retention_hours`)."""
+    from revenue_platform.lake_maintenance import MaintenancePolicy, maintain_lake, reports_as_dicts
 
+    policy = (
+        MaintenancePolicy(gold_retention=timedelta(hours=gold_retention_hours))
+        if gold_retention_hours
+        else None
+    )
     began = time.monotonic()
-    reports = maintain_lake(lake_root, [deployment])
+    reports = maintain_lake(lake_root, [deployment], policy)
     return {"seconds": round(time.monotonic() - began, 1), "tables": reports_as_dicts(reports)}
 
 

@@ -52,7 +52,10 @@ class _Every:
     def __init__(self, work: Callable[[], dict[str, Any]], period_s: float) -> None:
         self.runs: list[dict[str, Any]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, args=(work, period_s), name="soak-every")
+        # Daemon threads: an interrupted run (Ctrl-C, SIGTERM) must not wait hours for them.
+        self._thread = threading.Thread(
+            target=self._loop, args=(work, period_s), name="soak-every", daemon=True
+        )
         self._thread.start()
 
     def _loop(self, work: Callable[[], dict[str, Any]], period_s: float) -> None:
@@ -84,7 +87,7 @@ class _Producing:
             except Exception as error:
                 self._outcome["error"] = f"{type(error).__name__}: {error}"
 
-        self._thread = threading.Thread(target=produce, name="soak-producer")
+        self._thread = threading.Thread(target=produce, name="soak-producer", daemon=True)
         self._thread.start()
 
     def result(self) -> dict[str, Any]:
@@ -208,6 +211,7 @@ def phase_soak_live(run: BenchRun) -> None:
                 "seconds": settings.soak_seconds,
                 "slice_s": slice_s,
                 "maintain_every_s": settings.soak_maintain_every_s,
+                "gold_retention_hours": settings.soak_gold_retention_hours,
                 "trigger_interval_s": settings.trigger_interval_s,
             }
         )
@@ -221,7 +225,10 @@ def phase_soak_live(run: BenchRun) -> None:
             start_ms = int(time.time() * 1000)
             producing = _Producing(run, SOAK_TOPIC, settings.soak_rate, settings.soak_seconds)
             maintaining = _Every(
-                lambda: maintain_deployment(run.lake_root, SOAK_DEPLOYMENT), settings.soak_maintain_every_s
+                lambda: maintain_deployment(
+                    run.lake_root, SOAK_DEPLOYMENT, settings.soak_gold_retention_hours
+                ),
+                settings.soak_maintain_every_s,
             )
             try:
                 for index in range(1, slices + 1):
