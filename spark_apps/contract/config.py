@@ -12,18 +12,18 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from spark_apps.contract.config_rules import (
+    WHOLE_CENTS,
     StrictModel,
-    ascii_amount,
+    ascii_digits,
     bounded_interval,
     interval_seconds,
     validate_root,
-    whole_cents,
 )
 from spark_apps.contract.kafka_config import (
     INPUT_TOPIC_FIELDS,
@@ -211,7 +211,9 @@ class ValidationConfig(StrictModel):
     """How far an order's orderedDateTime may be behind its Kafka record timestamp; further behind is
     `event_time_too_old` (at most 3650 days: an order dated year 1 is broken, not late, and its
     windows would not fit a timestamp). Late orders within it are archived as always."""
-    max_order_amount: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_ORDER_AMOUNT)
+    max_order_amount: Annotated[Decimal, ascii_digits(16), WHOLE_CENTS] = Field(
+        default=Decimal("1000000.00"), gt=0, le=MAX_ORDER_AMOUNT
+    )
     """Largest accepted finalAmount; larger is `amount_too_large`."""
 
     @field_validator("max_future_skew")
@@ -223,16 +225,6 @@ class ValidationConfig(StrictModel):
     @classmethod
     def _past_age(cls, value: str) -> str:
         return bounded_interval(value, MAX_PAST_AGE_SECONDS)
-
-    @field_validator("max_order_amount", mode="before")
-    @classmethod
-    def _ascii_amount(cls, value: Any) -> Any:
-        return ascii_amount(value, integer_digits=16)
-
-    @field_validator("max_order_amount")
-    @classmethod
-    def _cents(cls, value: Decimal) -> Decimal:
-        return whole_cents(value)
 
 
 class StreamingAppConfig(StrictModel):

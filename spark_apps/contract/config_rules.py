@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 # Spaces only (no tabs or newlines) and ASCII digits (`\d` takes any script's digits), matched whole.
 _INTERVAL = re.compile(r" *([0-9]{1,12}) +(second|seconds|minute|minutes|hour|hours|day|days) *")
@@ -50,6 +51,15 @@ def whole_cents(value: Decimal) -> Decimal:
     if value != value.quantize(Decimal("0.01")):
         raise ValueError("must be a whole number of cents")
     return value
+
+
+def ascii_digits(integer_digits: int) -> BeforeValidator:
+    """The `ascii_amount` rule as a field's validator: `Annotated[Decimal, ascii_digits(16), WHOLE_CENTS]`."""
+    return BeforeValidator(partial(ascii_amount, integer_digits=integer_digits))
+
+
+WHOLE_CENTS = AfterValidator(whole_cents)
+"""The `whole_cents` rule as a field's validator."""
 
 
 def describe_seconds(seconds: int) -> str:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
 from spark_apps.contract.config import MAX_DEDUPE_HORIZON_SECONDS, StreamingAppConfig, load_config
-from spark_apps.contract.config_rules import ascii_amount, bounded_interval, interval_seconds, whole_cents
+from spark_apps.contract.config_rules import WHOLE_CENTS, ascii_digits, bounded_interval, interval_seconds
 
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
@@ -59,7 +59,9 @@ class QualityConfig(BaseModel):
     bronze, so the copy before each checked order's is read too."""
     freshness_max_lag: str = "15 minutes"
     """The newest closed window may end at most this long before the interval end (1 s..7 days)."""
-    revenue_ceiling: Decimal = Field(default=Decimal("1000000.00"), gt=0, le=MAX_REVENUE_CEILING)
+    revenue_ceiling: Annotated[Decimal, ascii_digits(14), WHOLE_CENTS] = Field(
+        default=Decimal("1000000.00"), gt=0, le=MAX_REVENUE_CEILING
+    )
     """Upper bound (exclusive) of one window's revenue; higher is treated as corrupt."""
     max_dlq_share: float = Field(default=0.05, ge=0, le=1)
     """Largest allowed share of the interval's records that went to the dead-letter topic."""
@@ -92,16 +94,6 @@ class QualityConfig(BaseModel):
     @classmethod
     def _lookback(cls, value: str) -> str:
         return bounded_interval(value, MAX_BRONZE_LOOKBACK_SECONDS)
-
-    @field_validator("revenue_ceiling", mode="before")
-    @classmethod
-    def _ascii_amount(cls, value: Any) -> Any:
-        return ascii_amount(value, integer_digits=14)
-
-    @field_validator("revenue_ceiling")
-    @classmethod
-    def _cents(cls, value: Decimal) -> Decimal:
-        return whole_cents(value)
 
     @model_validator(mode="after")
     def _slide_within_size(self) -> QualityConfig:
