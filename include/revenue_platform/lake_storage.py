@@ -26,6 +26,7 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.local_object_store import local_lake_object_store, stack_object_store_settings
 from revenue_platform.paths import SPARK_S3_JARS_DIR, lake_root
 from spark_apps.contract import side_files
+from spark_apps.contract.config_rules import validation_problems
 from spark_apps.contract.delta_reads import open_delta
 from spark_apps.contract.naming import local_path
 from spark_apps.contract.object_store import LakeObjectStore, is_object_store_root
@@ -48,7 +49,7 @@ def object_store_from_connection_fields(
     try:
         return LakeObjectStore.model_validate(fields)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        problems = validation_problems(error)
         raise ConfigError(
             f"Airflow connection {conn_id!r} does not describe an object store ({problems}). It needs the "
             "access key id as login, the secret as password and an extra like "

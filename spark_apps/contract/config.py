@@ -24,6 +24,7 @@ from spark_apps.contract.config_rules import (
     bounded_interval,
     interval_seconds,
     validate_root,
+    validation_problems,
 )
 from spark_apps.contract.kafka_config import (
     INPUT_TOPIC_FIELDS,
@@ -416,11 +417,7 @@ def load_config(
     try:
         return StreamingAppConfig.model_validate(tree)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}"
-            for issue in error.errors()
-        )
-        raise AppConfigError(f"invalid streaming app config: {problems}") from error
+        raise AppConfigError(f"invalid streaming app config: {validation_problems(error)}") from error
 
 
 def with_kafka_security(

@@ -9,7 +9,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 # Spaces only (no tabs or newlines) and ASCII digits (`\d` takes any script's digits), matched whole.
 _INTERVAL = re.compile(r" *([0-9]{1,12}) +(second|seconds|minute|minutes|hour|hours|day|days) *")
@@ -60,6 +60,16 @@ def ascii_digits(integer_digits: int) -> BeforeValidator:
 
 WHOLE_CENTS = AfterValidator(whole_cents)
 """The `whole_cents` rule as a field's validator."""
+
+
+def validation_problems(error: ValidationError, whole: str = "<root>") -> str:
+    """Each problem of a pydantic error as `field.path: reason` (`whole` for one about the whole
+    model), joined by "; ". Field and reason only: pydantic's own text repeats the input, which may
+    be a secret (a password, a webhook token)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in issue['loc']) or whole}: {issue['msg']}"
+        for issue in error.errors(include_input=False)
+    )
 
 
 def describe_seconds(seconds: int) -> str:

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
 
+from spark_apps.contract.config_rules import validation_problems
+
 KAFKA_SECURITY_ENV = "REVENUE_PLATFORM_KAFKA_SECURITY"
 """Environment variable of the driver process holding the security settings (JSON, secrets in clear)."""
 
@@ -129,10 +131,7 @@ class KafkaClientSecurity(BaseModel):
                 bootstrap_servers=client_config.get("bootstrap.servers"),
             )
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in issue['loc']) or 'settings'}: {issue['msg']}"
-                for issue in error.errors(include_input=False)
-            )
+            problems = validation_problems(error, whole="settings")
             raise KafkaSecurityError(f"{source}: invalid Kafka security settings: {problems}") from None
 
     def _sasl_login(self) -> tuple[str, str, str]:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from revenue_platform.connections import ALERTS_CONN_ID
 from revenue_platform.errors import ConfigError, PlatformConfigError
 from spark_apps.contract.config import AppConfigError
+from spark_apps.contract.config_rules import validation_problems
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +333,7 @@ def deliver(alert: Alert, conn_id: str = ALERTS_CONN_ID) -> list[str]:
         settings = load_alert_settings(conn_id)
     except ValidationError as error:
         # Field and reason only: pydantic's own text would repeat the values, a webhook token among them.
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        problems = validation_problems(error)
         log.error("alert not sent: the extra of connection %r is invalid: %s", conn_id, problems)
         return []
     except Exception:

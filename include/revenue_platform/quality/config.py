@@ -17,7 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from revenue_platform.errors import ConfigError
 from revenue_platform.paths import APP_CONFIG_PATH, lake_root
 from spark_apps.contract.config import MAX_DEDUPE_HORIZON_SECONDS, StreamingAppConfig, load_config
-from spark_apps.contract.config_rules import WHOLE_CENTS, ascii_digits, bounded_interval, interval_seconds
+from spark_apps.contract.config_rules import (
+    WHOLE_CENTS,
+    ascii_digits,
+    bounded_interval,
+    interval_seconds,
+    validation_problems,
+)
 
 # GX stores numeric bounds as float; in cents, floats are exact up to 2**53, so cap the ceiling well below.
 MAX_REVENUE_CEILING = Decimal("10000000000000.00")
@@ -177,11 +183,7 @@ def build_quality_config(values: dict[str, Any]) -> QualityConfig:
     try:
         return QualityConfig.model_validate(values)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or '<root>'}: {issue['msg']}"
-            for issue in error.errors()
-        )
-        raise ConfigError(f"invalid quality config: {problems}") from error
+        raise ConfigError(f"invalid quality config: {validation_problems(error)}") from error
 
 
 def load_quality_config(
