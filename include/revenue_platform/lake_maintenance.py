@@ -18,7 +18,8 @@ quality tables, with delta-rs (no Spark), beside running apps:
   replays read bronze's current snapshot; the retention bounds how far back an audit can time-travel
   it), the registry and quality results 7 days.
 - a log checkpoint and the removal of log entries older than the table's log retention (Delta's
-  `delta.logRetentionDuration`, 30 days unless the table says otherwise).
+  `delta.logRetentionDuration`, 30 days unless the table says otherwise), and of the checksum files
+  of the entries removed (`remove_orphan_checksums`).
 
 A replay's frozen history table is never touched: a replay reads it as a stream from version 0, and
 a VACUUM after compaction would delete files that stream has not read yet.
@@ -27,6 +28,7 @@ a VACUUM after compaction would delete files that stream has not read yet.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -38,8 +40,9 @@ from revenue_platform.errors import ConfigError
 from revenue_platform.forms import FORM_MODEL_CONFIG, OptionalDeploymentId, validated
 from revenue_platform.lake_storage import delta_storage_options, open_lake_table
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
-from spark_apps.contract.naming import DeploymentNames
-from spark_apps.contract.side_files import write_json
+from spark_apps.contract.naming import DeploymentNames, local_path
+from spark_apps.contract.object_store import is_object_store_root
+from spark_apps.contract.side_files import object_key, object_store_filesystem, write_json
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -135,6 +138,7 @@ class TableMaintenance:
     files_compacted: int = 0
     files_written_by_compaction: int = 0
     files_vacuumed: int = 0
+    checksums_removed: int = 0  # `.crc` files of log entries the cleanup removed
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -144,7 +148,8 @@ class TableMaintenance:
         return (
             f"{self.role} {self.table}: {self.files_before} files / {_mib(self.bytes_before)} -> "
             f"{self.files_after} files / {_mib(self.bytes_after)}; compacted {self.files_compacted} into "
-            f"{self.files_written_by_compaction}; vacuumed {self.files_vacuumed} unreferenced files"
+            f"{self.files_written_by_compaction}; vacuumed {self.files_vacuumed} unreferenced files; "
+            f"removed {self.checksums_removed} checksums of expired log entries"
         )
 
 
@@ -203,9 +208,50 @@ def maintain_table(
     if not dry_run:
         table.create_checkpoint()
         table.cleanup_metadata()
+        report.checksums_removed = remove_orphan_checksums(table_path, storage_options)
     table.update_incremental()
     report.files_after, report.bytes_after = _snapshot_size(table)
     return report
+
+
+def orphan_checksums(log_names: Iterable[str]) -> list[str]:
+    """The `<version>.crc` files of a Delta log (names in `_delta_log`) older than its oldest commit
+    left: checksums of commits the log cleanup removed. delta-rs's cleanup removes expired commits and
+    checkpoints but not their checksums (Spark writes one per commit), and Spark's own cleanup cuts at
+    the start of a day: left alone, a table written every 2 s keeps ~17,500 a day, and every commit
+    lists them all. None of them when the log has no commit file (nothing to compare with)."""
+    names = list(log_names)
+    commits = [int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit()]
+    if not commits:
+        return []
+    oldest = min(commits)
+    return sorted(
+        name for name in names if name.endswith(".crc") and name[:-4].isdigit() and int(name[:-4]) < oldest
+    )
+
+
+def remove_orphan_checksums(table_path: str, storage_options: Mapping[str, str] | None = None) -> int:
+    """Remove `orphan_checksums` of the table's log, on a local disk or the object store; how many.
+    A failure is logged, not raised: a checksum left behind costs a listing entry, never data."""
+    log_dir = f"{table_path.rstrip('/')}/_delta_log"
+    try:
+        if not is_object_store_root(table_path):
+            folder = local_path(log_dir)
+            orphans = orphan_checksums(os.listdir(folder))
+            for name in orphans:
+                (folder / name).unlink(missing_ok=True)
+            return len(orphans)
+        from pyarrow import fs
+
+        store = object_store_filesystem(storage_options)
+        listed = store.get_file_info(fs.FileSelector(object_key(log_dir)))
+        orphans = orphan_checksums(info.base_name for info in listed)
+        for name in orphans:
+            store.delete_file(f"{object_key(log_dir)}/{name}")
+        return len(orphans)
+    except Exception as error:  # the table's data and log are intact; the next run tries again
+        LOG.warning("could not remove old checksum files of %s: %s", log_dir, error)
+        return 0
 
 
 def _whole_hours(retention: timedelta) -> int:

@@ -96,3 +96,32 @@ def test_the_object_store_refuses_unsigned_requests_and_a_second_start_on_its_po
     with pytest.raises(PrerequisiteError, match=r"Port \d+ is already in use.*OBJECT_STORE_PORT"):
         other.start(progress=lambda _: None)
     assert other.pid() is None
+
+
+def test_maintenance_removes_the_checksums_of_expired_commits_on_the_object_store(
+    lake_connection: str, object_store: ObjectStoreSettings
+) -> None:
+    from pyarrow import fs
+
+    from revenue_platform.lake_maintenance import remove_orphan_checksums
+    from spark_apps.contract.side_files import object_key, object_store_filesystem
+
+    table_uri = f"{lake_connection}/checksums-{uuid.uuid4().hex[:12]}"
+    options = delta_storage_options(table_uri)
+    for value in range(4):
+        write_deltalake(table_uri, pa.table({"a": [value]}), mode="append", storage_options=options)
+    store = object_store_filesystem(options)
+    log = f"{object_key(table_uri)}/_delta_log"
+    for version in range(4):  # what Spark leaves beside each of its commits
+        with store.open_output_stream(f"{log}/{version:020d}.crc") as sink:
+            sink.write(b"{}")
+    # As the log cleanup leaves it: a checkpoint, the commits before it gone, their checksums not.
+    DeltaTable(table_uri, storage_options=options).create_checkpoint()
+    for version in range(3):
+        store.delete_file(f"{log}/{version:020d}.json")
+
+    assert remove_orphan_checksums(table_uri, options) == 3
+
+    left = sorted(info.base_name for info in store.get_file_info(fs.FileSelector(log)))
+    assert [name for name in left if name.endswith(".crc")] == [f"{3:020d}.crc"]
+    assert DeltaTable(table_uri, storage_options=options).version() == 3
