@@ -139,19 +139,29 @@ def batches_beside(events: list[dict[str, Any]], beside: dict[str, Any]) -> dict
     summary["maintenance"] = beside.get("result")
     if started is None or ended is None:
         return summary
+    during, otherwise = batches_overlapping(events, [(started, ended)])
+    return {**summary, "batches_during": during, "batches_otherwise": otherwise}
+
+
+def batches_overlapping(
+    events: list[dict[str, Any]], spans: list[tuple[int, int]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The revenue batches that read orders and overlapped any of `spans` (epoch ms, start and end),
+    and the others: count, median and max wall (ms) of each."""
     during: list[int] = []
     others: list[int] = []
     for event in order_batches(events):
         wall = int(event["durationMs"]["triggerExecution"])
         begun = epoch_ms(event["timestamp"])
-        (during if begun < ended and begun + wall > started else others).append(wall)
-    for name, walls in (("batches_during", during), ("batches_otherwise", others)):
-        summary[name] = (
-            {"batches": len(walls), "wall_ms_median": statistics.median(walls), "wall_ms_max": max(walls)}
-            if walls
-            else {"batches": 0}
-        )
-    return summary
+        overlaps = any(begun < ended and begun + wall > started for started, ended in spans)
+        (during if overlaps else others).append(wall)
+    summaries = [
+        {"batches": len(walls), "wall_ms_median": statistics.median(walls), "wall_ms_max": max(walls)}
+        if walls
+        else {"batches": 0}
+        for walls in (during, others)
+    ]
+    return summaries[0], summaries[1]
 
 
 def restart_ready_s(run: BenchRun, names: DeploymentNames, topic: str, name: str) -> float:

@@ -31,6 +31,7 @@ from bench.gold import gold_commit_times_ms
 from bench.memory import return_freed_memory, tree_rss_bytes
 from bench.phases.live import drain, visible_batches
 from bench.phases.month_two import (
+    batches_overlapping,
     deployment_disk_use,
     maintain_deployment,
     order_batches,
@@ -97,18 +98,19 @@ class _Producing:
 
 def snapshot_bytes(table: Path) -> int | None:
     """Bytes of the data files the table's current Delta snapshot references (None: no table yet)."""
-    import pyarrow as pa
     from deltalake import DeltaTable
+
+    from revenue_platform.lake_maintenance import snapshot_size
 
     if not (table / "_delta_log").is_dir():
         return None
-    actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
-    return int(sum(actions.column("size_bytes").to_pylist()))
+    return snapshot_size(DeltaTable(str(table)))[1]
 
 
 def state_operators(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The state operators of the newest revenue progress event: memory and the bytes of RocksDB's SST
-    files (its rows are not counted: the app turns RocksDB's row tracking off, a cost per update)."""
+    """The state operators of the newest revenue progress event: memory, commit time and the bytes of
+    RocksDB's SST files (not its rows: the app turns RocksDB's row tracking off, a cost per update, so
+    `numRowsTotal` is always 0)."""
     revenue = [e for e in events if query_role(e["name"]) == REVENUE_QUERY_ROLE]
     if not revenue:
         return []
@@ -118,7 +120,6 @@ def state_operators(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         operators.append(
             {
                 "operator": operator.get("operatorName"),
-                "rows": operator.get("numRowsTotal"),
                 "memory_bytes": operator.get("memoryUsedBytes"),
                 "commit_ms": operator.get("commitTimeMs"),
                 "sst_bytes": custom.get("rocksdbSstFileSize"),
@@ -184,19 +185,8 @@ def batches_beside_maintenance(
     """The revenue batches that overlapped any maintenance run, and the others: count, median and max
     wall (ms): what maintenance costs the live path."""
     spans = [(r["started_ms"], r["ended_ms"]) for r in runs if "ended_ms" in r]
-    during: list[int] = []
-    others: list[int] = []
-    for event in order_batches(events):
-        wall = int(event["durationMs"]["triggerExecution"])
-        begun = epoch_ms(event["timestamp"])
-        overlaps = any(begun < ended and begun + wall > started for started, ended in spans)
-        (during if overlaps else others).append(wall)
-    return {
-        name: {"batches": len(walls), "wall_ms_median": statistics.median(walls), "wall_ms_max": max(walls)}
-        if walls
-        else {"batches": 0}
-        for name, walls in (("during", during), ("otherwise", others))
-    }
+    during, otherwise = batches_overlapping(events, spans)
+    return {"during": during, "otherwise": otherwise}
 
 
 def phase_soak_live(run: BenchRun) -> None:

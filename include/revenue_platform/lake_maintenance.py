@@ -157,7 +157,7 @@ def _mib(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
 
 
-def _snapshot_size(table: DeltaTable) -> tuple[int, int]:
+def snapshot_size(table: DeltaTable) -> tuple[int, int]:
     """Files and bytes the table's current snapshot references."""
     import pyarrow as pa
 
@@ -186,7 +186,7 @@ def maintain_table(
     if table is None:
         report.skipped = "no table yet"
         return report
-    report.files_before, report.bytes_before = _snapshot_size(table)
+    report.files_before, report.bytes_before = snapshot_size(table)
     filters = closed_partitions(table) if closed_partitions is not None else None
     if filters is not None and not dry_run:
         metrics = table.optimize.compact(partition_filters=filters, target_size=target_file_bytes)
@@ -210,7 +210,7 @@ def maintain_table(
         table.cleanup_metadata()
         report.checksums_removed = remove_orphan_checksums(table_path, storage_options)
     table.update_incremental()
-    report.files_after, report.bytes_after = _snapshot_size(table)
+    report.files_after, report.bytes_after = snapshot_size(table)
     return report
 
 
