@@ -100,7 +100,7 @@ def snapshot_bytes(table: Path) -> int | None:
     """Bytes of the data files the table's current Delta snapshot references (None: no table yet)."""
     from deltalake import DeltaTable
 
-    from revenue_platform.lake_maintenance import snapshot_size
+    from revenue_platform.lake_storage import snapshot_size
 
     if not (table / "_delta_log").is_dir():
         return None

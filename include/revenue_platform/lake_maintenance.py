@@ -19,7 +19,9 @@ quality tables, with delta-rs (no Spark), beside running apps:
   it), the registry and quality results 7 days.
 - a log checkpoint and the removal of log entries older than the table's log retention (Delta's
   `delta.logRetentionDuration`, 30 days unless the table says otherwise), and of the checksum files
-  of the entries removed (`remove_orphan_checksums`).
+  of the entries removed (`remove_orphan_checksums`);
+- on a table Spark writes (bronze), the checksum file of each commit it made itself
+  (`lake_checksums`): without one, the app's next bronze append rebuilds the table's whole state.
 
 A replay's frozen history table is never touched: a replay reads it as a stream from version 0, and
 a VACUUM after compaction would delete files that stream has not read yet.
@@ -38,7 +40,8 @@ from pydantic import BaseModel, Field
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.forms import FORM_MODEL_CONFIG, OptionalDeploymentId, validated
-from revenue_platform.lake_storage import delta_storage_options, open_lake_table
+from revenue_platform.lake_checksums import write_checksums_since
+from revenue_platform.lake_storage import delta_storage_options, open_lake_table, snapshot_size
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames, local_path
 from spark_apps.contract.object_store import is_object_store_root
@@ -139,6 +142,7 @@ class TableMaintenance:
     files_written_by_compaction: int = 0
     files_vacuumed: int = 0
     checksums_removed: int = 0  # `.crc` files of log entries the cleanup removed
+    checksums_written: int = 0  # `.crc` files of maintenance's own commits on a table Spark writes
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -149,20 +153,13 @@ class TableMaintenance:
             f"{self.role} {self.table}: {self.files_before} files / {_mib(self.bytes_before)} -> "
             f"{self.files_after} files / {_mib(self.bytes_after)}; compacted {self.files_compacted} into "
             f"{self.files_written_by_compaction}; vacuumed {self.files_vacuumed} unreferenced files; "
-            f"removed {self.checksums_removed} checksums of expired log entries"
+            f"removed {self.checksums_removed} checksums of expired log entries; "
+            f"wrote {self.checksums_written} checksums of its own commits"
         )
 
 
 def _mib(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
-
-
-def snapshot_size(table: DeltaTable) -> tuple[int, int]:
-    """Files and bytes the table's current snapshot references."""
-    import pyarrow as pa
-
-    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
-    return len(sizes), int(sum(sizes))
 
 
 def maintain_table(
@@ -189,9 +186,13 @@ def maintain_table(
     report.files_before, report.bytes_before = snapshot_size(table)
     filters = closed_partitions(table) if closed_partitions is not None else None
     if filters is not None and not dry_run:
+        version_before = table.version()
         metrics = table.optimize.compact(partition_filters=filters, target_size=target_file_bytes)
         report.files_compacted = int(metrics.get("numFilesRemoved", 0))
         report.files_written_by_compaction = int(metrics.get("numFilesAdded", 0))
+        # At once, before the VACUUM's listing: a live append between the two rebuilds Spark's state.
+        report.checksums_written += write_checksums_since(table_path, version_before, storage_options)
+    version_before = table.version()
     vacuumed = table.vacuum(
         retention_hours=_whole_hours(retention),
         dry_run=dry_run,
@@ -206,6 +207,9 @@ def maintain_table(
     )
     report.files_vacuumed = len(vacuumed)
     if not dry_run:
+        table.update_incremental()
+        if table.version() != version_before:  # a VACUUM that deleted files committed its start and end
+            report.checksums_written += write_checksums_since(table_path, version_before, storage_options)
         table.create_checkpoint()
         table.cleanup_metadata()
         report.checksums_removed = remove_orphan_checksums(table_path, storage_options)

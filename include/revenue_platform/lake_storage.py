@@ -101,6 +101,14 @@ def open_lake_table(path: str, storage_options: Mapping[str, str] | None = None)
     return open_delta(path, delta_storage_options(path) if storage_options is None else storage_options)
 
 
+def snapshot_size(table: DeltaTable) -> tuple[int, int]:
+    """Files and bytes the table's current snapshot references."""
+    import pyarrow as pa
+
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+    return len(sizes), int(sum(sizes))
+
+
 @dataclass(frozen=True)
 class SparkObjectStoreAccess:
     """What a Spark job adds to reach the lake's object store: jars, settings (both loggable) and the
