@@ -214,7 +214,11 @@ def test_a_green_that_does_not_catch_up_in_time_is_aborted(stack: Stack) -> None
 
 
 def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack) -> None:
-    run = stack.replay("green", config_overrides={"kafka.max_offsets_per_trigger": 150})
+    # The changed config includes the stateful stage's partition count, 2 -> 8: Spark pins it in a
+    # checkpoint, so a replay into a new deployment is how a deployment's count changes (issue 59).
+    run = stack.replay(
+        "green", config_overrides={"kafka.max_offsets_per_trigger": 150, "shuffle_partitions": 8}
+    )
 
     assert run.state == SUCCESS, task_states(run)
     states = task_states(run)
@@ -227,6 +231,10 @@ def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack
     assert (green.colour, green.app_version, green.observed_state) == ("green", "2.0.0", "running")
     assert green.config["kafka"]["max_offsets_per_trigger"] == 150
     assert green.config["kafka"]["starting_offsets"] == "earliest"
+    assert (green.config["shuffle_partitions"], stack.registry.get(BLUE).config["shuffle_partitions"]) == (
+        8,
+        2,
+    )
     # Own namespace: checkpoint, gold and revenue topic are green's, not blue's.
     blue = stack.registry.get(BLUE)
     assert green.checkpoint_dir != blue.checkpoint_dir
@@ -254,6 +262,13 @@ def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack
     for table in (green.gold_table, names.bronze_orders_table):
         assert (in_the_bucket(stack.store, table) / "_delta_log").is_dir()
     assert any(in_the_bucket(stack.store, green.checkpoint_dir).glob("*/commits/*"))
+    # Green's state stores (dedupe, windows) have 8 partitions each, blue's 2; gold above was exact.
+    for deployment, count in ((green, 8), (blue, 2)):
+        operators = list(in_the_bucket(stack.store, deployment.checkpoint_dir).glob("*/state/*"))
+        assert operators, deployment.checkpoint_dir
+        for operator in operators:
+            partitions = {p.name for p in operator.iterdir() if p.name.isdigit()}
+            assert partitions == {str(n) for n in range(count)}, operator
     assert_nothing_of_the_lake_on_local_disk(stack)
 
 
