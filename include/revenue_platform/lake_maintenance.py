@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from revenue_platform.errors import ConfigError
 from revenue_platform.forms import FORM_MODEL_CONFIG, OptionalDeploymentId, validated
-from revenue_platform.lake_checksums import write_checksums_since
+from revenue_platform.lake_checksums import ChecksumsWritten, write_checksums_since
 from revenue_platform.lake_storage import delta_storage_options, open_lake_table, snapshot_size
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN, window_hour
 from spark_apps.contract.naming import DeploymentNames, local_path
@@ -155,7 +155,7 @@ class TableMaintenance:
             f"{self.files_written_by_compaction}; vacuumed {self.files_vacuumed} unreferenced files; "
             f"removed {self.checksums_removed} checksums of expired log entries; "
             f"wrote {self.checksums_written} checksums of its own commits"
-        )
+        ) + "".join(f"; {note}" for note in self.notes)
 
 
 def _mib(size: int) -> str:
@@ -191,7 +191,7 @@ def maintain_table(
         report.files_compacted = int(metrics.get("numFilesRemoved", 0))
         report.files_written_by_compaction = int(metrics.get("numFilesAdded", 0))
         # At once, before the VACUUM's listing: a live append between the two rebuilds Spark's state.
-        report.checksums_written += write_checksums_since(table_path, version_before, storage_options)
+        _count_checksums(report, write_checksums_since(table_path, version_before, storage_options))
     version_before = table.version()
     vacuumed = table.vacuum(
         retention_hours=_whole_hours(retention),
@@ -209,13 +209,19 @@ def maintain_table(
     if not dry_run:
         table.update_incremental()
         if table.version() != version_before:  # a VACUUM that deleted files committed its start and end
-            report.checksums_written += write_checksums_since(table_path, version_before, storage_options)
+            _count_checksums(report, write_checksums_since(table_path, version_before, storage_options))
         table.create_checkpoint()
         table.cleanup_metadata()
         report.checksums_removed = remove_orphan_checksums(table_path, storage_options)
     table.update_incremental()
     report.files_after, report.bytes_after = snapshot_size(table)
     return report
+
+
+def _count_checksums(report: TableMaintenance, outcome: ChecksumsWritten) -> None:
+    report.checksums_written += outcome.written
+    if outcome.stopped:
+        report.notes.append(f"checksums: stopped, {outcome.stopped}")
 
 
 def orphan_checksums(log_names: Iterable[str]) -> list[str]:

@@ -89,10 +89,10 @@ DELTA_CONF: Mapping[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     # Spark derives each commit's checksum from the one before, and lake maintenance writes the checksum
     # of its own commits on bronze (`revenue_platform.lake_checksums`), so the app's next append does not
-    # rebuild bronze's state. Those checksums leave out the file list Spark keeps in a small table's, and
-    # with this on, Spark rebuilds that list at the next commit whenever a table is small: after the
-    # day's compaction, bronze is (2.5 s against 0.25 s in a 4,100-file experiment). Off, no checksum
-    # holds the list; a reader lists a small table's files from its log instead.
+    # rebuild bronze's state. Those leave out the file list Spark keeps in a small table's checksum; with
+    # this on, Spark would rebuild that list at its next commit on a small table, as bronze is right after
+    # the day's compaction (docs/performance.md, "Day 30 against day 1"). Off, no checksum holds the list;
+    # a reader lists a small table's files from its log instead.
     "spark.databricks.delta.allFilesInCrc.enabled": "false",
 }
 

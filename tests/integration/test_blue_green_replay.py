@@ -231,12 +231,9 @@ def test_a_green_with_a_changed_config_is_promoted_and_blue_retired(stack: Stack
     assert (green.colour, green.app_version, green.observed_state) == ("green", "2.0.0", "running")
     assert green.config["kafka"]["max_offsets_per_trigger"] == 150
     assert green.config["kafka"]["starting_offsets"] == "earliest"
-    assert (green.config["shuffle_partitions"], stack.registry.get(BLUE).config["shuffle_partitions"]) == (
-        8,
-        2,
-    )
     # Own namespace: checkpoint, gold and revenue topic are green's, not blue's.
     blue = stack.registry.get(BLUE)
+    assert (green.config["shuffle_partitions"], blue.config["shuffle_partitions"]) == (8, 2)
     assert green.checkpoint_dir != blue.checkpoint_dir
     assert green.gold_table != blue.gold_table
     green_topic = green.config["kafka"]["revenue_topic"]

@@ -125,3 +125,38 @@ def test_maintenance_removes_the_checksums_of_expired_commits_on_the_object_stor
     left = sorted(info.base_name for info in store.get_file_info(fs.FileSelector(log)))
     assert [name for name in left if name.endswith(".crc")] == [f"{3:020d}.crc"]
     assert DeltaTable(table_uri, storage_options=options).version() == 3
+
+
+def test_maintenance_s_compaction_gets_its_checksum_on_the_object_store(
+    lake_connection: str, object_store: ObjectStoreSettings
+) -> None:
+    from revenue_platform.lake_checksums import checksum_location, write_checksums_since
+    from revenue_platform.lake_storage import snapshot_size
+    from spark_apps.contract.side_files import object_key, object_store_filesystem
+
+    table_uri = f"{lake_connection}/compacted-{uuid.uuid4().hex[:12]}"
+    options = delta_storage_options(table_uri)
+    for value in range(3):
+        write_deltalake(table_uri, pa.table({"a": [value]}), mode="append", storage_options=options)
+    table = DeltaTable(table_uri, storage_options=options)
+    files, size = snapshot_size(table)
+    store = object_store_filesystem(options)
+    spark_checksum = {
+        "txnId": "t",
+        "numFiles": files,
+        "tableSizeBytes": size,
+        "numMetadata": 1,
+        "numProtocol": 1,
+    }
+    with store.open_output_stream(object_key(checksum_location(table_uri, table.version()))) as sink:
+        sink.write(json.dumps(spark_checksum).encode() + b"\n")
+    before = table.version()
+    table.optimize.compact()
+
+    assert write_checksums_since(table_uri, before, options).written == 1
+    with store.open_input_stream(object_key(checksum_location(table_uri, before + 1))) as source:
+        derived = json.loads(source.read().decode())
+    assert (derived["numFiles"], derived["tableSizeBytes"]) == snapshot_size(
+        DeltaTable(table_uri, storage_options=options)
+    )
+    assert write_checksums_since(table_uri, before, options).written == 0  # there already

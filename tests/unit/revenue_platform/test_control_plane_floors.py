@@ -21,7 +21,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"local_object_store", "forms"}),
     # The platform's stores: topics, the lake, the registry, gold, how a Spark job is submitted.
     frozenset({"topics", "lake_storage"}),
-    frozenset({"registry", "gold_table", "spark_submit"}),
+    frozenset({"registry", "gold_table", "spark_submit", "lake_checksums"}),
     # Features, each on what it needs.
     frozenset({"streaming"}),
     frozenset({"local_stack", "quality", "reprocessing"}),

@@ -5,19 +5,21 @@ maintenance wrote, and Spark's next append costing what the one before it did.""
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+import uuid
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from revenue_platform.lake_checksums import checksum_location, derive_checksum
+from revenue_platform.lake_checksums import checksum_location, derive_checksum, write_checksums_since
 from revenue_platform.lake_maintenance import maintain_table
 from spark_apps.storage.bronze import BronzeAppender, ensure_bronze_table, read_bronze
 from spark_apps.validation.schemas import BRONZE_SCHEMA
@@ -131,6 +133,74 @@ def test_anything_it_cannot_derive_exactly_gets_no_checksum(
     assert derive_checksum(previous, actions) is None
 
 
+# The files, on a delta-rs table that stands in for Spark's (a checksum as Spark's at its version).
+def _table_with_a_spark_checksum(path: Path) -> int:
+    """Three one-file appends to one day, and the checksum Spark would have written for the last."""
+    for value in range(3):
+        write_deltalake(
+            str(path), pa.table({"day": ["2026-11-27"], "n": [value]}), mode="append", partition_by=["day"]
+        )
+    table = DeltaTable(str(path))
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+    histogram = {"sortedBinBoundaries": BOUNDS, "fileCounts": [0] * 4, "totalBytes": [0] * 4}
+    for size in sizes:
+        index = max(i for i, bound in enumerate(BOUNDS) if bound <= size)
+        histogram["fileCounts"][index] += 1
+        histogram["totalBytes"][index] += size
+    checksum = _spark_checksum(numFiles=len(sizes), tableSizeBytes=sum(sizes), fileSizeHistogram=histogram)
+    Path(checksum_location(str(path), table.version())).write_text(json.dumps(checksum) + "\n")
+    return table.version()
+
+
+def test_a_compaction_gets_one_line_checksum_readable_by_all_and_a_later_append_none(tmp_path: Path) -> None:
+    path = tmp_path / "bronze"
+    version = _table_with_a_spark_checksum(path)
+    DeltaTable(str(path)).optimize.compact()
+
+    outcome = write_checksums_since(str(path), version)
+
+    assert (outcome.written, outcome.stopped) == (1, None)
+    written = Path(checksum_location(str(path), version + 1))
+    [line] = written.read_text().splitlines()  # Spark parses the first line only
+    assert json.loads(line)["numFiles"] == 1
+    assert written.stat().st_mode & 0o777 == 0o644
+    # A plain write (a live append's place): not maintenance's, so not derived; Spark writes its own.
+    write_deltalake(
+        str(path), pa.table({"day": ["2026-11-28"], "n": [9]}), mode="append", partition_by=["day"]
+    )
+    outcome = write_checksums_since(str(path), version + 1)
+    assert (outcome.written, outcome.stopped) == (0, f"version {version + 2} is not maintenance's")
+    assert not Path(checksum_location(str(path), version + 2)).exists()
+
+
+def test_a_checksum_already_there_is_never_replaced_even_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "bronze"
+    version = _table_with_a_spark_checksum(path)
+    DeltaTable(str(path)).optimize.compact()
+    unreadable = Path(checksum_location(str(path), version + 1))
+    unreadable.write_text("not json")
+
+    outcome = write_checksums_since(str(path), version)
+
+    assert outcome.written == 0
+    assert (outcome.stopped or "").startswith("failed")
+    assert unreadable.read_text() == "not json"
+
+
+def test_a_derived_checksum_whose_histogram_disagrees_with_the_table_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "bronze"
+    version = _table_with_a_spark_checksum(path)
+    spark_written = Path(checksum_location(str(path), version))
+    checksum = json.loads(spark_written.read_text())
+    checksum["fileSizeHistogram"]["fileCounts"][3] += 1  # a file in the top bin the table does not have
+    spark_written.write_text(json.dumps(checksum) + "\n")
+    DeltaTable(str(path)).optimize.compact()
+
+    outcome = write_checksums_since(str(path), version)
+
+    assert (outcome.written, outcome.stopped) == (0, f"version {version + 1} disagrees with the table")
+
+
 # On a real bronze table, with the app's Spark settings (the tests' session has them).
 YESTERDAY, TODAY = "2026-11-27", "2026-11-28"
 VERIFY_CHECKSUMS = "spark.databricks.delta.incremental.commit.verify"
@@ -144,8 +214,9 @@ def _bronze_rows(spark: SparkSession, batch_id: int, day: str) -> DataFrame:
     return spark.range(20).repartition(2).select(*[values[n].alias(n) for n in BRONZE_SCHEMA.fieldNames()])
 
 
-def _spark_jobs_of(spark: SparkSession, name: str, append: Any) -> int:
+def _spark_jobs_of(spark: SparkSession, append: Callable[[], object]) -> int:
     """How many Spark jobs `append()` ran (its own and Delta's)."""
+    name = f"append-{uuid.uuid4().hex}"
     context = spark.sparkContext
     context.setJobGroup(name, name)
     try:
@@ -181,6 +252,7 @@ def _maintained_bronze(spark: SparkSession, table: str) -> tuple[BronzeAppender,
     assert report.files_compacted == 12
     assert after - before == 3  # the compaction, the VACUUM's start and end
     assert report.checksums_written == 3
+    assert not report.notes
     return appender, before, after
 
 
@@ -191,9 +263,7 @@ def test_spark_reads_maintenance_s_checksums_and_its_next_append_costs_what_one_
     ensure_bronze_table(spark, table)
     warm = BronzeAppender(table)
     warm.append(_bronze_rows(spark, 0, TODAY), 0, {})
-    jobs_before = _spark_jobs_of(
-        spark, "append-before", lambda: warm.append(_bronze_rows(spark, 1, TODAY), 1, {})
-    )
+    jobs_before = _spark_jobs_of(spark, lambda: warm.append(_bronze_rows(spark, 1, TODAY), 1, {}))
 
     table = str(tmp_path / "maintained")
     appender, before, after = _maintained_bronze(spark, table)
@@ -201,9 +271,7 @@ def test_spark_reads_maintenance_s_checksums_and_its_next_append_costs_what_one_
     for version in range(before + 1, after + 1):  # each one Spark can parse
         assert delta_log.readChecksum(version, spark._jvm.scala.Option.empty()).isDefined(), version  # type: ignore[union-attr]
 
-    jobs_after = _spark_jobs_of(
-        spark, "append-after", lambda: appender.append(_bronze_rows(spark, 7, TODAY), 7, {})
-    )
+    jobs_after = _spark_jobs_of(spark, lambda: appender.append(_bronze_rows(spark, 7, TODAY), 7, {}))
     # Without the checksum, Spark rebuilt bronze's state first: 6-8 jobs against 2.
     assert jobs_after == jobs_before
     with _spark_checks_every_checksum(spark):
@@ -223,5 +291,6 @@ def test_spark_refuses_to_append_on_a_checksum_that_disagrees_with_the_table(
     checksum.update(numFiles=checksum["numFiles"] + 1, tableSizeBytes=checksum["tableSizeBytes"] + 1)
     wrong.write_text(json.dumps(checksum) + "\n")
 
-    with _spark_checks_every_checksum(spark), pytest.raises(Py4JJavaError):
+    with _spark_checks_every_checksum(spark), pytest.raises(Py4JJavaError) as refused:
         appender.append(_bronze_rows(spark, 7, TODAY), 7, {})
+    assert "DELTA_TXN_LOG_FAILED_INTEGRITY" in str(refused.value)
