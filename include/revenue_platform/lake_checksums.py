@@ -34,12 +34,15 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from revenue_platform.lake_storage import open_lake_table
+from revenue_platform.lake_storage import open_lake_table, snapshot_file_sizes
 from spark_apps.contract.naming import local_path
 from spark_apps.contract.object_store import is_object_store_root
 from spark_apps.contract.side_files import object_key, object_store_filesystem
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 LOG = logging.getLogger(__name__)
 
@@ -152,8 +155,9 @@ def write_checksums_since(
         if previous is None:
             return ChecksumsWritten()
         table = open_lake_table(table_path, storage_options)
-        newest = table.version() if table is not None else since_version
-        for version in range(since_version + 1, newest + 1):
+        if table is None:
+            return ChecksumsWritten()
+        for version in range(since_version + 1, table.version() + 1):
             existing = _read_checksum(table_path, version, storage_options)
             if existing is not None:
                 previous = existing
@@ -165,7 +169,7 @@ def write_checksums_since(
             derived = derive_checksum(previous, actions)
             if derived is None:
                 return ChecksumsWritten(written, f"version {version} cannot be derived exactly")
-            if not _matches_snapshot(table_path, version, derived, storage_options):
+            if not _matches_snapshot(table, version, derived):
                 return ChecksumsWritten(written, f"version {version} disagrees with the table")
             _write_new_line(checksum_location(table_path, version), json.dumps(derived), storage_options)
             previous = derived
@@ -188,17 +192,11 @@ def _made_by_maintenance(actions: Sequence[Mapping[str, Any]]) -> bool:
     )
 
 
-def _matches_snapshot(
-    table_path: str, version: int, derived: Mapping[str, Any], storage_options: Mapping[str, str] | None
-) -> bool:
-    """The derived file count, bytes and size histogram are those of delta-rs's snapshot of `version`."""
-    import pyarrow as pa
-
-    table = open_lake_table(table_path, storage_options)
-    if table is None:
-        return False
+def _matches_snapshot(table: DeltaTable, version: int, derived: Mapping[str, Any]) -> bool:
+    """The derived file count, bytes and size histogram are those of delta-rs's snapshot of `version`
+    (`table` is loaded at it)."""
     table.load_as_version(version)
-    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+    sizes = snapshot_file_sizes(table)
     if (len(sizes), sum(sizes)) != (derived["numFiles"], derived["tableSizeBytes"]):
         return False
     histogram = derived.get("fileSizeHistogram")

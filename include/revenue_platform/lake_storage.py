@@ -101,12 +101,19 @@ def open_lake_table(path: str, storage_options: Mapping[str, str] | None = None)
     return open_delta(path, delta_storage_options(path) if storage_options is None else storage_options)
 
 
-def snapshot_size(table: DeltaTable) -> tuple[int, int]:
-    """Files and bytes the table's current snapshot references."""
+def snapshot_file_sizes(table: DeltaTable) -> list[int]:
+    """The size of each file the table's loaded snapshot references."""
     import pyarrow as pa
 
-    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
-    return len(sizes), int(sum(sizes))
+    return [
+        int(size) for size in pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+    ]
+
+
+def snapshot_size(table: DeltaTable) -> tuple[int, int]:
+    """Files and bytes the table's current snapshot references."""
+    sizes = snapshot_file_sizes(table)
+    return len(sizes), sum(sizes)
 
 
 @dataclass(frozen=True)
