@@ -49,6 +49,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -581,8 +582,12 @@ class LocalCluster:
             if daemon.pid() is not None:
                 progress(f"[spark] stopping {daemon.name}")
             daemon.stop()
-        for broker in self.brokers:
-            broker.stop(progress=progress)
+        # All brokers at once: stopped one by one, the last of a three-node KRaft quorum has no quorum
+        # left for its controlled shutdown and waits out its grace before a SIGKILL (an unclean
+        # shutdown, whose logs the next start recovers): 32 s against 7 s (docs/cluster.md).
+        with ThreadPoolExecutor(max_workers=len(self.brokers) or 1) as pool:
+            for stopping in [pool.submit(broker.stop, progress=progress) for broker in self.brokers]:
+                stopping.result()
         # Whatever the switch says now: a store the cluster started must not outlive it.
         store = LocalObjectStore(self.settings.object_store)
         if store.pid() is not None:
