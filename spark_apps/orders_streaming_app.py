@@ -44,7 +44,7 @@ from spark_apps.contract.kafka_cluster import KafkaClusterCheckError, KafkaClust
 from spark_apps.contract.kafka_security import KafkaClientSecurity, KafkaSecurityError
 from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topic_ownership
 from spark_apps.engine.checkpoints import CheckpointMigrationError
-from spark_apps.engine.observability import query_failure
+from spark_apps.engine.observability import last_executed_batch, query_failure
 from spark_apps.engine.queries import PreparedQueries, prepare_queries
 from spark_apps.engine.session import BATCH_CACHE_CONF, DELTA_CONF, build_spark_session
 from spark_apps.engine.stopping import is_stop_refusal
@@ -255,8 +255,10 @@ class _DriverLoop:
         publish_timeout_s = 5.0 if self.stop_requested.is_set() else 30.0
         publisher = self.prepared.publisher
         for query in self.queries:
-            if query.lastProgress:
-                publisher.wait_until_published(query.name, query.lastProgress["batchId"], publish_timeout_s)
+            # The newest batch that ran: an idle query's last progress names one that never will.
+            executed = last_executed_batch(query.recentProgress)
+            if executed is not None:
+                publisher.wait_until_published(query.name, executed, publish_timeout_s)
         session.streams.removeListener(publisher)
         publisher.close()
         self.prepared.close_clients()

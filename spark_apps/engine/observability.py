@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,6 +70,20 @@ class BatchCounters:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._totals)
+
+
+def last_executed_batch(recent_progress: Sequence[Any]) -> int | None:
+    """The id of the newest batch among `recent_progress` (a query's `recentProgress`: progress objects
+    read like dicts, or dicts) that ran, or None.
+
+    An idle query's `lastProgress` is not a batch's: every `noDataProgressEventInterval` Spark records
+    a progress with the id of the batch it would run next and no `addBatch` step, and reports it to
+    listeners as an idle event, never as a progress. Waiting for that id to be published waits for a
+    batch that never ran (a graceful stop of an idle app waited out its whole timeout that way)."""
+    for progress in reversed(recent_progress):
+        if "addBatch" in (progress["durationMs"] or {}):
+            return int(progress["batchId"])
+    return None
 
 
 def summarize_progress(progress: dict[str, Any], counters: dict[str, int]) -> dict[str, Any]:
