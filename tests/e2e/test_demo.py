@@ -683,12 +683,6 @@ def test_after_down_the_demo_runs_on_the_cluster_and_the_stack_keeps_its_lake(de
 
         down = run_stack("cluster-down", env)
         assert down.returncode == 0, down.stdout + down.stderr
-        # Every broker shut down cleanly: stopped one by one, the last one left had no quorum for its
-        # controlled shutdown and was SIGKILLed after its grace.
-        broker_logs = sorted((state_dir / "cluster").glob("kafka-*/data"))
-        assert len(broker_logs) == 3, broker_logs
-        unclean = [str(logs) for logs in broker_logs if not (logs / ".kafka_cleanshutdown").exists()]
-        assert unclean == [], f"brokers stopped without a clean shutdown: {unclean}"
         assert LocalObjectStore(store).pid() is None, "make cluster-down left the cluster's store running"
         assert not LocalObjectStore(store).answers_http()
         # Nothing started for this stack outlives it: services, Airflow's task processes and what

@@ -582,9 +582,10 @@ class LocalCluster:
             if daemon.pid() is not None:
                 progress(f"[spark] stopping {daemon.name}")
             daemon.stop()
-        # All brokers at once: stopped one by one, the last of a three-node KRaft quorum has no quorum
-        # left for its controlled shutdown and waits out its grace before a SIGKILL (an unclean
-        # shutdown, whose logs the next start recovers): 32 s against 7 s (docs/cluster.md).
+        # All brokers at once: stopped one by one, the last of a three-node KRaft quorum always has no
+        # quorum left for its controlled shutdown and waits out its grace before a SIGKILL (an unclean
+        # shutdown, whose logs the next start recovers): 32 s against 7 s (docs/cluster.md). Together,
+        # a broker far slower than the others can still be left without one (seen once under load).
         with ThreadPoolExecutor(max_workers=len(self.brokers) or 1) as pool:
             for stopping in [pool.submit(broker.stop, progress=progress) for broker in self.brokers]:
                 stopping.result()
