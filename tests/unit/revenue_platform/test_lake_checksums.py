@@ -23,6 +23,7 @@ from revenue_platform.lake_checksums import checksum_location, derive_checksum, 
 from revenue_platform.lake_maintenance import maintain_table
 from spark_apps.storage.bronze import BronzeAppender, ensure_bronze_table, read_bronze
 from spark_apps.validation.schemas import BRONZE_SCHEMA
+from tests.spark_helpers import session_conf
 
 BOUNDS = [0, 8192, 16384, 1048576]
 
@@ -230,11 +231,8 @@ def _spark_jobs_of(spark: SparkSession, append: Callable[[], object]) -> int:
 def _spark_checks_every_checksum(spark: SparkSession) -> Generator[None, None, None]:
     """Delta rebuilds the table's state before and after each commit and fails the commit when a
     checksum disagrees with it."""
-    spark.conf.set(VERIFY_CHECKSUMS, "true")
-    try:
+    with session_conf(spark, {VERIFY_CHECKSUMS: "true"}):
         yield
-    finally:
-        spark.conf.unset(VERIFY_CHECKSUMS)
 
 
 def _maintained_bronze(spark: SparkSession, table: str) -> tuple[BronzeAppender, int, int]:

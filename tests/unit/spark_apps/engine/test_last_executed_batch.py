@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_apps.engine.observability import last_executed_batch
+from tests.spark_helpers import session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,9 +62,7 @@ def test_spark_records_an_idle_query_s_progress_under_its_next_batch(
     source = tmp_path / "in"
     source.mkdir()
     (source / "one.txt").write_text("one line\n")
-    interval_before = spark.conf.get(IDLE_INTERVAL, None)
-    spark.conf.set(IDLE_INTERVAL, "500")
-    try:
+    with session_conf(spark, {IDLE_INTERVAL: "500"}):
         query = (
             spark.readStream.format("text")
             .load(str(source))
@@ -81,8 +80,3 @@ def test_spark_records_an_idle_query_s_progress_under_its_next_batch(
             assert last_executed_batch(query.recentProgress) == 0
         finally:
             query.stop()
-    finally:
-        if interval_before is None:
-            spark.conf.unset(IDLE_INTERVAL)
-        else:
-            spark.conf.set(IDLE_INTERVAL, interval_before)

@@ -14,6 +14,7 @@ from pyspark.sql.classic.column import Column as ClassicColumn
 
 from spark_apps.revenue.dedupe import CONFLICT_COLUMN, REPEAT_COLUMN, with_repeats
 from tests.row_helpers import line_items
+from tests.spark_helpers import session_conf
 
 ROWS = 3_000
 
@@ -87,14 +88,5 @@ def test_packed_rows_read_back_exactly_in_generated_and_interpreted_code(spark: 
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
-    before = {key: spark.conf.get(key, None) for key in interpreted_conf}
-    for key, value in interpreted_conf.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, interpreted_conf):
         assert sorted(_packed_and_back(spark, computed).collect()) == expected
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
