@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Generator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -227,12 +227,10 @@ def _spark_jobs_of(spark: SparkSession, append: Callable[[], object]) -> int:
     return len(context.statusTracker().getJobIdsForGroup(name))
 
 
-@contextmanager
-def _spark_checks_every_checksum(spark: SparkSession) -> Generator[None, None, None]:
+def _spark_checks_every_checksum(spark: SparkSession) -> AbstractContextManager[None]:
     """Delta rebuilds the table's state before and after each commit and fails the commit when a
     checksum disagrees with it."""
-    with session_conf(spark, {VERIFY_CHECKSUMS: "true"}):
-        yield
+    return session_conf(spark, {VERIFY_CHECKSUMS: "true"})
 
 
 def _maintained_bronze(spark: SparkSession, table: str) -> tuple[BronzeAppender, int, int]:

@@ -45,7 +45,7 @@ def _settings(env: dict[str, str]) -> list[str]:
 
 
 def test_the_local_stack_sets_only_options_airflow_reads(tmp_path: Path) -> None:
-    names = _settings(airflow_environment(AirflowLocalSettings(home=tmp_path, port=18123, statsd_port=8125)))
+    names = _settings(airflow_environment(AirflowLocalSettings(home=tmp_path, port=18123)))
     assert "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL" in names
     assert _unknown_options(names) == []
 
