@@ -217,6 +217,81 @@ def test_ids_sharing_a_bucket_leave_it_each_at_its_own_time(spark: SparkSession,
     assert _state_ids(spark, tmp_path / "checkpoint") == [other]
 
 
+def _bucket_timers(spark: SparkSession, checkpoint: Path) -> dict[int, int]:
+    """When each bucket's timer fires (ms of watermark), by bucket: the operator's value state beside it."""
+    state = (
+        spark.read.format("statestore")
+        .option("stateVarName", _operator(spark).NEXT_CHECK_STATE)
+        .load(str(checkpoint))
+    )
+    return {row["key"][0]: row["value"][0] for row in state.collect()}
+
+
+def test_bucket_timers_fire_spread_over_a_quarter_horizon_not_together(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Ids that all arrive at once (an app's first seconds) must not give every bucket's timer the same
+    instant: in step, the timers fired together every quarter horizon ever after, one batch scanning all
+    the state (a soak: a million ids removed in one 10-35 s batch every 15 minutes). Each bucket keeps
+    its own phase within the recheck period (a quarter horizon) through every firing, and every id
+    still leaves within 1.25 horizons."""
+    ids_by_bucket = _ids_in_distinct_buckets(spark, 64)
+    buckets = sorted(ids_by_bucket)
+    period_ms = HORIZON_S * 1000 // 4
+    start_ms = int(T0.timestamp() * 1000)
+    other = next(oid for oid in range(100_001, 200_000) if _bucket_of(spark, oid) not in ids_by_bucket)
+    first: list[Copy] = [(oid, 0, 0, 0, n, True, False) for n, oid in enumerate(ids_by_bucket.values())]
+    assert _stream_verdicts(spark, tmp_path, [first]) == _expected(first)
+
+    due = _bucket_timers(spark, tmp_path / "checkpoint")
+    assert sorted(due) == buckets
+    keep_until_ms = start_ms + HORIZON_S * 1000
+    # Each timer fires after the ids may go and within a recheck period of that.
+    assert all(keep_until_ms < ms <= keep_until_ms + period_ms for ms in due.values())
+    # Spread, not in step: 64 buckets of 4,096 at 64 distinct instants over most of the period.
+    assert len(set(due.values())) == len(buckets)
+    assert max(due.values()) - min(due.values()) > period_ms // 2
+
+    # Copies 500 s later, then Kafka time moves on (watermark 780 s in the last batch): every timer
+    # fires, no id leaves (each is kept until 1,100 s), and each bucket's next timer keeps its phase.
+    later: list[list[Copy]] = [
+        [(oid, 1, 500, 1, n, True, True) for n, oid in enumerate(ids_by_bucket.values())],
+        [(other, 2, 900, 2, 0, True, False)],
+        [(other, 3, 950, 2, 1, True, True)],
+    ]
+    assert _stream_verdicts(spark, tmp_path, later) == _expected([c for b in later for c in b])
+    moved = _bucket_timers(spark, tmp_path / "checkpoint")
+    for bucket in buckets:
+        assert keep_until_ms + 500_000 < moved[bucket] <= keep_until_ms + 500_000 + period_ms
+        assert (moved[bucket] - due[bucket]) % period_ms == 0
+
+    # Watermark 1,880 s: past every id's 1,100 s plus a recheck period; all have left.
+    gone: list[list[Copy]] = [[(other, 4, 2000, 2, 2, True, False)], [(other, 5, 2001, 2, 3, True, True)]]
+    assert _stream_verdicts(spark, tmp_path, gone) == _expected([c for b in gone for c in b])
+    assert _state_ids(spark, tmp_path / "checkpoint") == [other]
+
+
+def _ids_in_distinct_buckets(spark: SparkSession, count: int) -> dict[int, int]:
+    """The first `count` order ids from 1 on that each have a bucket of their own (the operator's bucket
+    function, a hash: their buckets lie anywhere in 0..4095): bucket -> id."""
+    bucket = Column(_operator(spark).bucket(F.col("id")._jc))
+    rows = (
+        spark.range(1, 10_000)
+        .groupBy(bucket.alias("bucket"))
+        .agg(F.min("id").alias("id"))
+        .orderBy("id")
+        .limit(count)
+        .collect()
+    )
+    return {row["bucket"]: row["id"] for row in rows}
+
+
+def _bucket_of(spark: SparkSession, order_id: int) -> int:
+    bucket = Column(_operator(spark).bucket(F.col("id")._jc))
+    found: int = spark.range(order_id, order_id + 1).select(bucket.alias("bucket")).collect()[0]["bucket"]
+    return found
+
+
 def _two_ids_in_one_bucket(spark: SparkSession) -> list[int]:
     bucket = Column(_operator(spark).bucket(F.col("id")._jc))  # the operator's own bucket function
     ids: list[int] = (
