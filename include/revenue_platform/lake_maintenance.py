@@ -19,7 +19,8 @@ quality tables, with delta-rs (no Spark), beside running apps:
   it), the registry and quality results 7 days.
 - a log checkpoint and the removal of log entries older than the table's log retention (Delta's
   `delta.logRetentionDuration`, 30 days unless the table says otherwise), and of the checksum files
-  of the entries removed (`remove_orphan_checksums`);
+  of the entries removed, Spark's hidden Hadoop ones on a local disk included
+  (`remove_orphan_checksums`; VACUUM in full mode removes those of data files);
 - on a table Spark writes (bronze), the checksum file of each commit it made itself
   (`lake_checksums`): without one, the app's next bronze append rebuilds the table's whole state.
 
@@ -141,7 +142,7 @@ class TableMaintenance:
     files_compacted: int = 0
     files_written_by_compaction: int = 0
     files_vacuumed: int = 0
-    checksums_removed: int = 0  # `.crc` files of log entries the cleanup removed
+    checksums_removed: int = 0  # checksum files of log entries the cleanup removed
     checksums_written: int = 0  # `.crc` files of maintenance's own commits on a table Spark writes
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -225,19 +226,37 @@ def _count_checksums(report: TableMaintenance, outcome: ChecksumsWritten) -> Non
 
 
 def orphan_checksums(log_names: Iterable[str]) -> list[str]:
-    """The `<version>.crc` files of a Delta log (names in `_delta_log`) older than its oldest commit
-    left: checksums of commits the log cleanup removed. delta-rs's cleanup removes expired commits and
-    checkpoints but not their checksums (Spark writes one per commit), and Spark's own cleanup cuts at
-    the start of a day: left alone, a table written every 2 s keeps ~17,500 a day, and every commit
-    lists them all. None of them when the log has no commit file (nothing to compare with)."""
+    """The checksum files of a Delta log (names in `_delta_log`) older than its oldest commit left,
+    whose file is gone: checksums of entries the log cleanup removed. Two kinds, both left by Spark:
+    - Delta's `<version>.crc`, one per commit. delta-rs's cleanup removes expired commits and
+      checkpoints but not these, and Spark's own cleanup cuts at the start of a day: left alone, a
+      table written every 2 s keeps ~17,500 a day, and every commit lists them all.
+    - Hadoop's hidden `.<name>.crc` beside every file Spark writes on a local disk (its checksummed
+      local file system: `.<version>.json.crc`, `.<version>.crc.crc`, a checkpoint's): nothing removes
+      them, so without this they grow by two per commit for good (bronze's log after a two-hour soak:
+      5,114 of its 8,310 files, 1,966 of them beside entries the cleanup had removed).
+    None of them when the log has no commit file (nothing to compare with)."""
     names = list(log_names)
     commits = [int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit()]
     if not commits:
         return []
     oldest = min(commits)
-    return sorted(
+    delta_checksums = {
         name for name in names if name.endswith(".crc") and name[:-4].isdigit() and int(name[:-4]) < oldest
-    )
+    }
+    staying = set(names) - delta_checksums
+    hidden = set()
+    for name in names:
+        version = name[1:].split(".", 1)[0]
+        if (
+            name.startswith(".")
+            and name.endswith(".crc")
+            and version.isdigit()
+            and int(version) < oldest
+            and name[1:-4] not in staying
+        ):
+            hidden.add(name)
+    return sorted(delta_checksums | hidden)
 
 
 def remove_orphan_checksums(table_path: str, storage_options: Mapping[str, str] | None = None) -> int:

@@ -5,6 +5,7 @@ maintenance wrote, and Spark's next append costing what the one before it did.""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -20,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from revenue_platform.lake_checksums import checksum_location, derive_checksum, write_checksums_since
-from revenue_platform.lake_maintenance import maintain_table
+from revenue_platform.lake_maintenance import maintain_table, remove_orphan_checksums
 from spark_apps.storage.bronze import BronzeAppender, ensure_bronze_table, read_bronze
 from spark_apps.validation.schemas import BRONZE_SCHEMA
 from tests.spark_helpers import session_conf
@@ -290,3 +291,40 @@ def test_spark_refuses_to_append_on_a_checksum_that_disagrees_with_the_table(
     with _spark_checks_every_checksum(spark), pytest.raises(Py4JJavaError) as refused:
         appender.append(_bronze_rows(spark, 7, TODAY), 7, {})
     assert "DELTA_TXN_LOG_FAILED_INTEGRITY" in str(refused.value)
+
+
+def test_the_hidden_checksums_spark_leaves_beside_log_entries_go_with_the_entries(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark's local file system writes a hidden `.<name>.crc` beside every file it writes, log
+    entries and their `.crc` included; the log cleanup removes the entries, never those (nor does
+    VACUUM, which leaves `_delta_log` alone). Maintenance removes them with the entries' checksums."""
+    table = str(tmp_path / "bronze")
+    _maintained_bronze(spark, table)  # Spark's commits 0-7, maintenance's (delta-rs) after them
+    log = Path(table) / "_delta_log"
+    assert {f".{v:020d}.{kind}.crc" for v in range(8) for kind in ("json", "crc")} <= set(os.listdir(log))
+
+    # The log as the cleanup leaves it once the first commits have expired: a checkpoint, the entries
+    # before it gone, their checksums still there.
+    checkpoint = DeltaTable(table).version()
+    DeltaTable(table).create_checkpoint()
+    for version in range(checkpoint):
+        (log / f"{version:020d}.json").unlink()
+    BronzeAppender(table).append(_bronze_rows(spark, 7, TODAY), 7, {})  # Spark commits after it
+
+    removed = remove_orphan_checksums(table)
+
+    left = os.listdir(log)
+    versions = [name.lstrip(".").split(".")[0] for name in left]
+    # Nothing of the expired entries is left: not theirs, not their checksums.
+    assert [v for v in versions if v.isdigit() and int(v) < checkpoint] == []
+    # The hidden checksums of what stays stay: Spark's commit after the checkpoint, _last_checkpoint.
+    hidden = [name for name in left if name.startswith(".")]
+    assert {f".{checkpoint + 1:020d}.json.crc", f".{checkpoint + 1:020d}.crc.crc"} <= set(hidden)
+    assert all(name[1:-4] in left for name in hidden)
+    # Each expired entry's `<version>.crc`, and for each of Spark's eight commits its two hidden ones
+    # (maintenance's own commits, by delta-rs, have none).
+    assert checkpoint >= 8
+    assert removed == checkpoint + 2 * 8
+    counts = read_bronze(spark, table).groupBy("ingest_batch_id").count().collect()
+    assert {row["ingest_batch_id"]: row["count"] for row in counts} == {batch: 20 for batch in range(8)}

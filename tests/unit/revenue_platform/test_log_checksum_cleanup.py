@@ -1,6 +1,8 @@
 """Maintenance removes the checksum files of log entries the log cleanup removed: delta-rs's cleanup
 drops expired commits but not their `.crc` files (Spark writes one per commit), so a table written every
-two seconds kept every one of them until Spark's next-day cleanup (2 hours of soak: 3,489 of them)."""
+two seconds kept every one of them until Spark's next-day cleanup (2 hours of soak: 3,489 of them); nor
+the hidden `.<name>.crc` Hadoop's local file system writes beside each of Spark's log files, which
+nothing removed at all."""
 
 from __future__ import annotations
 
@@ -24,7 +26,17 @@ def test_only_checksums_older_than_the_oldest_commit_left_are_orphans() -> None:
         "_last_checkpoint",
     ]
     names += ["00002.checkpoint.parquet", "x.crc"]
-    assert orphan_checksums(names) == ["00000.crc", "00002.crc"]
+    # Hadoop's hidden checksums (Spark on a local disk): orphans when older than the oldest commit
+    # and their file is gone or is an orphan itself.
+    names += [".00000.json.crc", ".00000.crc.crc", ".00002.crc.crc", ".00002.checkpoint.parquet.crc"]
+    names += [".00003.json.crc", ".00003.crc.crc", "._last_checkpoint.crc", "..00001.json.1a2b.tmp.crc"]
+    assert orphan_checksums(names) == [
+        ".00000.crc.crc",
+        ".00000.json.crc",
+        ".00002.crc.crc",
+        "00000.crc",
+        "00002.crc",
+    ]
     assert orphan_checksums(["00000.crc", "00001.crc"]) == []  # no commit to compare with: keep all
 
 
