@@ -344,17 +344,20 @@ def soak_lines(soak: dict[str, Any]) -> list[str]:
         f"maintenance every {fmt(soak.get('maintain_every_s', 0) / 60)} min, gold's superseded files kept "
         f"{fmt(soak.get('gold_retention_hours') or 24.0)} h",
         "",
-        "| slice (min) | records | latency p50 / p99 (s) | batches | batch wall median / p99 (ms) "
-        "| driver (MiB) | disk (MiB) | data in snapshots (MiB) | disk - data (MiB) | Delta log files "
-        "| checkpoints (MiB) | state memory / SST (MiB) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| slice (min) | records | latency p50 / p99 (s) | batches | batch wall median / p99 / max (ms) "
+        "| most ids / timers evicted in a batch "
+        "| driver (MiB) | disk (MiB) | data in snapshots (MiB) | disk - data (MiB) "
+        "| Delta log files (gold / bronze) | checkpoints (MiB) | state memory / SST (MiB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for index, taken in enumerate(samples):
         latency = latencies[index] if index < len(latencies) else {}
         batch = walls[index] if index < len(walls) else {}
         disk = sum(part.get("bytes", 0) for part in taken["disk"].values())
         data = sum(size or 0 for size in taken["snapshot_bytes"].values())
-        log_files = sum(part.get("delta_log_files", 0) for part in taken["disk"].values())
+        log_files = " / ".join(
+            fmt((taken["disk"].get(table) or {}).get("delta_log_files")) for table in ("gold", "bronze")
+        )
         sst = sum(op.get("sst_bytes") or 0 for op in taken["state"])
         memory = sum(op.get("memory_bytes") or 0 for op in taken["state"])
         checkpoints = (taken["disk"].get("checkpoints") or {}).get("bytes", 0)
@@ -362,7 +365,9 @@ def soak_lines(soak: dict[str, Any]) -> list[str]:
             f"| {fmt(index * slice_min)}-{fmt((index + 1) * slice_min)} | {fmt(latency.get('count'))} | "
             f"{fmt(latency.get('p50_s'), 2)} / {fmt(latency.get('p99_s'), 2)} | "
             f"{fmt(batch.get('batches'))} | "
-            f"{fmt(batch.get('wall_ms_median'))} / {fmt(batch.get('wall_ms_p99'))} | "
+            f"{fmt(batch.get('wall_ms_median'))} / {fmt(batch.get('wall_ms_p99'))} / "
+            f"{fmt(batch.get('wall_ms_max'))} | "
+            f"{fmt(batch.get('ids_evicted_max'))} / {fmt(batch.get('timers_fired_max'))} | "
             f"{fmt(taken.get('driver_rss_mib'))} | {fmt(disk / 2**20)} | {fmt(data / 2**20)} | "
             f"{fmt((disk - data) / 2**20)} | {fmt(log_files)} | {fmt(checkpoints / 2**20)} | "
             f"{fmt(memory / 2**20)} / {fmt(sst / 2**20)} |"

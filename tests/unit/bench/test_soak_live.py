@@ -60,6 +60,29 @@ def test_batch_walls_per_slice_leave_out_batches_that_read_nothing() -> None:
     assert (second["batches"], second["wall_ms_p99"]) == (1, 2_000)
 
 
+def test_each_slice_reports_the_most_ids_and_timers_the_dedupe_evicted_in_one_batch() -> None:
+    def evicting(started_ms: int, wall_ms: int, removed: int, timers: int) -> dict[str, Any]:
+        operators = [
+            {"operatorName": "stateStoreSave", "numRowsRemoved": 10**9, "customMetrics": {}},  # windows
+            {"operatorName": "transformWithStateExec", "numRowsRemoved": removed,
+             "customMetrics": {"numExpiredTimers": timers}},
+        ]  # fmt: skip
+        return {**revenue_event(started_ms, wall_ms), "stateOperators": operators}
+
+    events = [
+        evicting(START_MS + 1_000, 800, 5, 1),
+        evicting(START_MS + 3_000, 30_000, 1_053_992, 2_395),
+        revenue_event(START_MS + 12_000, 700),  # no state operators: nothing evicted
+    ]
+    first, second = slice_batch_walls(events, START_MS, 10, 2)
+    assert (first["wall_ms_max"], first["ids_evicted_max"], first["timers_fired_max"]) == (
+        30_000,
+        1_053_992,
+        2_395,
+    )
+    assert (second["ids_evicted_max"], second["timers_fired_max"]) == (0, 0)
+
+
 def test_a_batch_overlapping_a_maintenance_run_counts_as_beside_it() -> None:
     events = [
         revenue_event(START_MS, 1_000),  # ends before the run starts
@@ -108,7 +131,8 @@ def test_the_report_holds_the_last_slice_against_the_first_warm_one(last_p99: fl
     assert f"Last slice's p99 against the first warm slice's: {ratio}" in text
     assert f"| 20-30 | — | — / {last_p99:.2f} | 3 |" in text
     assert "| 0-10 | 9 | 9.00 / 20.00 | 3 |" in text
-    assert "| 100 | 60 | 40 | 12 | 2 | 1 / 3 |" in text  # disk - data of the first slice, log files, state
+    # Disk - data of the first slice, log files of gold / bronze (none here), state.
+    assert "| 100 | 60 | 40 | 12 / — | 2 | 1 / 3 |" in text
     assert "2 runs (2.5 s), 1 failed: OSError: disk" in text
 
 
