@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import base64
+import http.server
 import json
+import socket
 import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +188,39 @@ def test_the_stack_keeps_its_state_to_its_owner(tmp_path: Path) -> None:
     assert _mode(state) == 0o700
     assert _mode(tmp_path / "child-dir") == 0o700
     assert _mode(tmp_path / "child-file") == 0o600
+
+
+def test_standalone_starts_the_scheduler_once_the_api_server_answers() -> None:
+    """A task the scheduler starts before the API server listens fails at once ("Connection refused" to
+    the Execution API); so the scheduler and triggerer wait for an answer, with a bound."""
+    from revenue_platform.airflow.standalone import wait_for_api_server
+
+    with socket.socket() as probe:  # a free port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}"
+    assert wait_for_api_server(base_url, timeout_s=0.3, poll_s=0.05) is False
+    assert wait_for_api_server(None) is False
+
+    class Unhealthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # an error status still means it serves
+            self.send_response(503)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    servers: list[http.server.HTTPServer] = []
+
+    def listen_later() -> None:
+        time.sleep(0.5)
+        servers.append(http.server.HTTPServer(("127.0.0.1", port), Unhealthy))
+        servers[0].serve_forever()
+
+    threading.Thread(target=listen_later, daemon=True).start()
+    try:
+        assert wait_for_api_server(base_url, timeout_s=30, poll_s=0.05) is True
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
