@@ -12,6 +12,7 @@ offline and reproducibly; a lake on an object store adds Hadoop's S3A jars from 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -182,6 +183,12 @@ def _archive_helps(version: int | None) -> bool:
     return version is not None and version <= LAST_JDK_WITH_CLASS_ARCHIVE
 
 
+def _pyspark_dir() -> Path | None:
+    """Where pyspark (and so Spark's jars) is installed, without importing more of it."""
+    spec = importlib.util.find_spec("pyspark")
+    return Path(spec.origin).resolve().parent if spec is not None and spec.origin else None
+
+
 def driver_class_archive() -> Path | None:
     """``$SPARK_DRIVER_CLASS_ARCHIVE`` if set, else the archive `make jvm` writes for the driver's JDK
     (revenue_platform.local_stack.class_archive), ``<repo>/.jvm/class-archive/spark-driver-jdk<N>-
@@ -190,7 +197,10 @@ def driver_class_archive() -> Path | None:
     A JVM maps only an archive its own build wrote, so the name carries the JDK's build: drivers on
     JDK 17 and JDK 21 on one machine (JAVA_HOME chooses; docs/local-stack.md) each keep theirs, and a
     JDK upgraded in place (a new JAVA_RUNTIME_VERSION) gets a new one rather than one its mtime
-    wrongly calls current."""
+    wrongly calls current. It also carries where the classpath's jars are (the archive's folder, in
+    the checkout beside `.jvm/spark-jars`, and pyspark's): the JVM refuses an archive made with jars
+    at other paths, so a moved checkout, or a `.jvm/` copied from another one, names a new archive
+    for `make jvm` to write instead of keeping one no driver can map."""
     from_env = os.environ.get(DRIVER_CLASS_ARCHIVE_ENV)
     if from_env:
         return Path(from_env)
@@ -202,7 +212,13 @@ def driver_class_archive() -> Path | None:
     if not _archive_helps(version):
         return None
     build = "|".join(
-        [release.get("IMPLEMENTOR", ""), release.get("JAVA_RUNTIME_VERSION", ""), str(java.resolve())]
+        [
+            release.get("IMPLEMENTOR", ""),
+            release.get("JAVA_RUNTIME_VERSION", ""),
+            str(java.resolve()),
+            str(DRIVER_CLASS_ARCHIVE_DIR.resolve()),
+            str(_pyspark_dir()),
+        ]
     )
     tag = hashlib.sha256(build.encode()).hexdigest()[:10]
     return DRIVER_CLASS_ARCHIVE_DIR / f"spark-driver-jdk{version}-{tag}.jsa"

@@ -193,6 +193,26 @@ def test_drivers_on_different_jdks_each_map_their_own_archive(
     assert "SharedArchiveFile" not in no_archive_yet
 
 
+def test_a_checkout_elsewhere_names_its_own_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM refuses an archive whose classpath's jars were at other paths, while its mtime still
+    says current: a moved checkout, or a `.jvm/` copied from another one, must name a new archive
+    (which `make jvm` then writes) instead of keeping one no driver maps."""
+    from spark_apps.engine import session
+
+    monkeypatch.delenv(DRIVER_CLASS_ARCHIVE_ENV, raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(_fake_jdk(tmp_path / "jdk17", 'JAVA_VERSION="17.0.15"\n')))
+    names = set()
+    for checkout in ("here", "moved"):
+        monkeypatch.setattr(
+            session, "DRIVER_CLASS_ARCHIVE_DIR", tmp_path / checkout / ".jvm" / "class-archive"
+        )
+        archive = driver_class_archive()
+        assert archive is not None
+        names.add(archive.name)
+    assert len(names) == 2
+    assert all(name.startswith("spark-driver-jdk17-") for name in names)
+
+
 def test_a_new_archive_replaces_the_old_ones_of_its_feature_version_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
