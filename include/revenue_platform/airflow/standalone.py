@@ -57,14 +57,13 @@ def wait_for_api_server(
     base_url: str | None,
     timeout_s: float = API_SERVER_WAIT_S,
     poll_s: float = 0.5,
-    answers: Callable[[str], bool] = api_server_answers,
 ) -> bool:
     """Wait until the API server at `base_url` answers; False when it has not within `timeout_s` (or
     no URL is set: nothing to wait for)."""
     if not base_url:
         return False
     deadline = time.monotonic() + timeout_s
-    while not answers(base_url):
+    while not api_server_answers(base_url):
         if time.monotonic() >= deadline:
             return False
         time.sleep(poll_s)
