@@ -155,7 +155,7 @@ test: jvm object-store-jars browser promtool ## Run all tests (DAG integrity, un
 	  exit $$status
 
 .PHONY: test-fast
-test-fast: $(INSTALLED) promtool ## The inner loop: unit + DAG tests that start no JVM, broker or Airflow DB (~2 min; make test runs everything)
+test-fast: $(INSTALLED) object-store-jars promtool ## The inner loop: unit + DAG tests that start no JVM, broker or Airflow DB (~2 min; make test runs everything; fetches the S3A jars once, which two launch-command tests read)
 	@$(PYTHON) -m pytest --fast -q tests/unit tests/dags $(PYTEST_ARGS)
 
 .PHONY: test-cluster
