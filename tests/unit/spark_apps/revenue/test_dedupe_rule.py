@@ -274,10 +274,9 @@ def test_bucket_timers_fire_spread_over_a_quarter_horizon_not_together(
 def _ids_in_distinct_buckets(spark: SparkSession, count: int) -> dict[int, int]:
     """The first `count` order ids from 1 on that each have a bucket of their own (the operator's bucket
     function, a hash: their buckets lie anywhere in 0..4095): bucket -> id."""
-    bucket = Column(_operator(spark).bucket(F.col("id")._jc))
     rows = (
         spark.range(1, 10_000)
-        .groupBy(bucket.alias("bucket"))
+        .groupBy(_bucket_of_id(spark).alias("bucket"))
         .agg(F.min("id").alias("id"))
         .orderBy("id")
         .limit(count)
@@ -287,13 +286,21 @@ def _ids_in_distinct_buckets(spark: SparkSession, count: int) -> dict[int, int]:
 
 
 def _bucket_of(spark: SparkSession, order_id: int) -> int:
-    bucket = Column(_operator(spark).bucket(F.col("id")._jc))
-    found: int = spark.range(order_id, order_id + 1).select(bucket.alias("bucket")).collect()[0]["bucket"]
+    found: int = (
+        spark.range(order_id, order_id + 1)
+        .select(_bucket_of_id(spark).alias("bucket"))
+        .collect()[0]["bucket"]
+    )
     return found
 
 
+def _bucket_of_id(spark: SparkSession) -> Column:
+    """The operator's own bucket function of a column `id`."""
+    return Column(_operator(spark).bucket(F.col("id")._jc))
+
+
 def _two_ids_in_one_bucket(spark: SparkSession) -> list[int]:
-    bucket = Column(_operator(spark).bucket(F.col("id")._jc))  # the operator's own bucket function
+    bucket = _bucket_of_id(spark)
     ids: list[int] = (
         spark.range(1, 100_000)
         .groupBy(bucket.alias("bucket"))
