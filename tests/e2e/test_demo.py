@@ -592,6 +592,9 @@ def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
 def test_down_stops_everything(demo_stack: DemoStack) -> None:
     down = run_stack("down", demo_stack.env)
     assert down.returncode == 0, down.stdout + down.stderr
+    # Airflow stopped on its Ctrl-C, not SIGKILLed at the end of the grace period (what a stack started
+    # from a background job got: it had inherited SIGINT ignored).
+    assert "was killed" not in down.stdout, down.stdout
     for pid_file in demo_stack.state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
         assert pid is None, f"{pid_file} still names a live process {pid}: {processes.cmdline(pid)}"

@@ -14,10 +14,17 @@ all four at once, and a task the scheduler hands to its executor before the API 
 at once, retries included ("Connection refused" to the Execution API, no line in the task's log): on a
 busy machine the stack's first scheduled runs of `supervise_streaming_apps` failed so, 35 s into its
 start.
+
+And it stops on SIGINT, however it was started. `make down` stops standalone with SIGINT, which
+standalone takes as Ctrl-C: it stops each component and waits for it. A process started from a
+script in the background (`make up &`, nohup, many CI runners) inherits SIGINT ignored, and Python
+then never raises KeyboardInterrupt: standalone ignored the signal, and `make down` waited out its
+30-s grace before it SIGKILLed every component, the scheduler mid-loop included.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import urllib.error
@@ -70,7 +77,13 @@ def wait_for_api_server(
     return True
 
 
+def take_interrupts() -> None:
+    """Raise KeyboardInterrupt on SIGINT, also when this process inherited the signal ignored."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main() -> None:
+    take_interrupts()
     from airflow.cli.commands import standalone_command
 
     airflow_sub_command = standalone_command.SubCommand

@@ -381,6 +381,12 @@ class LocalAirflow:
         # each task in a process group of its own, and a task's children (a reprocess job's
         # spark-submit, its JVM and Python driver) in it: the whole session goes, or they outlive
         # Airflow. A streaming app its DAGs deployed has a session of its own and keeps running.
-        processes.terminate(pid, grace_s, signal.SIGINT, whole_session=True)
+        killed = processes.terminate(pid, grace_s, signal.SIGINT, whole_session=True)
         self.pid_path.unlink(missing_ok=True)
-        progress("[airflow] stopped")
+        if killed:
+            progress(
+                f"[airflow] stopped; what had not stopped within {grace_s:.0f} s was killed "
+                f"(the last lines of {self.log_path} say where it was)"
+            )
+        else:
+            progress("[airflow] stopped")

@@ -8,10 +8,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from revenue_platform import processes
+from revenue_platform.paths import REPO_ROOT
 
 # A leader that starts two children in process groups of their own (bash job control, as Airflow's
 # setpgid per task) and one in a session of its own (setsid, as a deployed streaming app; started
@@ -104,3 +107,55 @@ def test_a_stopped_process_is_continued_to_shut_down_on_its_signal(tmp_path: Pat
         assert not processes.is_alive(pid)
     finally:
         _kill(pid, *processes.group_members(pid))
+
+
+# Python that waits for Ctrl-C and says how it ended; `take` first takes SIGINT back like the stack's
+# standalone does (revenue_platform.airflow.standalone).
+_WAITS_FOR_CTRL_C = """
+import sys, time
+from pathlib import Path
+if sys.argv[1] == "take":
+    from revenue_platform.airflow.standalone import take_interrupts
+    take_interrupts()
+Path(sys.argv[2]).write_text("ready")
+try:
+    time.sleep(300)
+except KeyboardInterrupt:
+    Path(sys.argv[2]).write_text("interrupted")
+"""
+
+
+def _started_with_sigint_ignored(tmp_path: Path, mode: str) -> tuple[int, Path]:
+    """A Python process started as from a background job of a script (`make up &`, nohup, a CI
+    runner): it inherits SIGINT ignored."""
+    marker = tmp_path / f"{mode}.state"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WAITS_FOR_CTRL_C, mode, str(marker)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (marker.exists() and marker.read_text()):
+        assert process.poll() is None, f"{mode}: exited before it was ready"
+        assert time.monotonic() < deadline, f"{mode}: not ready within 30 s"
+        time.sleep(0.05)
+    return process.pid, marker
+
+
+def test_standalone_stops_on_sigint_even_when_started_with_it_ignored(tmp_path: Path) -> None:
+    """`make down` stops Airflow standalone with SIGINT (its Ctrl-C: it stops its components and waits for
+    them). Started from a background job, standalone inherited SIGINT ignored, ignored it, and `down`
+    waited out its 30-s grace to SIGKILL every component. The control case shows the inheritance is real:
+    without taking SIGINT back, the process ignores it and is killed at the grace's end."""
+    control, control_state = _started_with_sigint_ignored(tmp_path, "inherit")
+    taken, taken_state = _started_with_sigint_ignored(tmp_path, "take")
+    try:
+        assert processes.terminate(control, 1.0, signal.SIGINT) is True, "ignored SIGINT: killed at the end"
+        assert control_state.read_text() == "ready"
+
+        assert processes.terminate(taken, 10.0, signal.SIGINT) is False, "stopped on SIGINT, not killed"
+        assert taken_state.read_text() == "interrupted"
+    finally:
+        _kill(control, taken)
