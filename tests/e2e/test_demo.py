@@ -592,9 +592,12 @@ def _expect_green_live_and_demo_outgoing(page: Any, green: str) -> None:
 def test_down_stops_everything(demo_stack: DemoStack) -> None:
     down = run_stack("down", demo_stack.env)
     assert down.returncode == 0, down.stdout + down.stderr
-    # Airflow stopped on its Ctrl-C, not SIGKILLed at the end of the grace period (what a stack started
-    # from a background job got: it had inherited SIGINT ignored).
-    assert "was killed" not in down.stdout, down.stdout
+    # Standalone took its Ctrl-C and stopped its components (a stack started from a background job had
+    # inherited SIGINT ignored: it ignored the signal and was SIGKILLed at the end of the grace period).
+    # Whether all stopped within the grace depends on the tasks running (the replay's retire_blue is in
+    # its grace period: the scheduler waits for running tasks), so the log, not the kill, is the check.
+    standalone_log = demo_stack.state_dir / "airflow" / "standalone.log"
+    assert "Shutting down components" in standalone_log.read_text(errors="replace"), down.stdout
     for pid_file in demo_stack.state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
         assert pid is None, f"{pid_file} still names a live process {pid}: {processes.cmdline(pid)}"

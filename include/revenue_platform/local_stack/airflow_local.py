@@ -338,7 +338,9 @@ class LocalAirflow:
                 [sys.executable, "-m", STANDALONE_MODULE],
                 self.pid_path,
                 self.log_path,
-                env={**os.environ, **airflow_environment(self.settings)},
+                # Standalone prints its components' lines to the log file: unbuffered, the log is live
+                # (`tail -f`) and a standalone killed at the end of `down`'s grace loses no line.
+                env={**os.environ, **airflow_environment(self.settings), "PYTHONUNBUFFERED": "1"},
                 cwd=REPO_ROOT,
             )
             progress(f"[airflow] starting standalone, log: {self.log_path}")
