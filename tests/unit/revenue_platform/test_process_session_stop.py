@@ -129,11 +129,13 @@ def _started_with_sigint_ignored(tmp_path: Path, mode: str) -> tuple[int, Path]:
     """A Python process started as from a background job of a script (`make up &`, nohup, a CI
     runner): it inherits SIGINT ignored."""
     marker = tmp_path / f"{mode}.state"
+    # `trap "" INT` ignores SIGINT and exec keeps it ignored, as a background job's shell does (no
+    # preexec_fn: this worker process has threads, and code between fork and exec can deadlock on them).
+    ignoring_sigint = ["bash", "-c", 'trap "" INT; exec "$0" "$@"', sys.executable]
     process = subprocess.Popen(
-        [sys.executable, "-c", _WAITS_FOR_CTRL_C, mode, str(marker)],
+        [*ignoring_sigint, "-c", _WAITS_FOR_CTRL_C, mode, str(marker)],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         start_new_session=True,
     )
     deadline = time.monotonic() + 30
