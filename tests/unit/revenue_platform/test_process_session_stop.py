@@ -125,7 +125,7 @@ except KeyboardInterrupt:
 """
 
 
-def _started_with_sigint_ignored(tmp_path: Path, mode: str) -> tuple[int, Path]:
+def _started_with_sigint_ignored(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[bytes], Path]:
     """A Python process started as from a background job of a script (`make up &`, nohup, a CI
     runner): it inherits SIGINT ignored."""
     marker = tmp_path / f"{mode}.state"
@@ -143,7 +143,7 @@ def _started_with_sigint_ignored(tmp_path: Path, mode: str) -> tuple[int, Path]:
         assert process.poll() is None, f"{mode}: exited before it was ready"
         assert time.monotonic() < deadline, f"{mode}: not ready within 30 s"
         time.sleep(0.05)
-    return process.pid, marker
+    return process, marker
 
 
 def test_standalone_stops_on_sigint_even_when_started_with_it_ignored(tmp_path: Path) -> None:
@@ -154,10 +154,12 @@ def test_standalone_stops_on_sigint_even_when_started_with_it_ignored(tmp_path: 
     control, control_state = _started_with_sigint_ignored(tmp_path, "inherit")
     taken, taken_state = _started_with_sigint_ignored(tmp_path, "take")
     try:
-        assert processes.terminate(control, 1.0, signal.SIGINT) is True, "ignored SIGINT: killed at the end"
+        assert processes.terminate(control.pid, 1.0, signal.SIGINT) is True, "SIGINT ignored: killed"
         assert control_state.read_text() == "ready"
 
-        assert processes.terminate(taken, 10.0, signal.SIGINT) is False, "stopped on SIGINT, not killed"
+        assert processes.terminate(taken.pid, 10.0, signal.SIGINT) is False, "stopped on SIGINT, not killed"
         assert taken_state.read_text() == "interrupted"
     finally:
-        _kill(control, taken)
+        _kill(control.pid, taken.pid)
+        for process in (control, taken):  # reaped here, not left to the garbage collector's warning
+            process.wait(timeout=10)
