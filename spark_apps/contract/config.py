@@ -29,6 +29,7 @@ from spark_apps.contract.config_rules import (
 from spark_apps.contract.kafka_config import (
     INPUT_TOPIC_FIELDS,
     MAX_OFFSET,
+    MAX_OFFSETS_PER_TRIGGER,
     MAX_PARTITIONS,
     MAX_TOPIC_NAME,
     OUTPUT_TOPIC_FIELDS,
@@ -191,12 +192,38 @@ class TriggerConfig(StrictModel):
     soon as the one before has ended while records wait; an idle app polls Kafka every
     `engine.session.IDLE_POLL_MS`)."""
 
+    min_records: int | None = Field(default=None, ge=1, le=MAX_OFFSETS_PER_TRIGGER, strict=True)
+    """processing_time only, 1..50,000,000: a batch starts once at least this many records wait in
+    the orders topic, or once `max_wait` has passed since the batch before started, whichever comes
+    first (Spark's Kafka source options `minOffsetsPerTrigger` and `maxTriggerDelay`). With
+    `interval: 0 seconds` that is batches back to back while a backlog of this size waits and at
+    most `max_wait` apart otherwise: at most rate / min_records + 1 / max_wait batches a second,
+    and no order waits longer than `max_wait` for its batch to start (docs/performance.md,
+    "Batches back to back once a backlog waits"). null: a batch every `interval`."""
+    max_wait: str = "2 seconds"
+    """With `min_records`: the longest a batch waits for them, 1 second to 1 hour."""
+
     @field_validator("interval")
     @classmethod
     def _interval(cls, value: str) -> str:
         if interval_seconds(value) == 0:
             return value
         return bounded_interval(value, MAX_TRIGGER_SECONDS)
+
+    @field_validator("max_wait")
+    @classmethod
+    def _max_wait(cls, value: str) -> str:
+        return bounded_interval(value, MAX_TRIGGER_SECONDS)
+
+    @model_validator(mode="after")
+    def _min_records_need_processing_time(self) -> TriggerConfig:
+        # availableNow reads everything there is in bounded batches: a minimum has nothing to wait for.
+        if self.min_records is not None and self.mode != "processing_time":
+            raise ValueError(
+                f"trigger.min_records ({self.min_records}) applies to mode processing_time, not {self.mode}: "
+                "unset it (null) for a bounded run"
+            )
+        return self
 
 
 class ValidationConfig(StrictModel):
@@ -310,6 +337,17 @@ class StreamingAppConfig(StrictModel):
                     f"give kafka.{field_name} its own topic"
                 )
             seen[topic] = field_name
+        return self
+
+    @model_validator(mode="after")
+    def _min_records_fit_a_batch(self) -> StreamingAppConfig:
+        most = self.kafka.max_offsets_per_trigger
+        if self.trigger.min_records is not None and most is not None and self.trigger.min_records > most:
+            raise ValueError(
+                f"trigger.min_records ({self.trigger.min_records}) is more than "
+                f"kafka.max_offsets_per_trigger ({most}): a batch could never hold the records it waits "
+                "for; lower trigger.min_records"
+            )
         return self
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_apps.contract.config import StreamingAppConfig
+from spark_apps.contract.config_rules import interval_seconds
 from spark_apps.contract.kafka_cluster import KafkaClusterCheckError, KafkaClusterUnreachableError
 from spark_apps.storage.replay_history import history_cut_over_offsets
 from spark_apps.validation.schemas import KAFKA_RAW_COLUMNS
@@ -42,11 +43,24 @@ def read_orders_stream(spark: SparkSession, config: StreamingAppConfig) -> DataF
         reader = reader.option("startingOffsets", config.kafka.starting_offsets)
         if config.kafka.starting_timestamp_ms is not None:
             reader = reader.option("startingTimestamp", str(config.kafka.starting_timestamp_ms))
-    if config.kafka.max_offsets_per_trigger is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.kafka.max_offsets_per_trigger))
+    reader = reader.options(**batch_size_options(config))
     if config.kafka.min_partitions is not None:
         reader = reader.option("minPartitions", str(config.kafka.min_partitions))
     return reader.load().select(*KAFKA_RAW_COLUMNS)
+
+
+def batch_size_options(config: StreamingAppConfig) -> dict[str, str]:
+    """The Kafka source's options that size and pace the orders stream's batches: at most
+    `kafka.max_offsets_per_trigger` records; with `trigger.min_records`, a batch once that many
+    wait or once `trigger.max_wait` has passed since the one before began (processing_time only)."""
+    options: dict[str, str] = {}
+    if config.kafka.max_offsets_per_trigger is not None:
+        options["maxOffsetsPerTrigger"] = str(config.kafka.max_offsets_per_trigger)
+    trigger = config.trigger
+    if trigger.mode == "processing_time" and trigger.min_records is not None:
+        options["minOffsetsPerTrigger"] = str(trigger.min_records)
+        options["maxTriggerDelay"] = f"{interval_seconds(trigger.max_wait)}s"
+    return options
 
 
 def read_orders_batch(

@@ -580,6 +580,8 @@ CONFIG_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "trigger.mode": choice(["processing_time", "available_now"]),
     # "0 seconds" is allowed: batches back to back.
     "trigger.interval": st.sampled_from(["-1 seconds", "2 hours", "5 seconds\n", 5, ""]),
+    "trigger.min_records": bounded_number(1, 50_000_000, whole=True, null_is_default=True),
+    "trigger.max_wait": st.sampled_from(["0 seconds", "2 hours", "2 seconds\n", 2, ""]),
     "validation.max_order_amount": st.sampled_from(["1e400", "NaN", "-1", "0", "0.001", "x", [], "١٢٣"]),
     "validation.max_future_skew": st.sampled_from(
         ["1 day 1 second", "0 seconds", "2 days", "5\nminutes", 300, []]
