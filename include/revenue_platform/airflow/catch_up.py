@@ -5,6 +5,15 @@ A replay from the earliest offsets can take hours on a real history. The operato
 `progress_summary` the supervisor reads, judged by `judge_catch_up`), logging offsets behind,
 rate and ETA on every poll. The worker slot is free meanwhile; the task resumes in
 `execute_complete` to record the outcome in the registry's audit log.
+
+A trigger that fires within seconds of its deferral meets a race in Airflow 3.3's scheduler: the
+executor's "success" for the worker that exited on `defer()` can be drained after the trigger has
+already put the task back to queued or running, and the scheduler then fails the task as "state
+changed externally" (apache/airflow#66374, fixed for a task back in `scheduled` only; #71580 and
+#72716, open). A replay whose green had caught up within two seconds failed that way, both tries
+(the e2e replay, 2026-12-05: the stale event came 5-6 s after the deferral on a busy machine). So
+a green that has caught up when the task starts is recorded without deferring, and the trigger
+never fires earlier than `RESUME_SETTLE_S` after the deferral.
 """
 
 from __future__ import annotations
@@ -20,6 +29,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from revenue_platform.airflow.dag_defaults import actor_from_context
 from revenue_platform.bluegreen.logic import CatchUp, judge_catch_up
+
+# The least time between a deferral and its trigger's event (see the module's docstring): three
+# times the 5-6 s the scheduler took to drain the deferred worker's exit on a loaded 2-core box.
+RESUME_SETTLE_S = 15.0
 
 
 def observe_catch_up(lake_root: str, deployment_id: str, max_offsets_behind: int) -> CatchUp:
@@ -42,6 +55,7 @@ class CatchUpTrigger(BaseTrigger):
         max_offsets_behind: int,
         deadline: str,
         poll_interval_s: float,
+        settle_s: float = RESUME_SETTLE_S,
     ) -> None:
         super().__init__()
         self.lake_root = lake_root
@@ -49,6 +63,7 @@ class CatchUpTrigger(BaseTrigger):
         self.max_offsets_behind = max_offsets_behind
         self.deadline = deadline
         self.poll_interval_s = poll_interval_s
+        self.settle_s = settle_s
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -59,6 +74,7 @@ class CatchUpTrigger(BaseTrigger):
                 "max_offsets_behind": self.max_offsets_behind,
                 "deadline": self.deadline,
                 "poll_interval_s": self.poll_interval_s,
+                "settle_s": self.settle_s,
             },
         )
 
@@ -80,6 +96,8 @@ class CatchUpTrigger(BaseTrigger):
             )
             remaining = (deadline - datetime.now(UTC)).total_seconds()
             if state.caught_up or remaining <= 0:
+                # Hold the event until the scheduler has surely seen the deferred worker exit.
+                await asyncio.sleep(max(0.0, self.settle_s - (time.monotonic() - started)))
                 yield TriggerEvent(
                     {
                         "caught_up": state.caught_up,
@@ -111,6 +129,14 @@ class WaitForCatchUpOperator(BaseOperator):
         return self.lake_root or lake_root()
 
     def execute(self, context: Any) -> dict[str, Any]:
+        green, max_behind = str(self.request["green_deployment_id"]), int(self.request["max_offsets_behind"])
+        # Caught up already (a short history): record it now; a deferral would only meet the
+        # scheduler's race (module docstring) and cost the settle time.
+        state = observe_catch_up(self._lake_root(), green, max_behind)
+        if state.caught_up:
+            self.log.info("[replay] %s: %s (threshold %d), no wait", green, state.describe(), max_behind)
+            event = {"caught_up": True, "offsets_behind": state.offsets_behind, "state": state.describe()}
+            return self.execute_complete(context, {**event, "seconds": 0.0})
         timeout_s = float(self.request["catch_up_timeout_s"])
         deadline = datetime.now(UTC) + timedelta(seconds=timeout_s)
         self.log.info(
@@ -122,8 +148,8 @@ class WaitForCatchUpOperator(BaseOperator):
         self.defer(
             trigger=CatchUpTrigger(
                 self._lake_root(),
-                str(self.request["green_deployment_id"]),
-                int(self.request["max_offsets_behind"]),
+                green,
+                max_behind,
                 deadline.isoformat(),
                 float(self.request["poll_interval_s"]),
             ),
