@@ -94,9 +94,11 @@ async def _first_event(trigger: CatchUpTrigger) -> tuple[dict[str, Any], float]:
     raise AssertionError("the trigger ended without an event")
 
 
-def _trigger(lake_root: str, settle_s: float, deadline_in_s: float = 60) -> CatchUpTrigger:
+def _trigger(
+    lake_root: str, settle_s: float, deadline_in_s: float = 60, poll_interval_s: float = 0.05
+) -> CatchUpTrigger:
     deadline = (datetime.now(UTC) + timedelta(seconds=deadline_in_s)).isoformat()
-    return CatchUpTrigger(lake_root, "green", 0, deadline, poll_interval_s=0.05, settle_s=settle_s)
+    return CatchUpTrigger(lake_root, "green", 0, deadline, poll_interval_s=poll_interval_s, settle_s=settle_s)
 
 
 def test_a_trigger_whose_green_catches_up_at_once_fires_only_after_the_settle_time(
@@ -117,12 +119,14 @@ def test_a_trigger_past_its_settle_time_fires_at_the_poll_that_sees_green_caught
 ) -> None:
     reads = _states(monkeypatch, BEHIND, BEHIND, BEHIND, BEHIND, CAUGHT_UP)
 
-    payload, took_s = asyncio.run(_first_event(_trigger(lake_root, settle_s=0.1)))
+    trigger = _trigger(lake_root, settle_s=0.5, poll_interval_s=0.2)
+    payload, took_s = asyncio.run(_first_event(trigger))
 
     assert payload["caught_up"] is True
     assert len(reads) == 5
-    # No wait after the settle time has passed: the event follows the fifth read directly.
-    assert took_s - (reads[-1] - reads[0]) < 0.1
+    assert reads[-1] - reads[0] >= 0.5, "the fifth poll comes after the settle time"
+    # No settle wait added then: the event follows the fifth read (a wait would add 0.5 s).
+    assert took_s - (reads[-1] - reads[0]) < 0.4
 
 
 def test_a_trigger_past_its_deadline_fires_not_caught_up(
