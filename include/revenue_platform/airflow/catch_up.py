@@ -44,6 +44,17 @@ def observe_catch_up(lake_root: str, deployment_id: str, max_offsets_behind: int
     return judge_catch_up(progress_summary(record), max_offsets_behind)
 
 
+def catch_up_event(state: CatchUp, seconds: float) -> dict[str, Any]:
+    """What `execute_complete` reads: the trigger's event payload, or the operator's own when green
+    had caught up before any deferral."""
+    return {
+        "caught_up": state.caught_up,
+        "offsets_behind": state.offsets_behind,
+        "state": state.describe(),
+        "seconds": round(seconds, 1),
+    }
+
+
 class CatchUpTrigger(BaseTrigger):
     """Fires once `deployment_id` is at most `max_offsets_behind` behind (and done with its history),
     or when `deadline` passes; logs progress on every poll."""
@@ -98,14 +109,7 @@ class CatchUpTrigger(BaseTrigger):
             if state.caught_up or remaining <= 0:
                 # Hold the event until the scheduler has surely seen the deferred worker exit.
                 await asyncio.sleep(max(0.0, self.settle_s - (time.monotonic() - started)))
-                yield TriggerEvent(
-                    {
-                        "caught_up": state.caught_up,
-                        "offsets_behind": state.offsets_behind,
-                        "state": state.describe(),
-                        "seconds": round(elapsed, 1),
-                    }
-                )
+                yield TriggerEvent(catch_up_event(state, elapsed))
                 return
             await asyncio.sleep(min(self.poll_interval_s, max(remaining, 0.1)))
 
@@ -130,13 +134,13 @@ class WaitForCatchUpOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         green, max_behind = str(self.request["green_deployment_id"]), int(self.request["max_offsets_behind"])
+        lake_root = self._lake_root()
         # Caught up already (a short history): record it now; a deferral would only meet the
         # scheduler's race (module docstring) and cost the settle time.
-        state = observe_catch_up(self._lake_root(), green, max_behind)
+        state = observe_catch_up(lake_root, green, max_behind)
         if state.caught_up:
             self.log.info("[replay] %s: %s (threshold %d), no wait", green, state.describe(), max_behind)
-            event = {"caught_up": True, "offsets_behind": state.offsets_behind, "state": state.describe()}
-            return self.execute_complete(context, {**event, "seconds": 0.0})
+            return self.execute_complete(context, catch_up_event(state, 0.0))
         timeout_s = float(self.request["catch_up_timeout_s"])
         deadline = datetime.now(UTC) + timedelta(seconds=timeout_s)
         self.log.info(
@@ -147,7 +151,7 @@ class WaitForCatchUpOperator(BaseOperator):
         )
         self.defer(
             trigger=CatchUpTrigger(
-                self._lake_root(),
+                lake_root,
                 green,
                 max_behind,
                 deadline.isoformat(),
