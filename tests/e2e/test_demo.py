@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 from collections.abc import Generator, Iterator
@@ -50,13 +51,27 @@ UI_TIMEOUT_MS = 90_000
 """Bound on each browser wait: the UI and the view's Delta reads share 2 cores with Spark and Kafka."""
 
 
-def _user_environment(state_dir: Path) -> dict[str, str]:
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _user_environment(state_dir: Path, statsd_port: int, log_server_ports: tuple[int, int]) -> dict[str, str]:
+    """The stack's own ports; its Airflow's StatsD metrics go to the module's listener, and the log
+    servers' ports (which no log server may take) are free ports of their own, so one that did start
+    (an Airflow upgrade that ignores `--skip-serve-logs`) shows up instead of colliding with another
+    stack's."""
+    worker_log_port, trigger_log_port = log_server_ports
     return user_environment(
         state_dir,
         {
             "KAFKA_PORT": KAFKA_PORT,
             "KAFKA_CONTROLLER_PORT": KAFKA_CONTROLLER_PORT,
             "AIRFLOW_PORT": AIRFLOW_PORT,
+            "AIRFLOW_STATSD_PORT": statsd_port,
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": worker_log_port,
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": trigger_log_port,
         },
     )
 
@@ -68,6 +83,8 @@ class DemoStack:
     up: subprocess.CompletedProcess[str]
     demo: subprocess.CompletedProcess[str]
     demo_ended: float  # time.monotonic() when the demo command returned
+    statsd_listener: socket.socket  # a UDP socket on 127.0.0.1 standing in for statsd_exporter
+    log_server_ports: tuple[int, int]  # the worker's and the triggerer's, which no log server may take
 
     @property
     def lake_root(self) -> str:
@@ -99,16 +116,19 @@ class DemoStack:
 def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoStack]:
     """`up`, then the demo, once for the module; `down` at the end whatever happened."""
     state_dir = tmp_path_factory.mktemp("e2e") / "state"
-    env = _user_environment(state_dir)
-    try:
-        up = run_stack("up", env)
-        if up.returncode == 0:
-            demo = run_demo(env)
-        else:
-            demo = subprocess.CompletedProcess(["demo"], 1, "", "not run: `up` failed")
-        yield DemoStack(env, state_dir, up, demo, time.monotonic())
-    finally:
-        run_stack("down", env)
+    log_server_ports = (_free_port(), _free_port())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as statsd_listener:
+        statsd_listener.bind(("127.0.0.1", 0))
+        env = _user_environment(state_dir, statsd_listener.getsockname()[1], log_server_ports)
+        try:
+            up = run_stack("up", env)
+            if up.returncode == 0:
+                demo = run_demo(env)
+            else:
+                demo = subprocess.CompletedProcess(["demo"], 1, "", "not run: `up` failed")
+            yield DemoStack(env, state_dir, up, demo, time.monotonic(), statsd_listener, log_server_ports)
+        finally:
+            run_stack("down", env)
 
 
 def test_demo_prints_windowed_revenue(demo_stack: DemoStack) -> None:
@@ -368,20 +388,56 @@ def test_the_first_hour_is_green_and_every_page_renders_offline(demo_stack: Demo
     assert outside == [], f"requests that would leave localhost: {outside}"
 
 
-def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoStack) -> None:
-    """`up` plus the demo's live deployment: the broker, every Airflow component (no log servers) and
-    the Spark driver listen on loopback only. Sockets are read from /proc for every process group a
-    pid file of the stack names."""
-    demo_stack.require_demo_output()
+def _stack_members(demo_stack: DemoStack) -> list[int]:
+    """Every process of every process group a pid file of the stack names."""
     groups = set()
     for pid_file in demo_stack.state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
         if pid is not None:
             groups.add(os.getpgid(pid))
-    members = [pid for group in groups for pid in processes.group_members(group)]
+    return [pid for group in groups for pid in processes.group_members(group)]
+
+
+def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoStack) -> None:
+    """`up` plus the demo's live deployment: the broker, every Airflow component and the Spark driver
+    listen on loopback only, and no log server was started (the scheduler and the triggerer run with
+    `--skip-serve-logs`: Airflow 3.3's log servers bind every interface). Sockets are read from /proc
+    for every process group a pid file of the stack names; UDP too (a StatsD client that sends from
+    an unbound socket receives on every interface)."""
+    demo_stack.require_demo_output()
+    members = _stack_members(demo_stack)
     listening = processes.listening_sockets(members)
     assert {AIRFLOW_PORT, KAFKA_PORT, KAFKA_CONTROLLER_PORT} <= {s.port for s in listening}, listening
     assert [s for s in listening if not s.loopback_only] == []
+    assert {s.port for s in listening} & set(demo_stack.log_server_ports) == set(), "a log server was started"
+    commands = [processes.cmdline(member) for member in members]
+    for component in ("scheduler", "triggerer"):
+        assert any(f"airflow {component} --skip-serve-logs" in c for c in commands), commands
+    # The log server renames its process "airflow serve-logs".
+    assert not any(c.strip() == "airflow serve-logs" for c in commands), commands
+    senders = processes.listening_sockets(members, "udp")
+    assert [s for s in senders if not s.loopback_only] == []
+
+
+def test_the_stack_s_scheduler_sends_its_heartbeat_to_the_statsd_port(demo_stack: DemoStack) -> None:
+    """`up` with AIRFLOW_STATSD_PORT: the scheduler's StatsD metrics arrive on that loopback port (a
+    statsd_exporter's), from a socket of the stack bound to loopback."""
+    demo_stack.require_demo_output()
+    # The scheduler counts a heartbeat every few seconds ([scheduler] scheduler_heartbeat_sec, 5); the
+    # listener has held what arrived since `up`, up to its receive buffer.
+    heartbeat = "airflow.scheduler_heartbeat:1|c"
+    listener = demo_stack.statsd_listener
+    deadline = time.monotonic() + 60
+    received: list[str] = []
+    while heartbeat not in received and time.monotonic() < deadline:
+        listener.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            received.append(listener.recv(65535).decode())
+        except TimeoutError:
+            break
+    assert heartbeat in received, f"no {heartbeat} in 60 s; received {sorted(set(received))[:40]}"
+    senders = processes.listening_sockets(_stack_members(demo_stack), "udp")
+    assert senders, "the scheduler sent from a socket of the stack"
 
 
 def test_metrics_show_the_live_app_and_its_lag_back_at_zero_after_its_orders(
