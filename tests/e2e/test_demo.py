@@ -37,6 +37,7 @@ from revenue_platform.local_stack.airflow_local import (
     local_password,
 )
 from revenue_platform.paths import REPO_ROOT
+from tests.port_helpers import free_loopback_port
 from tests.stack_helpers import DEMO_SUMMARY, left_running, run_demo, run_stack, user_environment
 
 pytestmark = pytest.mark.e2e
@@ -49,12 +50,6 @@ OUTPUT_DIR = REPO_ROOT / "tests" / "output" / "e2e_demo"
 """Screenshots of the browser test (git-ignored)."""
 UI_TIMEOUT_MS = 90_000
 """Bound on each browser wait: the UI and the view's Delta reads share 2 cores with Spark and Kafka."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _user_environment(state_dir: Path, statsd_port: int, log_server_ports: tuple[int, int]) -> dict[str, str]:
@@ -116,7 +111,7 @@ class DemoStack:
 def demo_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoStack]:
     """`up`, then the demo, once for the module; `down` at the end whatever happened."""
     state_dir = tmp_path_factory.mktemp("e2e") / "state"
-    log_server_ports = (_free_port(), _free_port())
+    log_server_ports = (free_loopback_port(), free_loopback_port())
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as statsd_listener:
         statsd_listener.bind(("127.0.0.1", 0))
         env = _user_environment(state_dir, statsd_listener.getsockname()[1], log_server_ports)

@@ -14,7 +14,6 @@ error stands.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from email import message_from_bytes, policy
@@ -31,6 +30,7 @@ from aiosmtpd.controller import Controller
 from revenue_platform.airflow.notify import chat_text
 from revenue_platform.connections import ALERTS_CONN_ID, connection_env_var
 from tests.approval_helpers import CAUGHT_UP, DIFF, QUALITY, REQUEST
+from tests.port_helpers import free_loopback_port
 from tests.streaming_helpers import load_dags, task_states
 
 pytestmark = pytest.mark.integration
@@ -38,12 +38,6 @@ pytestmark = pytest.mark.integration
 RECIPIENTS = ["oncall@example.com", "lead@example.com"]
 # A conf key the DAG does not declare fails its first task; the braces must arrive as text.
 BAD_CONF = {"deploymnet_id{{ 7 * 7 }}": "green"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Inbox:
@@ -61,7 +55,7 @@ class Inbox:
 
 @pytest.fixture
 def inbox() -> Iterator[tuple[Inbox, int]]:
-    handler, port = Inbox(), _free_port()
+    handler, port = Inbox(), free_loopback_port()
     controller = Controller(handler, hostname="127.0.0.1", port=port)
     controller.start()
     try:
@@ -228,7 +222,7 @@ def test_a_mail_server_that_is_down_is_logged_and_the_webhook_still_alerts(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     posts, url = webhook
-    _alerts_connection(monkeypatch, _free_port(), url)  # nothing listens there
+    _alerts_connection(monkeypatch, free_loopback_port(), url)  # nothing listens there
 
     _fail_the_first_task(dags)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -14,18 +13,15 @@ import pytest
 from revenue_platform import processes
 from revenue_platform.errors import BrokerUnreachableError, PrerequisiteError
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.port_helpers import free_loopback_port
 
 
 def _broker(tmp_path: Path) -> LocalKafkaBroker:
     # Nothing listens on these ports: the broker never answers.
     return LocalKafkaBroker(
-        KafkaBrokerSettings(port=_free_port(), controller_port=_free_port(), data_dir=tmp_path)
+        KafkaBrokerSettings(
+            port=free_loopback_port(), controller_port=free_loopback_port(), data_dir=tmp_path
+        )
     )
 
 

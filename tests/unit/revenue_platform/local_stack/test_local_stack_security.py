@@ -24,6 +24,7 @@ from revenue_platform.local_stack.airflow_local import (
 )
 from revenue_platform.spark_submit import spark_submit_command
 from spark_apps.engine.session import loopback_driver_conf
+from tests.port_helpers import free_loopback_port
 
 
 def _settings(tmp_path: Path) -> AirflowLocalSettings:
@@ -146,7 +147,6 @@ def test_standalone_runs_the_scheduler_and_triggerer_without_log_servers() -> No
 
 def test_listening_sockets_are_read_from_proc_and_judged_by_address() -> None:
     import os
-    import socket
 
     from revenue_platform.processes import ListeningSocket, listening_sockets, proc_net_address
 
@@ -195,9 +195,7 @@ def test_standalone_starts_the_scheduler_once_the_api_server_answers() -> None:
     the Execution API); so the scheduler and triggerer wait for an answer, with a bound."""
     from revenue_platform.airflow.standalone import wait_for_api_server
 
-    with socket.socket() as probe:  # a free port nothing listens on yet
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_loopback_port()  # nothing listens on it yet
     base_url = f"http://127.0.0.1:{port}"
     assert wait_for_api_server(base_url, timeout_s=0.3, poll_s=0.05) is False
     assert wait_for_api_server(None) is False
