@@ -34,6 +34,7 @@ from revenue_platform.local_stack.airflow_local import (
 )
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
+from revenue_platform.local_stack.service_jit import SERVICES_JIT_ENV
 from revenue_platform.paths import REPO_ROOT
 from spark_apps.engine.session import DRIVER_JIT_ENV
 from tests.stall_watchdog import StallWatchdog, run_stalls_dir
@@ -91,6 +92,10 @@ os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
 # with it for the 2 cores (spark_apps.engine.session.DRIVER_JIT_ENV; docs/testing.md). The e2e demo's
 # stack gets a user's environment and keeps the default.
 os.environ.setdefault(DRIVER_JIT_ENV, "c1")
+# The same for the services the tests start (the session's broker and object store, the SASL broker,
+# the cluster suite's brokers, store, master and workers, the Kafka tools' runs): they live for minutes
+# (revenue_platform.local_stack.service_jit; docs/testing.md). The e2e stack keeps a user's default.
+os.environ.setdefault(SERVICES_JIT_ENV, "c1")
 
 
 # What `make test-fast` leaves out: a test that asks for one of these fixtures starts a JVM (Spark,

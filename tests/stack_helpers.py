@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from revenue_platform import processes
+from revenue_platform.local_stack.service_jit import SERVICES_JIT_ENV
 from revenue_platform.paths import REPO_ROOT
 from spark_apps.engine.session import DRIVER_JIT_ENV
 
@@ -30,8 +31,9 @@ def user_environment(state_dir: Path, ports: Mapping[str, int]) -> dict[str, str
     # which the fault tests' session cluster sets while it runs).
     env.pop("PLATFORM_LAKE_ROOT", None)
     env.pop("CLUSTER_LAKE", None)
-    # A user's drivers run on the JDK's default JIT, not the test session's (tests/conftest.py).
+    # A user's drivers and services run on the JDK's default JIT, not the test session's (tests/conftest.py).
     env.pop(DRIVER_JIT_ENV, None)
+    env.pop(SERVICES_JIT_ENV, None)
     return env
 
 

@@ -414,6 +414,15 @@ def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoS
     assert [s for s in senders if not s.loopback_only] == []
 
 
+def test_the_stack_s_jvms_run_on_the_jdk_s_default_jit(demo_stack: DemoStack) -> None:
+    """The test session keeps its own drivers and services on the JIT's first tier (tests/conftest.py);
+    a user's stack, which this one is, does not: its broker and the demo's driver run tiered."""
+    demo_stack.require_demo_output()
+    java = [command for command in map(processes.cmdline, _stack_members(demo_stack)) if " -cp " in command]
+    assert any("kafka.Kafka" in c for c in java), java
+    assert [c for c in java if "TieredStopAtLevel" in c] == []
+
+
 def test_the_stack_s_scheduler_sends_its_heartbeat_to_the_statsd_port(demo_stack: DemoStack) -> None:
     """`up` with AIRFLOW_STATSD_PORT: the scheduler's StatsD metrics arrive on that loopback port (a
     statsd_exporter's), from a socket of the stack bound to loopback."""

@@ -18,6 +18,7 @@ from revenue_platform.local_stack.kafka_broker import (
     LocalKafkaBroker,
     broker_answers_metadata,
 )
+from revenue_platform.local_stack.service_jit import SERVICES_JIT_ENV, service_jit_options
 from revenue_platform.orders_generator import GeneratedRecord, produce
 from tests.kafka_helpers import create_topics, read_topic, unique_suffix
 
@@ -88,3 +89,11 @@ def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
         return int(low), int(high)
     finally:
         consumer.close()
+
+
+def test_the_session_s_broker_runs_on_the_jit_the_session_gives_its_services(kafka_broker_pid: int) -> None:
+    """tests/conftest.py keeps the services a test session starts on the JIT's first tier
+    (STACK_SERVICES_JIT=c1): the running broker's JVM has the option."""
+    options = service_jit_options()
+    assert options == ["-XX:TieredStopAtLevel=1"], f"{SERVICES_JIT_ENV} of this session: {options}"
+    assert set(options) <= set(processes.cmdline(kafka_broker_pid).split())

@@ -60,6 +60,7 @@ from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
+from revenue_platform.local_stack.service_jit import service_jit_options
 from revenue_platform.paths import CLUSTER_MARKER_FILE, REPO_ROOT, cluster_state_dir, running_cluster_marker
 from revenue_platform.private_files import private_text
 
@@ -390,6 +391,11 @@ class LocalCluster:
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": LOOPBACK,
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+            # The master's and workers' JIT (STACK_SERVICES_JIT); not their executors', which the app's
+            # own Spark conf starts.
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(
+                filter(None, [os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""), *service_jit_options()])
+            ),
             # No REST submission server: Python apps cannot use cluster deploy mode on a standalone
             # master (docs/cluster.md), and an open submission port is one more thing listening.
             "SPARK_MASTER_OPTS": "-Dspark.deploy.defaultCores=1 -Dspark.master.rest.enabled=false",
@@ -471,6 +477,7 @@ class LocalCluster:
     def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] = print) -> None:
         """Start whatever part is not running (idempotent) and wait until all of it answers."""
         require_java()
+        service_jit_options()  # a bad STACK_SERVICES_JIT is refused before any part starts
         self._require_same_lake()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         require_free_disk(self.settings.home)

@@ -26,6 +26,7 @@ from revenue_platform import processes
 from revenue_platform.errors import BrokerUnreachableError, ConfigError, PrerequisiteError
 from revenue_platform.kafka_connection import without_consumer_settings
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
+from revenue_platform.local_stack.service_jit import service_jit_options
 from revenue_platform.paths import KAFKA_BROKER_JARS_DIR, state_dir
 
 
@@ -256,6 +257,7 @@ class LocalKafkaBroker:
     def _java(self, *args: str) -> list[str]:
         return [
             "java",
+            *service_jit_options(),
             f"-Dlog4j2.configurationFile={self.log4j_path}",
             "-cp",
             self._classpath(),
@@ -317,6 +319,7 @@ class LocalKafkaBroker:
         spawned: int | None = None
         if self.pid() is None:
             require_java()
+            service_jit_options()  # a bad STACK_SERVICES_JIT is refused before any file is written
             require_free_port(self.settings.port, "the Kafka broker", "KAFKA_PORT")
             require_free_port(self.settings.controller_port, "the Kafka controller", "KAFKA_CONTROLLER_PORT")
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from typing import Final
 
 from revenue_platform.errors import ConfigError, PrerequisiteError
 from revenue_platform.local_stack.cluster import stack_bootstrap_servers
+from revenue_platform.local_stack.service_jit import service_jit_options
 from revenue_platform.paths import KAFKA_TOOLS_JARS_DIR, REPO_ROOT
 
 # The scripts of a Kafka 4.3 distribution and the class each one runs (bin/kafka-*.sh).
@@ -45,6 +46,7 @@ def kafka_tool_command(
         rest = ["--bootstrap-server", bootstrap_servers, *rest]
     return [
         "java",
+        *service_jit_options(),
         "-Xmx256m",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",

@@ -19,6 +19,7 @@ from revenue_platform import processes
 from revenue_platform.errors import PrerequisiteError
 from revenue_platform.local_object_store import ObjectStoreSettings, local_credentials
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
+from revenue_platform.local_stack.service_jit import service_jit_options
 
 S3PROXY_MAIN = "org.gaul.s3proxy.Main"
 
@@ -70,6 +71,7 @@ class LocalObjectStore:
         self.require_jars()
         return [
             "java",
+            *service_jit_options(),
             f"-Xmx{self.settings.heap}",
             "-Djava.awt.headless=true",
             "-cp",
