@@ -391,8 +391,7 @@ class LocalCluster:
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": LOOPBACK,
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
-            # The master's and workers' JIT (STACK_SERVICES_JIT); not their executors', which the app's
-            # own Spark conf starts.
+            # The master's and workers' JIT (STACK_SERVICES_JIT); the executors' is in `worker_env`.
             "SPARK_DAEMON_JAVA_OPTS": " ".join(
                 filter(None, [os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""), *service_jit_options()])
             ),
@@ -406,9 +405,14 @@ class LocalCluster:
         }
 
     def worker_env(self, index: int, daemon_env: dict[str, str]) -> dict[str, str]:
-        """A worker's environment, which its executors inherit: its own scratch dirs and, with the lake
-        on the object store, the store's credentials (from its 0600 file; never in Spark's conf)."""
+        """A worker's environment, which its executors inherit: its own scratch dirs, the services' JIT
+        (STACK_SERVICES_JIT: an executor's JVM options come from the app, so it is passed the way every
+        JVM reads from its environment, JAVA_TOOL_OPTIONS) and, with the lake on the object store, the
+        store's credentials (from its 0600 file; never in Spark's conf)."""
         env = {**daemon_env, "SPARK_LOCAL_DIRS": str(self.settings.worker_local_dir(index))}
+        jit = service_jit_options()
+        if jit:
+            env["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, [daemon_env.get("JAVA_TOOL_OPTIONS", ""), *jit]))
         if self.settings.on_object_store:
             env.update(local_lake_object_store(self.settings.object_store).credentials_environment())
         return env

@@ -1,5 +1,6 @@
 """STACK_SERVICES_JIT reaches every JVM the stack starts (broker, Kafka tools, object store, the cluster's
-daemons) and nothing else; a bad value is refused naming the variable, before anything starts."""
+daemons and the executors its workers start) and nothing else; a bad value is refused naming the variable,
+before anything starts."""
 
 from __future__ import annotations
 
@@ -35,11 +36,16 @@ def _service_commands(tmp_path: Path) -> dict[str, list[str]]:
     }
 
 
-def _daemon_java_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _daemon_java_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The cluster daemons' JVM options, and the options every JVM a worker starts (its executors)
+    reads from the worker's environment."""
     monkeypatch.setenv("PLATFORM_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("CLUSTER_BASE_PORT", "23600")
     monkeypatch.setenv("CLUSTER_LAKE", "local")
-    return LocalCluster(ClusterSettings.from_env())._daemon_env()["SPARK_DAEMON_JAVA_OPTS"].split()
+    cluster = LocalCluster(ClusterSettings.from_env())
+    daemon_env = cluster._daemon_env()
+    worker_env = cluster.worker_env(0, daemon_env)
+    return daemon_env["SPARK_DAEMON_JAVA_OPTS"].split(), worker_env.get("JAVA_TOOL_OPTIONS", "").split()
 
 
 def test_unset_or_tiered_keeps_the_jdk_default_for_every_service(
@@ -54,7 +60,8 @@ def test_unset_or_tiered_keeps_the_jdk_default_for_every_service(
     for service, command in _service_commands(tmp_path).items():
         assert command[0] == "java"
         assert C1_ONLY not in command, service
-    assert _daemon_java_options(tmp_path, monkeypatch) == []
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    assert _daemon_java_options(tmp_path, monkeypatch) == ([], [])
 
 
 def test_c1_reaches_the_broker_the_tools_the_store_and_the_cluster_daemons(
@@ -65,9 +72,12 @@ def test_c1_reaches_the_broker_the_tools_the_store_and_the_cluster_daemons(
         # A JVM option: before the main class, so the JVM takes it and the program never sees it.
         assert C1_ONLY in command, service
         assert command.index(C1_ONLY) < command.index("-cp"), service
-    # The daemons' own options stay; the JIT option is added to them.
+    # The daemons' and the executors' own options stay; the JIT option is added to them.
     monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-Dsite.option=1")
-    assert _daemon_java_options(tmp_path, monkeypatch) == ["-Dsite.option=1", C1_ONLY]
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dtool.option=1")
+    daemons, executors = _daemon_java_options(tmp_path, monkeypatch)
+    assert daemons == ["-Dsite.option=1", C1_ONLY]
+    assert executors == ["-Dtool.option=1", C1_ONLY]
 
 
 def test_an_unknown_value_is_refused_naming_the_variable_before_a_service_starts(
