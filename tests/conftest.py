@@ -93,8 +93,9 @@ os.environ["PLATFORM_STATE_DIR"] = str(TEST_STATE_DIR)
 # stack gets a user's environment and keeps the default.
 os.environ.setdefault(DRIVER_JIT_ENV, "c1")
 # The same for the services the tests start (the session's broker and object store, the SASL broker,
-# the cluster suite's brokers, store, master and workers, the Kafka tools' runs): they live for minutes
-# (revenue_platform.local_stack.service_jit; docs/testing.md). The e2e stack keeps a user's default.
+# the cluster suite's brokers, store, master, workers and executors, the Kafka tools' runs): they live
+# for minutes (revenue_platform.local_stack.service_jit; docs/testing.md). The e2e stack keeps a user's
+# default.
 os.environ.setdefault(SERVICES_JIT_ENV, "c1")
 
 
