@@ -60,7 +60,7 @@ from revenue_platform.local_object_store import ObjectStoreSettings, local_lake_
 from revenue_platform.local_stack.kafka_broker import KafkaBrokerSettings, LocalKafkaBroker
 from revenue_platform.local_stack.object_store import LocalObjectStore
 from revenue_platform.local_stack.prerequisites import require_free_disk, require_free_port, require_java
-from revenue_platform.local_stack.service_jit import service_jit_options
+from revenue_platform.local_stack.service_jit import service_jit_options, with_service_jit
 from revenue_platform.paths import CLUSTER_MARKER_FILE, REPO_ROOT, cluster_state_dir, running_cluster_marker
 from revenue_platform.private_files import private_text
 
@@ -392,9 +392,7 @@ class LocalCluster:
             "SPARK_LOCAL_IP": LOOPBACK,
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
             # The master's and workers' JIT (STACK_SERVICES_JIT); the executors' is in `worker_env`.
-            "SPARK_DAEMON_JAVA_OPTS": " ".join(
-                filter(None, [os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""), *service_jit_options()])
-            ),
+            "SPARK_DAEMON_JAVA_OPTS": with_service_jit(os.environ.get("SPARK_DAEMON_JAVA_OPTS")),
             # No REST submission server: Python apps cannot use cluster deploy mode on a standalone
             # master (docs/cluster.md), and an open submission port is one more thing listening.
             "SPARK_MASTER_OPTS": "-Dspark.deploy.defaultCores=1 -Dspark.master.rest.enabled=false",
@@ -410,9 +408,9 @@ class LocalCluster:
         JVM reads from its environment, JAVA_TOOL_OPTIONS) and, with the lake on the object store, the
         store's credentials (from its 0600 file; never in Spark's conf)."""
         env = {**daemon_env, "SPARK_LOCAL_DIRS": str(self.settings.worker_local_dir(index))}
-        jit = service_jit_options()
-        if jit:
-            env["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, [daemon_env.get("JAVA_TOOL_OPTIONS", ""), *jit]))
+        executor_options = with_service_jit(daemon_env.get("JAVA_TOOL_OPTIONS"))
+        if executor_options:
+            env["JAVA_TOOL_OPTIONS"] = executor_options
         if self.settings.on_object_store:
             env.update(local_lake_object_store(self.settings.object_store).credentials_environment())
         return env

@@ -33,3 +33,9 @@ def service_jit_options(environ: Mapping[str, str] | None = None) -> list[str]:
         expected = sorted(_SERVICES_JIT_OPTIONS)
         raise ConfigError(f"{SERVICES_JIT_ENV}={value!r}: expected one of {expected} (unset means tiered)")
     return list(_SERVICES_JIT_OPTIONS[value])
+
+
+def with_service_jit(existing_options: str | None) -> str:
+    """A JVM-options variable's value (`SPARK_DAEMON_JAVA_OPTS`, `JAVA_TOOL_OPTIONS`) with the services'
+    JIT options added after the user's own."""
+    return " ".join(filter(None, [existing_options or "", *service_jit_options()]))
