@@ -5,19 +5,28 @@ spark-submit drivers. The lake root is an `s3a://` folder of the module's own in
 and the store's endpoint and login come from the Airflow connection `lake_object_store`, as in a
 deployment: registry, checkpoints, bronze, gold, quality results and the drivers' side files are
 objects in the bucket, and nothing of the lake lands on local disk. (The same DAGs on a local lake:
-test_blue_green_triggers.py and the demo's replay in tests/e2e.)
+the demo's replay in tests/e2e, through the stack's own Airflow.)
 
 One module-wide blue deployment (deployed through deploy_streaming_app and made live) serves
-every test; the tests run in file order: a green that fails quality, a green that never catches
-up, a green that is promoted (and blue retired), a rollback, and the audit trail of all of it;
-then retention deletes half the topic: a replay from earliest is refused, and a replay from
-blue's bronze archive, approved by a person (HITL), is promoted with every order exactly once.
+every test; the tests run in file order. First the replay's two triggers, with runs made as the
+scheduler makes them (tests/airflow_runs.py): a periodic rebuild reproduces live and is retired with
+live untouched; a release (publish_app_version's asset event) starts a replay that reaches the
+approval gate, a second replay triggered meanwhile (`airflow dags test`, its own process) is skipped
+with its reason, and the release's replay is rejected, which stops its green. Then manual replays:
+a green that fails quality, a green that never catches up, a green that is promoted (and blue
+retired), a rollback, and the audit trail of all of it; then retention deletes half the topic: a
+replay from earliest is refused, and a replay from blue's bronze archive, approved by a person
+(HITL), is promoted with every order exactly once.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -40,6 +49,7 @@ from revenue_platform.orders_generator import GeneratorSettings, generate_orders
 from revenue_platform.paths import REPO_ROOT, state_dir
 from revenue_platform.quality.runner import quality_root
 from revenue_platform.registry import DeploymentRegistry, resolve_live_deployment
+from tests.airflow_runs import asset_triggered_run, cron_tick_run, latest_manual_run, runs_created_by_airflow
 from tests.kafka_helpers import read_topic, unique_suffix
 from tests.object_store_helpers import in_the_bucket, local_paths_naming
 from tests.streaming_helpers import (
@@ -60,6 +70,7 @@ pytestmark = pytest.mark.integration
 
 SUCCESS, FAILED = "success", "failed"
 BLUE = "blue"
+DAG_ID = "blue_green_replay"
 REPLAY_DEFAULTS: dict[str, Any] = {
     "blue_deployment_id": None,
     "version": "2.0.0",
@@ -160,6 +171,208 @@ def assert_nothing_of_the_lake_on_local_disk(stack: Stack) -> None:
     assert {path.name for path in mirror.iterdir()} <= {"data_docs", "gx"}
     secret = local_credentials(stack.store)["secret_access_key"]
     assert secret not in os.environ.values()
+
+
+def test_a_periodic_run_with_a_zero_diff_is_recorded_reproduced_and_leaves_live_untouched(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPLAY_SCHEDULE", "0 3 * * *")  # parsed (and synced) with the cron timetable
+    dag = load_dags(DAG_ID)[DAG_ID]
+
+    with runs_created_by_airflow(cron_tick_run):
+        run = dag.test()
+
+    assert (run.run_type, run.state) == ("scheduled", SUCCESS), task_states(run)
+    states = task_states(run)
+    assert states["record_reproduced"] == SUCCESS
+    assert {
+        states[t] for t in ("request_approval", "no_approval_required", "switch_live", "retire_blue")
+    } == {"skipped"}
+    assert xcom(run, "abort_green") == {"action": "retired_reproduced"}
+    request = xcom(run, "validate_request")
+    green = request["green_deployment_id"]
+    assert (request["trigger"], request["mode"], request["blue_deployment_id"]) == (
+        "periodic",
+        "reproduce",
+        BLUE,
+    )
+    assert green.startswith("repro-")
+    # Live untouched, and still running; the replica ran blue's version and config, then was retired.
+    assert resolve_live_deployment(stack.lake) == BLUE
+    assert stack.registry.get(BLUE).observed_state == "running"
+    replica = stack.registry.get(green)
+    assert replica.app_version == stack.registry.get(BLUE).app_version
+    assert_not_running(stack, green)
+    kinds = [e.kind for e in stack.registry.events(green)]
+    assert kinds.index("replay_diff_passed") < kinds.index("replay_reproduced")
+    assert "live_switched" not in kinds
+    assert "replay_aborted" not in kinds
+    [reproduced] = [e for e in stack.registry.events(green) if e.kind == "replay_reproduced"]
+    assert reproduced.details["diff"]["passed"] is True
+    assert reproduced.details["diff"]["windows_compared"] > 0
+    assert reproduced.details["live"] == BLUE
+
+
+class SecondTriggerThenReject:
+    """Once the release's replay waits at request_approval: a person triggers a second replay with
+    `airflow dags test` (its own process: Airflow runs tasks in a process's main thread only), then the
+    first one is rejected through the HITL REST API."""
+
+    def __init__(self, api: TestClient, headers: dict[str, str], outsider: dict[str, str]) -> None:
+        # headers: the approver's; outsider: a user outside the approver group, who tries first.
+        self.api, self.headers, self.outsider = api, headers, outsider
+        self.outsider_response: tuple[int, str] | None = None
+        self.second: subprocess.CompletedProcess[str] | None = None
+        self.responses: list[tuple[int, Any]] = []
+        self.prompt: dict[str, Any] = {}
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _waiting_run(self) -> str | None:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import select
+
+        with create_session() as session:
+            return session.scalars(
+                select(TaskInstance.run_id).where(
+                    TaskInstance.dag_id == DAG_ID,
+                    TaskInstance.task_id == "request_approval",
+                    TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                )
+            ).first()
+
+    def _watch(self) -> None:
+        try:
+            run_id = None
+            for _ in range(600):
+                run_id = self._waiting_run()
+                if run_id:
+                    break
+                time.sleep(1.0)
+            if run_id is None:
+                return
+            conf = {"green_deployment_id": "green-overlap", "mode": "promote"}
+            # This process's environment: the lake root and the store's connection, as the person's.
+            self.second = subprocess.run(
+                [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, "--conf", json.dumps(conf)],
+                env=dict(os.environ),
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        except BaseException as error:  # surfaced by the test, not lost in the thread
+            self.error = error
+        finally:
+            if run_id is not None:
+                self._reject(run_id)
+
+    def _reject(self, run_id: str) -> None:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import select
+
+        path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails"
+        # What the person reads before answering (the UI's Required actions page shows the same).
+        shown = self.api.get(path, headers=self.headers)
+        self.prompt = shown.json() if shown.status_code == 200 else {"status": shown.status_code}
+        answer = {"chosen_options": ["Reject"], "params_input": {}}
+        refused = self.api.patch(path, headers=self.outsider, json=answer)
+        self.outsider_response = (refused.status_code, refused.text)
+        response = self.api.patch(path, headers=self.headers, json=answer)
+        self.responses.append((response.status_code, response.text))
+        if response.status_code != 200:
+            # Never leave the first run parked for its 24 h timeout: fail the task, the test reports why.
+            with create_session() as session:
+                ti = session.scalars(
+                    select(TaskInstance).where(
+                        TaskInstance.dag_id == DAG_ID,
+                        TaskInstance.run_id == run_id,
+                        TaskInstance.task_id == "request_approval",
+                    )
+                ).one()
+                ti.state = TaskInstanceState.FAILED
+
+
+def test_a_release_starts_a_replay_that_waits_for_approval_and_a_second_trigger_is_skipped(
+    stack: Stack,
+    airflow_api: TestClient,
+    auth: dict[str, str],
+    approver_auth: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("REPLAY_SCHEDULE", raising=False)
+    dags = load_dags("publish_app_version", DAG_ID)
+    published = dags["publish_app_version"].test(
+        run_conf={
+            "version": "2.0.0",
+            "config_overrides": {"kafka.max_offsets_per_trigger": 150},
+            "require_approval": True,
+            "notes": "itest",
+        }
+    )
+    assert published.state == SUCCESS, task_states(published)
+    release = stack.registry.get_release("2.0.0")
+
+    watcher = SecondTriggerThenReject(airflow_api, approver_auth, outsider=auth)
+    watcher.thread.start()
+    with runs_created_by_airflow(asset_triggered_run):
+        run = dags[DAG_ID].test()
+    watcher.thread.join(timeout=300)
+
+    assert watcher.error is None, watcher.error
+    assert [status for status, _ in watcher.responses] == [200], watcher.responses
+    # The task is assigned to the approver group ([revenue_platform] approvers: the local stack's
+    # approver); Airflow refused the admin's answer.
+    assert watcher.prompt.get("assigned_users") == [{"id": "approver", "name": "approver"}], watcher.prompt
+    refused = watcher.outsider_response
+    assert refused is not None
+    assert refused[0] == 403, refused
+    assert "is not a respondent" in refused[1]
+    # The release's replay: version and config from the registry row, approval required, then rejected.
+    assert run.run_type == "asset_triggered"
+    request = xcom(run, "validate_request")
+    green = request["green_deployment_id"]
+    assert (request["trigger"], request["version"], request["require_approval"]) == ("release", "2.0.0", True)
+    assert green.startswith("green-2-0-0-")
+    record = stack.registry.get(green)
+    assert (record.app_version, record.colour) == ("2.0.0", "green")
+    assert record.config["kafka"]["max_offsets_per_trigger"] == 150
+    assert release.config_overrides == {"kafka.max_offsets_per_trigger": 150}
+    states = task_states(run)
+    assert (states["diff_against_blue"], states["request_approval"], states["switch_live"]) == (
+        SUCCESS,
+        FAILED,
+        "upstream_failed",
+    )
+    assert run.state == FAILED
+    # The person was shown the gates' numbers, and the same prompt went to the alert channels (none
+    # configured here: the notifier says so once and the approval went on).
+    question = f"Promote green {green} (version 2.0.0) to live in place of {BLUE}?"
+    assert watcher.prompt.get("subject") == question, watcher.prompt
+    assert "closed windows both cover" in watcher.prompt["body"]
+    assert "| orders |" in watcher.prompt["body"]
+    assert "**Quality**: passed" in watcher.prompt["body"]
+    alerts = [r.getMessage() for r in caplog.records if r.name == "revenue_platform.airflow.notify"]
+    assert [m for m in alerts if "APPROVAL NEEDED" in m and question in m] != [], alerts
+    kinds = [e.kind for e in stack.registry.events(green)]
+    assert kinds.index("replay_awaiting_approval") < kinds.index("replay_aborted")
+    assert resolve_live_deployment(stack.lake) == BLUE
+    assert_not_running(stack, green)
+    # The second trigger, while the first waited for approval: skipped before touching anything.
+    assert watcher.second is not None
+    log = watcher.second.stdout + watcher.second.stderr
+    assert watcher.second.returncode == 0, log[-3000:]
+    second = latest_manual_run(DAG_ID)
+    assert second.state == SUCCESS
+    assert set(task_states(second).values()) == {"skipped"}
+    assert stack.registry.find("green-overlap") is None
+    assert "1 other blue_green_replay run(s) are waiting for approval at request_approval" in log
+    assert f"replay of {green}" in log
 
 
 def test_a_green_that_fails_quality_is_not_promoted_and_is_stopped(stack: Stack) -> None:
