@@ -36,7 +36,9 @@ from revenue_platform.local_stack.airflow_local import (
     AirflowLocalSettings,
     local_password,
 )
+from revenue_platform.local_stack.service_jit import SERVICES_JIT_ENV
 from revenue_platform.paths import REPO_ROOT
+from spark_apps.engine.session import DRIVER_JIT_ENV
 from tests.port_helpers import free_loopback_port
 from tests.stack_helpers import DEMO_SUMMARY, left_running, run_demo, run_stack, user_environment
 
@@ -58,7 +60,7 @@ def _user_environment(state_dir: Path, statsd_port: int, log_server_ports: tuple
     (an Airflow upgrade that ignores `--skip-serve-logs`) shows up instead of colliding with another
     stack's."""
     worker_log_port, trigger_log_port = log_server_ports
-    return user_environment(
+    env = user_environment(
         state_dir,
         {
             "KAFKA_PORT": KAFKA_PORT,
@@ -69,6 +71,11 @@ def _user_environment(state_dir: Path, statsd_port: int, log_server_ports: tuple
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": trigger_log_port,
         },
     )
+    # A user who put the stack's JVMs on the JIT's first tier (two documented settings that change no
+    # result): the module's drivers and services live for minutes, and C2 would take the 2 cores the
+    # other test worker needs. `test_the_jit_settings_reach_every_jvm_of_the_stack` checks they arrive;
+    # the unit tests, that a stack without them runs the JDK's default.
+    return {**env, DRIVER_JIT_ENV: "c1", SERVICES_JIT_ENV: "c1"}
 
 
 @dataclass(frozen=True)
@@ -385,8 +392,12 @@ def test_the_first_hour_is_green_and_every_page_renders_offline(demo_stack: Demo
 
 def _stack_members(demo_stack: DemoStack) -> list[int]:
     """Every process of every process group a pid file of the stack names."""
+    return _members_of_stack_in(demo_stack.state_dir)
+
+
+def _members_of_stack_in(state_dir: Path) -> list[int]:
     groups = set()
-    for pid_file in demo_stack.state_dir.rglob("*.pid"):
+    for pid_file in state_dir.rglob("*.pid"):
         pid = processes.read_live_pid(pid_file, expected_cmdline_fragment="")
         if pid is not None:
             groups.add(os.getpgid(pid))
@@ -414,13 +425,36 @@ def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoS
     assert [s for s in senders if not s.loopback_only] == []
 
 
-def test_the_stack_s_jvms_run_on_the_jdk_s_default_jit(demo_stack: DemoStack) -> None:
-    """The test session keeps its own drivers and services on the JIT's first tier (tests/conftest.py);
-    a user's stack, which this one is, does not: its broker and the demo's driver run tiered."""
+FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
+
+
+def _runs_on_the_first_tier(pid: int) -> bool:
+    """The JVM has the option on its command line or in its JAVA_TOOL_OPTIONS (how an executor, which a
+    worker starts with the app's options, gets it: revenue_platform.local_stack.service_jit)."""
+    if FIRST_TIER_ONLY in processes.cmdline(pid):
+        return True
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(v.startswith(b"JAVA_TOOL_OPTIONS=") and FIRST_TIER_ONLY.encode() in v for v in environ)
+
+
+def _stack_jvms(state_dir: Path) -> dict[int, str]:
+    """pid -> command line of every JVM of the stack's process groups."""
+    members = {pid: processes.cmdline(pid) for pid in _members_of_stack_in(state_dir)}
+    return {pid: command for pid, command in members.items() if " -cp " in command}
+
+
+def test_the_jit_settings_reach_every_jvm_of_the_stack(demo_stack: DemoStack) -> None:
+    """`up` with SPARK_DRIVER_JIT=c1 and STACK_SERVICES_JIT=c1: the broker `up` started and the demo's
+    driver, which an Airflow task launched, both run on the JIT's first tier. (Without the settings
+    every command builder adds nothing: the unit tests.)"""
     demo_stack.require_demo_output()
-    java = [command for command in map(processes.cmdline, _stack_members(demo_stack)) if " -cp " in command]
-    assert any("kafka.Kafka" in c for c in java), java
-    assert [c for c in java if "TieredStopAtLevel" in c] == []
+    jvms = _stack_jvms(demo_stack.state_dir)
+    assert any("kafka.Kafka" in c for c in jvms.values()), jvms
+    assert any("org.apache.spark.deploy.SparkSubmit" in c for c in jvms.values()), jvms
+    assert [c for pid, c in jvms.items() if not _runs_on_the_first_tier(pid)] == []
 
 
 def test_the_stack_s_scheduler_sends_its_heartbeat_to_the_statsd_port(demo_stack: DemoStack) -> None:
@@ -742,6 +776,12 @@ def test_after_down_the_demo_runs_on_the_cluster_and_the_stack_keeps_its_lake(de
         assert summary, f"no windowed revenue printed:\n{output[-4000:]}"
         assert int(summary[1]) > 0, summary[0]
         assert int(summary[2]) == 3000, f"each of the demo's orders is counted exactly once: {summary[0]}"
+
+        # Every JVM of the cluster (brokers, store, master, workers, the demo's driver and its executor)
+        # got the stack's JIT settings through `cluster-up` and the deploy.
+        jvms = _stack_jvms(state_dir)
+        assert any("CoarseGrainedExecutorBackend" in c for c in jvms.values()), jvms
+        assert [c[-200:] for pid, c in jvms.items() if not _runs_on_the_first_tier(pid)] == []
 
         assert _expect_the_cluster_lake_only_in_its_store(state_dir, store) != broker_cluster
         # The one-broker stack's lake is as its demo left it, for the next `make up`.
