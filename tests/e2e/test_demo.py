@@ -430,10 +430,10 @@ def test_everything_the_stack_started_listens_on_loopback_only(demo_stack: DemoS
 FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
 
 
-def _runs_on_the_first_tier(pid: int) -> bool:
-    """The JVM has the option on its command line or in its JAVA_TOOL_OPTIONS (how an executor, which a
-    worker starts with the app's options, gets it: revenue_platform.local_stack.service_jit)."""
-    if FIRST_TIER_ONLY in processes.cmdline(pid):
+def _runs_on_the_first_tier(pid: int, command: str) -> bool:
+    """The JVM (`command` its command line) has the option there or in its JAVA_TOOL_OPTIONS (how an
+    executor, which a worker starts with the app's options, gets it: local_stack.service_jit)."""
+    if FIRST_TIER_ONLY in command:
         return True
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -456,7 +456,7 @@ def test_the_jit_settings_reach_every_jvm_of_the_stack(demo_stack: DemoStack) ->
     jvms = _stack_jvms(demo_stack.state_dir)
     assert any("kafka.Kafka" in c for c in jvms.values()), jvms
     assert any("org.apache.spark.deploy.SparkSubmit" in c for c in jvms.values()), jvms
-    assert [c for pid, c in jvms.items() if not _runs_on_the_first_tier(pid)] == []
+    assert [c for pid, c in jvms.items() if not _runs_on_the_first_tier(pid, c)] == []
 
 
 def test_the_stack_s_scheduler_sends_its_heartbeat_to_the_statsd_port(demo_stack: DemoStack) -> None:
@@ -783,7 +783,7 @@ def test_after_down_the_demo_runs_on_the_cluster_and_the_stack_keeps_its_lake(de
         # got the stack's JIT settings through `cluster-up` and the deploy.
         jvms = _stack_jvms(state_dir)
         assert any("CoarseGrainedExecutorBackend" in c for c in jvms.values()), jvms
-        assert [c[-200:] for pid, c in jvms.items() if not _runs_on_the_first_tier(pid)] == []
+        assert [c[-200:] for pid, c in jvms.items() if not _runs_on_the_first_tier(pid, c)] == []
 
         assert _expect_the_cluster_lake_only_in_its_store(state_dir, store) != broker_cluster
         # The one-broker stack's lake is as its demo left it, for the next `make up`.

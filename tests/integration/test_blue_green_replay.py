@@ -213,6 +213,25 @@ def test_a_periodic_run_with_a_zero_diff_is_recorded_reproduced_and_leaves_live_
     assert reproduced.details["live"] == BLUE
 
 
+def runs_waiting_for_approval() -> list[str]:
+    """Run ids of blue_green_replay runs whose request_approval waits for a person's answer (HITL)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return list(
+            session.scalars(
+                select(TaskInstance.run_id).where(
+                    TaskInstance.dag_id == DAG_ID,
+                    TaskInstance.task_id == "request_approval",
+                    TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                )
+            ).all()
+        )
+
+
 class SecondTriggerThenReject:
     """Once the release's replay waits at request_approval: a person triggers a second replay with
     `airflow dags test` (its own process: Airflow runs tasks in a process's main thread only), then the
@@ -228,26 +247,11 @@ class SecondTriggerThenReject:
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
-    def _waiting_run(self) -> str | None:
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.utils.session import create_session
-        from airflow.utils.state import TaskInstanceState
-        from sqlalchemy import select
-
-        with create_session() as session:
-            return session.scalars(
-                select(TaskInstance.run_id).where(
-                    TaskInstance.dag_id == DAG_ID,
-                    TaskInstance.task_id == "request_approval",
-                    TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
-                )
-            ).first()
-
     def _watch(self) -> None:
         try:
             run_id = None
             for _ in range(600):
-                run_id = self._waiting_run()
+                run_id = next(iter(runs_waiting_for_approval()), None)
                 if run_id:
                     break
                 time.sleep(1.0)
@@ -563,23 +567,10 @@ class Approver:
         self.thread.join(timeout=30)
 
     def _watch(self) -> None:
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.utils.session import create_session
-        from airflow.utils.state import TaskInstanceState
-        from sqlalchemy import select
-
         while not self.stop.wait(1.0):
-            with create_session() as session:
-                waiting = session.scalars(
-                    select(TaskInstance.run_id).where(
-                        TaskInstance.dag_id == "blue_green_replay",
-                        TaskInstance.task_id == "request_approval",
-                        TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
-                    )
-                ).all()
-            for run_id in waiting:
+            for run_id in runs_waiting_for_approval():
                 response = self.api.patch(
-                    f"/api/v2/dags/blue_green_replay/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails",
+                    f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/request_approval/-1/hitlDetails",
                     headers=self.headers,
                     json={"chosen_options": ["Approve"], "params_input": {}},
                 )
