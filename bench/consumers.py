@@ -148,3 +148,40 @@ def append_times(bootstrap: str, topic: str) -> tuple[dict[int, list[int]], dict
     finally:
         consumer.close()
     return times, firsts
+
+
+def committed_record_times(bootstrap: str, topic: str, idle_s: float = 5.0) -> list[int]:
+    """The timestamps (ms) of every record of committed transactions in `topic` (read_committed),
+    sorted. A transactional topic's high watermark counts the commit markers, which no consumer
+    receives, so the read ends once the consumer's position has reached the watermarks taken at the
+    start, or after `idle_s` without a record."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-committed-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    times: list[int] = []
+    try:
+        partitions = partitions_of(consumer, topic)
+        ends = end_offsets(consumer, topic)
+        assigned = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
+        consumer.assign(assigned)
+        last_record = time.monotonic()
+        while time.monotonic() - last_record < idle_s:
+            messages = consumer.consume(num_messages=10_000, timeout=1)
+            for message in messages:
+                if not message.error():
+                    times.append(message.timestamp()[1])
+            if messages:
+                last_record = time.monotonic()
+            positions = consumer.position([TopicPartition(topic, p) for p in partitions])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                break
+    finally:
+        consumer.close()
+    return sorted(times)

@@ -489,6 +489,24 @@ def _live_lines(live: dict[int, dict[str, Any]]) -> list[str]:
             f"{fmt(phase.get('warmup_s', 0), 0)} | {fmt(cold.get('p99_s'), 2)} |"
         )
     lines.append("")
+    topic_rows = [(rate, phase) for rate, phase in live.items() if phase.get("latency_revenue_topic")]
+    if topic_rows:
+        lines += [
+            "The same orders to their window's record on the revenue topic (read_committed; the last "
+            "record a batch sent, its transaction's commit a few ms later):",
+            "",
+            "| target/s | p50 s | p95 s | p99 s | max s | p99 s from cold start |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for rate, phase in topic_rows:
+            latency = phase["latency_revenue_topic"]
+            cold = phase.get("latency_revenue_topic_from_cold_start") or {}
+            lines.append(
+                f"| {rate:,} | {fmt(latency.get('p50_s'), 2)} | {fmt(latency.get('p95_s'), 2)} | "
+                f"{fmt(latency.get('p99_s'), 2)} | {fmt(latency.get('max_s'), 2)} | "
+                f"{fmt(cold.get('p99_s'), 2)} |"
+            )
+        lines.append("")
     return lines
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import datagen, stats
-from bench.consumers import append_times
+from bench.consumers import append_times, committed_record_times
 from bench.gold import gold_commit_times_ms
 from bench.memory import return_freed_memory
 from bench.run import BenchRun
@@ -65,7 +65,9 @@ def drain(folder: Path, produced: int, trigger_s: int) -> bool:
 def visible_batches(
     events: list[dict[str, Any]], topic: str, commits_ms: list[int]
 ) -> list[stats.VisibleBatch]:
-    """Each revenue batch that read `topic`: the offsets it reached and when gold made them visible."""
+    """Each revenue batch that read `topic`: the offsets it reached and when gold made them visible
+    (`commits_ms`: gold's commit times; or the revenue topic's record times, the last one inside a
+    batch being when its transaction's records were all sent, its commit a few ms later)."""
     batches = []
     for event, offsets in revenue_positions(events):
         if topic not in offsets:
@@ -140,10 +142,24 @@ def run_live(
             record["beside"] = alongside.result()
     finally:
         stop_driver(run, process, status_file)
-    batches = visible_batches(read_events(folder), topic, gold_commit_times_ms(run.lake_root, deployment))
+    events = read_events(folder)
+    batches = visible_batches(events, topic, gold_commit_times_ms(run.lake_root, deployment))
     appended, firsts = append_times(run.bootstrap, topic)
     all_pairs, invisible = stats.record_latencies_ms(appended, firsts, batches)
     pairs = stats.after_warmup(all_pairs, warmup_s)
+    # The same orders to their window's record on the revenue topic, which each batch writes after gold.
+    revenue_topic = app_overrides(run, deployment, topic, "processing_time").get(
+        "kafka.revenue_topic", "revenue_windows"
+    )
+    topic_batches = visible_batches(events, topic, committed_record_times(run.bootstrap, revenue_topic))
+    topic_pairs, _ = stats.record_latencies_ms(appended, firsts, topic_batches)
+    record["latency_revenue_topic"] = stats.latency_summary(
+        [latency / 1000 for _, latency in stats.after_warmup(topic_pairs, warmup_s)]
+    )
+    record["latency_revenue_topic_from_cold_start"] = stats.latency_summary(
+        [latency / 1000 for _, latency in topic_pairs]
+    )
+    del topic_pairs
     summary = stats.latency_summary([latency / 1000 for _, latency in pairs])
     first_q, last_q = stats.quarter_medians_s(pairs)
     verdict = stats.judge_sustained(
@@ -167,7 +183,7 @@ def run_live(
             "last_quarter_p50_s": last_q,
             "sustained": verdict.sustained,
             "verdict": verdict.reason,
-            "profile_ms": duration_profile(read_events(folder)),
+            "profile_ms": duration_profile(events),
             "stage_profile": event_log_profile(folder),
             "batches": len(batches),
         }

@@ -15,7 +15,9 @@ O(windows) per batch, whatever the batch's size.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -26,6 +28,18 @@ from spark_apps.contract.records import CONFLICT_COLUMN, MONEY_SCALE
 from spark_apps.revenue.dedupe import REPEAT_COLUMN
 from spark_apps.revenue.state import MICROS_PER_SECOND, BatchCount
 from spark_apps.revenue.windows import event_window, revenue_from_sums, revenue_sums
+
+
+@dataclass(frozen=True)
+class _FixedColumns:
+    event_us: Column
+    repeat: Column
+    not_repeat: Column
+    once: Column
+    window: Column
+    facts: list[Column]
+    latest: Column
+    output: list[Column]
 
 
 def watermark_event_us() -> Column:
@@ -61,45 +75,64 @@ def not_counted(watermark_us: int | None) -> Column:
     return F.col(REPEAT_COLUMN) | at_or_before(F.unix_micros("ordered_at"), watermark_us)
 
 
-def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: str | None) -> BatchCount:
-    """Count `valid` (a batch's valid orders with `repeat`) from `watermark_us`, in `size`/`slide`
-    windows (the app's `window` config)."""
+@lru_cache(maxsize=16)
+def _fixed_count_columns(size: str, slide: str | None, with_conflicts: bool) -> _FixedColumns:
+    """What `count_batch` builds the same for every batch of a window config, built once: each Column
+    is a round trip to the JVM (py4j), and a live batch spent 130-160 ms of its 2-core machine's time
+    on 686 of them before its job started; with these kept, 226 and 80-110 ms (bench/results/history.md,
+    "Stop 65"). Only what holds the watermark is built per batch, in the same shape as before
+    (`at_or_before`): the plans, and so the generated code, stay the same from batch to batch
+    (tests/unit/spark_apps/engine/test_batch_code_compiled_once.py)."""
     event_us = F.unix_micros("ordered_at")
-    late = (
-        F.lit(False) if watermark_us is None else ~F.col(REPEAT_COLUMN) & at_or_before(event_us, watermark_us)
-    )
+    repeat = F.col(REPEAT_COLUMN)
     # Each order's facts count once: in its latest window when windows hop (it is in several).
     once = F.lit(True)
     if slide is not None and slide != size:
         slide_us = interval_seconds(slide) * MICROS_PER_SECOND
         once = F.unix_micros(F.col("window.start")) == event_us - F.pmod(event_us, F.lit(slide_us))
-    conflicting = F.col(CONFLICT_COLUMN) if CONFLICT_COLUMN in valid.columns else F.lit(False)
-    in_windows = valid.withColumn("window", event_window(size, slide))  # a row per window an order is in
+    conflicting = F.col(CONFLICT_COLUMN) if with_conflicts else F.lit(False)
+    return _FixedColumns(
+        event_us=event_us,
+        repeat=repeat,
+        not_repeat=~repeat,
+        once=once,
+        window=event_window(size, slide),
+        facts=[
+            F.count_if(once).alias("valid"),
+            F.count_if(once & repeat).alias("repeats"),
+            F.count_if(once & conflicting).alias("conflicting_copies"),
+        ],
+        latest=F.max(watermark_event_us()).alias("watermark_event_us"),
+        output=[
+            F.col("location_id"),
+            F.col("order_type"),
+            F.unix_micros("window.start").alias("window_start_us"),
+            F.col("order_count"),
+            revenue_from_sums(),
+            *map(F.col, ("valid", "repeats", "conflicting_copies", "late", "watermark_event_us")),
+        ],
+    )
+
+
+def count_batch(valid: DataFrame, watermark_us: int | None, size: str, slide: str | None) -> BatchCount:
+    """Count `valid` (a batch's valid orders with `repeat`) from `watermark_us`, in `size`/`slide`
+    windows (the app's `window` config)."""
+    fixed = _fixed_count_columns(size, slide, CONFLICT_COLUMN in valid.columns)
+    if watermark_us is None:
+        late, counted = F.lit(False), fixed.not_repeat
+    else:
+        at_or_before_watermark = at_or_before(fixed.event_us, watermark_us)
+        late = fixed.not_repeat & at_or_before_watermark
+        counted = ~(fixed.repeat | at_or_before_watermark)
+    in_windows = valid.withColumn("window", fixed.window)  # a row per window an order is in
     grouped = in_windows.groupBy("location_id", "order_type", "window").agg(
-        *revenue_sums(counted=~not_counted(watermark_us)),
-        F.count_if(once).alias("valid"),
-        F.count_if(once & F.col(REPEAT_COLUMN)).alias("repeats"),
-        F.count_if(once & conflicting).alias("conflicting_copies"),
-        F.count_if(once & late).alias("late"),
-        F.max(watermark_event_us()).alias("watermark_event_us"),
+        *revenue_sums(counted=counted),
+        *fixed.facts,
+        F.count_if(fixed.once & late).alias("late"),
+        fixed.latest,
     )
     # Arrow: a window-heavy batch hands back ~100,000 rows, which Row objects would take seconds for.
-    rows = (
-        grouped.select(
-            "location_id",
-            "order_type",
-            F.unix_micros("window.start").alias("window_start_us"),
-            "order_count",
-            revenue_from_sums(),
-            "valid",
-            "repeats",
-            "conflicting_copies",
-            "late",
-            "watermark_event_us",
-        )
-        .toArrow()
-        .to_pylist()
-    )
+    rows = grouped.select(*fixed.output).toArrow().to_pylist()
     latest = [row["watermark_event_us"] for row in rows]
     return BatchCount(
         watermark_us=watermark_us,

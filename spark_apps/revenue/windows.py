@@ -8,6 +8,7 @@ UTC session (`engine.session.required_spark_conf`).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final
 
 from pyspark.sql import Column, DataFrame
@@ -39,8 +40,7 @@ def revenue_sums(counted: Column | None = None) -> list[Column]:
     each half is summed as a long (within range up to 2^31 orders per window). A DECIMAL(38,2) sum
     runs on Java BigDecimals per row: the split made a 500,000-order batch's counting about twice
     as fast (bench/results/history.md, "each batch counted on the executors")."""
-    cents = (F.col("final_amount") * F.lit(100)).cast("long")  # exact: DECIMAL(18,2) in cents fits a long
-    high, low = F.shiftright(cents, 32), cents.bitwiseAND(F.lit(_LOW_32_BITS))
+    high, low = _cents_halves()
     if counted is None:
         counted = F.lit(True)  # Spark's optimizer folds the conditions away
     return [
@@ -48,6 +48,14 @@ def revenue_sums(counted: Column | None = None) -> list[Column]:
         F.sum(F.when(counted, high)).alias("cents_high"),
         F.sum(F.when(counted, low)).alias("cents_low"),
     ]
+
+
+@lru_cache(maxsize=1)
+def _cents_halves() -> tuple[Column, Column]:
+    """An order's cents, high and low 32 bits: built once (each Column is a round trip to the JVM, and
+    a live batch builds its sums every time)."""
+    cents = (F.col("final_amount") * F.lit(100)).cast("long")  # exact: DECIMAL(18,2) in cents fits a long
+    return F.shiftright(cents, 32), cents.bitwiseAND(F.lit(_LOW_32_BITS))
 
 
 def revenue_from_sums() -> Column:

@@ -260,6 +260,23 @@ def test_derive_when_live_misses_and_markdown_names_it() -> None:
     assert "**no**" in text
 
 
+def test_markdown_puts_the_revenue_topic_s_latency_under_gold_s() -> None:
+    results = _results(p99=6.0, sustained_20k=True)
+    results["phases"]["live_5000"]["latency_revenue_topic"] = {
+        "p50_s": 3.25,
+        "p95_s": 5.5,
+        "p99_s": 6.75,
+        "max_s": 9.5,
+    }
+    results["phases"]["live_5000"]["latency_revenue_topic_from_cold_start"] = {"p99_s": 12.5}
+
+    text = markdown(results, derive(results))
+
+    assert "| 5,000 | 3.25 | 5.50 | 6.75 | 9.50 | 12.50 |" in text
+    # A run from before the revenue topic was measured has no such row.
+    assert "| 20,000 | 3.25 |" not in text
+
+
 def test_a_low_p99_does_not_meet_the_live_target_when_the_rate_was_not_sustained() -> None:
     derived = derive(_results(p99=6.0, sustained_20k=False))
     live = next(t for t in derived["targets"] if t["target"].startswith("live"))
