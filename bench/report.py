@@ -463,6 +463,11 @@ def _work_ceiling_lines(work_best: dict[str, Any]) -> list[str]:
     ]
 
 
+def _percentile_cells(latency: dict[str, Any]) -> str:
+    """A latency summary's p50, p95, p99 and max, as four table cells."""
+    return " | ".join(fmt(latency.get(key), 2) for key in ("p50_s", "p95_s", "p99_s", "max_s"))
+
+
 def _live_lines(live: dict[int, dict[str, Any]]) -> list[str]:
     """One row per live rate: achieved rate, latency percentiles, the verdict and the cold-start p99."""
     if not live:
@@ -483,9 +488,8 @@ def _live_lines(live: dict[int, dict[str, Any]]) -> list[str]:
         cold = phase.get("latency_from_cold_start") or {}
         lines.append(
             f"| {rate:,} | {fmt(phase['producer']['achieved_per_s'])} | {fmt(latency.get('count'))} | "
-            f"{fmt(latency.get('p50_s'), 2)} | {fmt(latency.get('p95_s'), 2)} | "
-            f"{fmt(latency.get('p99_s'), 2)} | {fmt(latency.get('max_s'), 2)} | "
-            f"{'yes' if phase.get('sustained') else 'no'} | {phase.get('verdict')} | "
+            f"{_percentile_cells(latency)} | {'yes' if phase.get('sustained') else 'no'} | "
+            f"{phase.get('verdict')} | "
             f"{fmt(phase.get('warmup_s', 0), 0)} | {fmt(cold.get('p99_s'), 2)} |"
         )
     lines.append("")
@@ -501,11 +505,7 @@ def _live_lines(live: dict[int, dict[str, Any]]) -> list[str]:
         for rate, phase in topic_rows:
             latency = phase["latency_revenue_topic"]
             cold = phase.get("latency_revenue_topic_from_cold_start") or {}
-            lines.append(
-                f"| {rate:,} | {fmt(latency.get('p50_s'), 2)} | {fmt(latency.get('p95_s'), 2)} | "
-                f"{fmt(latency.get('p99_s'), 2)} | {fmt(latency.get('max_s'), 2)} | "
-                f"{fmt(cold.get('p99_s'), 2)} |"
-            )
+            lines.append(f"| {rate:,} | {_percentile_cells(latency)} | {fmt(cold.get('p99_s'), 2)} |")
         lines.append("")
     return lines
 

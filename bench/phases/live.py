@@ -148,9 +148,7 @@ def run_live(
     all_pairs, invisible = stats.record_latencies_ms(appended, firsts, batches)
     pairs = stats.after_warmup(all_pairs, warmup_s)
     # The same orders to their window's record on the revenue topic, which each batch writes after gold.
-    revenue_topic = app_overrides(run, deployment, topic, "processing_time").get(
-        "kafka.revenue_topic", "revenue_windows"
-    )
+    revenue_topic = overrides.get("kafka.revenue_topic", run.app_config.kafka.revenue_topic)
     topic_batches = visible_batches(events, topic, committed_record_times(run.bootstrap, revenue_topic))
     topic_pairs, _ = stats.record_latencies_ms(appended, firsts, topic_batches)
     record["latency_revenue_topic"] = stats.latency_summary(
