@@ -46,7 +46,7 @@ from spark_apps.contract.topic_ownership import TopicOwnershipError, verify_topi
 from spark_apps.engine.checkpoints import CheckpointMigrationError
 from spark_apps.engine.observability import last_executed_batch, query_failure
 from spark_apps.engine.queries import PreparedQueries, prepare_queries
-from spark_apps.engine.session import BATCH_CACHE_CONF, DELTA_CONF, build_spark_session
+from spark_apps.engine.session import BATCH_CACHE_CONF, DELTA_CONF, LOCAL_FILES_CONF, build_spark_session
 from spark_apps.engine.stopping import is_stop_refusal
 from spark_apps.storage.tables import delta_rs_storage_options
 
@@ -76,6 +76,10 @@ def build_session(config: StreamingAppConfig) -> SparkSession:
             # small ones behind the largest.
             "spark.scheduler.mode": "FAIR",
             **BATCH_CACHE_CONF,
+            # Checkpoint files and Delta's log without a chmod and readlink process each: ~67 per live
+            # batch on a local lake; wal + commit of a batch 49-68 -> 3 ms (bench/results/history.md,
+            # "Stop 66").
+            **LOCAL_FILES_CONF,
             # Spark keeps the last 100 generated classes (default). A batch pair runs ~130 distinct
             # ones, plus a few per batch whose code holds the batch's literals (batch ids, the
             # watermark, gold's window range), so the stable ones were evicted and compiled again

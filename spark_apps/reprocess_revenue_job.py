@@ -34,7 +34,7 @@ from spark_apps.contract.kafka_security import KafkaClientSecurity
 from spark_apps.contract.naming import validate_location_id
 from spark_apps.contract.records import GOLD_KEY_COLUMNS
 from spark_apps.contract.side_files import write_json
-from spark_apps.engine.session import DELTA_CONF, build_spark_session
+from spark_apps.engine.session import DELTA_CONF, LOCAL_FILES_CONF, build_spark_session
 from spark_apps.revenue.reconciliation import (
     EQUAL,
     EXTRA,
@@ -235,7 +235,11 @@ def publish_repairs(recomputed: DataFrame, diff: DataFrame, config: StreamingApp
 def build_session(config: StreamingAppConfig) -> SparkSession:
     return build_spark_session(
         config.names.reprocess_app_name,
-        extra_conf={**DELTA_CONF, "spark.sql.shuffle.partitions": str(config.shuffle_partitions)},
+        extra_conf={
+            **DELTA_CONF,
+            **LOCAL_FILES_CONF,
+            "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        },
     )
 
 

@@ -278,8 +278,13 @@ def approver_auth(airflow_api: TestClient) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The session's only SparkSession: local[2], UTC, Kafka connector and Delta on the classpath, and
-    the app's batch cache."""
-    from spark_apps.engine.session import BATCH_CACHE_CONF, build_spark_session, local_jar_paths
+    the app's batch cache and local file system."""
+    from spark_apps.engine.session import (
+        BATCH_CACHE_CONF,
+        LOCAL_FILES_CONF,
+        build_spark_session,
+        local_jar_paths,
+    )
 
     session = build_spark_session(
         "revenue-platform-tests",
@@ -290,6 +295,7 @@ def spark() -> Iterator[SparkSession]:
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             **BATCH_CACHE_CONF,
+            **LOCAL_FILES_CONF,
         },
     )
     session.sparkContext.setLogLevel("WARN")

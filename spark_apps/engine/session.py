@@ -80,6 +80,13 @@ def loopback_driver_conf(master: str) -> dict[str, str]:
 ROW_CACHE_SERIALIZER = "io.github.revenueplatform.cache.UnsafeRowBatches"
 BATCH_CACHE_CONF: Mapping[str, str] = {"spark.sql.cache.serializer": ROW_CACHE_SERIALIZER}
 
+# FileContext's `file:` file system: Hadoop's, without a `chmod` and `readlink` process per checkpoint
+# and Delta log file (spark_apps/jvm/order-validator, `ForklessLocalFs`). Needs that jar on the session's
+# classpath, as the batch cache does.
+LOCAL_FILES_CONF: Mapping[str, str] = {
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.github.revenueplatform.fs.ForklessLocalFs"
+}
+
 
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

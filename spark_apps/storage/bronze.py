@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -104,16 +106,35 @@ def bronze_rows(
     """Archive shape (``BRONZE_SCHEMA``): the raw record, its validation outcome, typed fields when
     valid, whether a valid order is one the stream did not count (`superseded`, from `not_counted`:
     repeats and late orders), the ingest batch and the ingest date."""
-    superseded = F.lit(False)
+    fixed = _fixed_bronze_columns()
+    superseded = fixed.never_superseded
     if not_counted is not None:
-        superseded = F.col("dlq_reason").isNull() & F.coalesce(not_counted, F.lit(False))
+        superseded = fixed.valid & F.coalesce(not_counted, fixed.never_superseded)
     return validated.select(
-        *KAFKA_RAW_COLUMNS,
-        "dlq_reason",
-        *BRONZE_ORDER_COLUMNS,
+        *fixed.leading,
         superseded.alias("superseded"),
         _batch_id_column(validated.sparkSession, ingest_batch_id).alias("ingest_batch_id"),
-        F.to_date("timestamp").alias("ingest_date"),
+        fixed.ingest_date,
+    )
+
+
+@dataclass(frozen=True)
+class _FixedBronzeColumns:
+    leading: tuple[Column, ...]
+    valid: Column
+    never_superseded: Column
+    ingest_date: Column
+
+
+@lru_cache(maxsize=1)
+def _fixed_bronze_columns() -> _FixedBronzeColumns:
+    """What `bronze_rows` builds the same for every batch, built once (a Column is a py4j round trip;
+    `revenue.counting._fixed_count_columns` does the same for the count)."""
+    return _FixedBronzeColumns(
+        leading=tuple(F.col(column) for column in (*KAFKA_RAW_COLUMNS, "dlq_reason", *BRONZE_ORDER_COLUMNS)),
+        valid=F.col("dlq_reason").isNull(),
+        never_superseded=F.lit(False),
+        ingest_date=F.to_date("timestamp").alias("ingest_date"),
     )
 
 

@@ -5,6 +5,8 @@ DataFrame -> DataFrame functions.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -126,8 +128,21 @@ def side_output_records(
     ``to_kafka_records``. One projection instead of three filtered writes: the batch is scanned once
     and written by one Kafka job.
     """
+    columns = _side_output_columns(
+        dlq_topic, general_topic, restaurant_topic, CONFLICT_COLUMN in validated.columns
+    )
+    return validated.select(*columns)
+
+
+@lru_cache(maxsize=8)
+def _side_output_columns(
+    dlq_topic: str, general_topic: str, restaurant_topic: str, with_conflicts: bool
+) -> tuple[Column, ...]:
+    """`side_output_records`' projection, built once per topics: each Column is a round trip to the JVM
+    (py4j), ~860 of them for this projection, which a live batch made again every batch (100-200 ms of
+    its driver's time before the write's job started; bench/results/history.md, "Stop 66")."""
     reason = F.col("dlq_reason")
-    if CONFLICT_COLUMN in validated.columns:
+    if with_conflicts:
         reason = F.coalesce(reason, F.when(F.col(CONFLICT_COLUMN), F.lit(DlqReason.CONFLICTING_COPY)))
     dead_letter = reason.isNotNull()
     topic = (
@@ -145,7 +160,7 @@ def side_output_records(
         F.col("value"),
     )
     dlq_headers = _dlq_headers(reason, F.col("topic"), F.col("partition"), F.col("offset"))
-    return validated.select(
+    return (
         topic.alias("topic"),
         F.when(dead_letter, _first_bytes(F.col("key")))
         .otherwise(F.col("location_id").cast("string").cast("binary"))
