@@ -155,7 +155,7 @@ def committed_record_times(bootstrap: str, topic: str, idle_s: float = 5.0) -> l
     sorted. A transactional topic's high watermark counts the commit markers, which no consumer
     receives, so the read ends once the consumer's position has reached the watermarks taken at the
     start, or after `idle_s` without a record."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -167,10 +167,8 @@ def committed_record_times(bootstrap: str, topic: str, idle_s: float = 5.0) -> l
     )
     times: list[int] = []
     try:
-        partitions = partitions_of(consumer, topic)
         ends = end_offsets(consumer, topic)
-        assigned = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions]
-        consumer.assign(assigned)
+        assign_from_beginning(consumer, topic)
         last_record = time.monotonic()
         while time.monotonic() - last_record < idle_s:
             messages = consumer.consume(num_messages=10_000, timeout=1)
@@ -179,7 +177,7 @@ def committed_record_times(bootstrap: str, topic: str, idle_s: float = 5.0) -> l
                     times.append(message.timestamp()[1])
             if messages:
                 last_record = time.monotonic()
-            positions = consumer.position([TopicPartition(topic, p) for p in partitions])
+            positions = consumer.position([TopicPartition(topic, p) for p in ends])
             if all(tp.offset >= ends[tp.partition] for tp in positions):
                 break
     finally:
