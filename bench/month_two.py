@@ -154,7 +154,7 @@ def seed_deployment(
     from deltalake import write_deltalake
 
     from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
-    from spark_apps.storage.bronze import BRONZE_CHECKPOINT_INTERVAL
+    from spark_apps.storage.bronze import BRONZE_TABLE_PROPERTIES
     from spark_apps.storage.tables import LIVE_TABLE_PROPERTIES
 
     now_ms = int(now.timestamp() * 1000)
@@ -177,10 +177,7 @@ def seed_deployment(
             _bronze_day(today - timedelta(days=day), BRONZE_ROWS_PER_DAY if day > 1 else 0),
             mode="append",
             partition_by=["ingest_date"],
-            configuration={
-                "delta.checkpointInterval": str(BRONZE_CHECKPOINT_INTERVAL),
-                **LIVE_TABLE_PROPERTIES,
-            },
+            configuration=dict(BRONZE_TABLE_PROPERTIES),
         )
     _append_small_files(bronze_table, _bronze_day(today - timedelta(days=1), UNCOMPACTED_BRONZE_FILES))
     entries = round(min(days, log_days) * log_entries_per_day)

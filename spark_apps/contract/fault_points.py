@@ -3,12 +3,15 @@
 A kill at a `time.sleep`-chosen moment lands wherever the app happens to be; these points
 put it exactly between two commits, where exactly-once is hardest to keep:
   * `ingest.after_bronze_commit` — bronze appended, dead letters and split topics not yet sent;
-  * `revenue.before_gold_commit` — the lease checked, the gold MERGE not yet committed: here the
-    driver is paused (SIGSTOP of its Python process) rather than killed, the stalled old driver
-    that must not commit after its successor (`fencing.CommitStamp`);
-  * `revenue.after_gold_commit` — gold MERGEd, the revenue topic not yet written;
-  * `revenue.before_revenue_topic_write` — the lease checked again, the topic not yet written: a
-    pause point too (spark_apps.storage.revenue_topic's transactional producer);
+  * `revenue.before_revenue_topic_write` — the lease checked, the revenue topic not yet written:
+    here the driver is paused (SIGSTOP of its Python process) rather than killed, the stalled old
+    driver that must not write after its successor (spark_apps.storage.revenue_topic's
+    transactional producer);
+  * `revenue.after_revenue_topic_write` — the revenue topic written, gold not yet MERGEd: the topic
+    is one batch ahead of gold;
+  * `revenue.before_gold_commit` — the lease checked again, the gold MERGE not yet committed: a
+    pause point too (`fencing.CommitStamp`);
+  * `revenue.after_gold_commit` — the revenue topic written and gold MERGEd;
   * `revenue.before_checkpoint_commit` — gold and the revenue topic written, the query's
     checkpoint (its commit log) not yet: the restarted driver must redo this batch.
 The app calls `reached(point, batch_id)` at each point. It does nothing unless the environment
@@ -35,9 +38,10 @@ FAULT_BATCH_ENV = "ORDERS_APP_FAULT_BATCH"
 FAULT_REPORT_ENV = "ORDERS_APP_FAULT_REPORT"
 FAULT_POINTS = (
     "ingest.after_bronze_commit",
+    "revenue.before_revenue_topic_write",
+    "revenue.after_revenue_topic_write",
     "revenue.before_gold_commit",
     "revenue.after_gold_commit",
-    "revenue.before_revenue_topic_write",
     "revenue.before_checkpoint_commit",
 )
 # Points where the driver stalls instead of dying: it stops its own Python process (SIGSTOP) right

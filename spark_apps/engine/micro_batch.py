@@ -19,15 +19,18 @@ Exactly once, per batch N. Its writes, in any order or overlap:
     already record the batch), whose `superseded` column marks every valid order the stream did not
     count (a repeat or late), and whose commit records the batch id and the watermark after it;
   - dead letters and split-topic orders (at least once);
-  - the gold MERGE of the changed windows' absolute totals (rewriting them is a no-op), then the
-    revenue topic (absolute totals, compacted by window key).
+  - the revenue topic (the changed windows' absolute totals, compacted by window key), then the
+    gold MERGE of the same totals (rewriting them is a no-op). The topic goes first because it is
+    what a reader of fresh revenue waits for; a crash between the two leaves the topic one batch
+    ahead of gold, and the redone batch writes the same totals to both.
 Once all have ended, Spark commits the batch's offsets and the dedupe state. After a crash anywhere,
 Spark runs batch N again from the dedupe state after N - 1 (so the same copies are repeats), and
 the engine resumes the revenue state after N - 1 (`MicroBatchPipeline.resume`): the watermark batch
 N - 1's bronze commit recorded and the open windows' totals from gold. When gold already
-holds batch N's MERGE, the batch is redone without adding to those totals. So the bronze append is
-skipped (already committed) or made with the same verdicts, and gold and the revenue topic get the
-same totals.
+holds batch N's MERGE, the batch is redone without adding to those totals; when only the revenue
+topic got them, the redone batch counts N on top of gold's totals after N - 1, which are the same
+totals again. So the bronze append is skipped (already committed) or made with the same verdicts,
+and gold and the revenue topic get the same totals.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from spark_apps.engine.stopping import refuse_if_stopping
 from spark_apps.revenue.counting import count_batch, not_counted
 from spark_apps.revenue.state import MICROS_PER_SECOND, RevenueState, WindowSpec
 from spark_apps.revenue.stores import enrich_with_stores
-from spark_apps.storage.bronze import BronzeAppender, bronze_rows
+from spark_apps.storage.bronze import BronzeAppender, BronzeLogCheckpoints, bronze_rows
 from spark_apps.storage.gold import merge_gold
 from spark_apps.storage.gold_from_driver import gold_writable_from_driver, merge_gold_from_driver
 from spark_apps.storage.kafka import write_to_kafka
@@ -134,7 +137,9 @@ class MicroBatchPipeline:
         self._facts_lock = threading.Lock()
         self._gold_from_driver: bool | None = None
         self._gold_storage_options: dict[str, str] = {}
-        self.bronze = BronzeAppender(config.names.bronze_orders_table)
+        bronze_table = config.names.bronze_orders_table
+        # Bronze's log is checkpointed beside the batches, not inside an append (`BronzeLogCheckpoints`).
+        self.bronze = BronzeAppender(bronze_table, BronzeLogCheckpoints(bronze_table))
         # Created with the driver, before its first batch: its producer fences every older driver's.
         self.revenue_topic = revenue_topic or RevenueTopicWriter(config)
 
@@ -203,7 +208,9 @@ class MicroBatchPipeline:
             )
             where = {"windows": len(outcome.windows)}
             if outcome.windows:
-                writes.start("gold", lambda: self._write_gold(spark, outcome.windows, batch_id, where))
+                writes.start(
+                    "gold", lambda: self._publish_windows(spark, outcome.windows, batch_id, where, steps)
+                )
         except BaseException:
             writes.join()  # no write outlives a failed batch; the batch's own error is the one raised
             raise
@@ -266,13 +273,16 @@ class MicroBatchPipeline:
             LOG.info("batch %d: bronze already holds this batch; not appended again", batch_id)
         fault_points.reached("ingest.after_bronze_commit", batch_id)
 
-    def _write_gold(
+    def _publish_windows(
         self,
         spark: SparkSession,
         windows: list[tuple[str, str, int, int, int, int]],
         batch_id: int,
         where: dict[str, Any],
+        steps: _Steps,
     ) -> None:
+        """The changed windows' totals to the revenue topic, then into gold (the batch's step "gold":
+        its parts "revenue_topic" and "gold_merge")."""
         table = self.config.names.gold_revenue_table
         if self._gold_from_driver is None:
             self._gold_from_driver = self._driver_can_merge_gold(spark, table)
@@ -280,34 +290,42 @@ class MicroBatchPipeline:
         stores = self.stores.current(spark)  # refreshes the addresses when the stores topic moved
         rows = _enriched_gold_rows(windows, self.stores.addresses, batch_id)
 
+        # The revenue topic first, then gold: an order is visible as soon as its window's record is,
+        # and the MERGE (~50-300 ms) no longer stands between the two. Both carry the windows'
+        # absolute totals after this batch, so a crash between them leaves the topic one batch ahead
+        # of gold until the redone batch writes the same totals to both (see the module docstring).
+        self.fence.check("the revenue topic write")
+        fault_points.reached("revenue.before_revenue_topic_write", batch_id, where)
+        try:
+            with steps.timed("revenue_topic"):
+                self.revenue_topic.write(rows)
+        except ProducerFencedError as error:
+            raise self.fence.refused(error) from None
+        fault_points.reached("revenue.after_revenue_topic_write", batch_id, where)
+
         def fence() -> None:
             self.fence.check("the gold MERGE")
             fault_points.reached("revenue.before_gold_commit", batch_id, where)
 
         stamp = self.fence.stamp(batch_id)
         try:
-            if self._gold_from_driver:
-                merge_gold_from_driver(
-                    rows, table, fence, stamp=stamp, storage_options=self._gold_storage_options
-                )
-            else:
-                merge_gold(
-                    self._gold_rows(spark, windows, batch_id, stores),
-                    table,
-                    _utc(min(w[2] for w in windows)),
-                    _utc(max(w[2] for w in windows)),
-                    before_commit=fence,
-                    stamp=stamp,
-                )
+            with steps.timed("gold_merge"):
+                if self._gold_from_driver:
+                    merge_gold_from_driver(
+                        rows, table, fence, stamp=stamp, storage_options=self._gold_storage_options
+                    )
+                else:
+                    merge_gold(
+                        self._gold_rows(spark, windows, batch_id, stores),
+                        table,
+                        _utc(min(w[2] for w in windows)),
+                        _utc(max(w[2] for w in windows)),
+                        before_commit=fence,
+                        stamp=stamp,
+                    )
         except LeaseRejectedError as error:
             raise self.fence.refused(error) from None
         fault_points.reached("revenue.after_gold_commit", batch_id, where)
-        self.fence.check("the revenue topic write")
-        fault_points.reached("revenue.before_revenue_topic_write", batch_id, where)
-        try:
-            self.revenue_topic.write(rows)
-        except ProducerFencedError as error:
-            raise self.fence.refused(error) from None
 
     def _driver_can_merge_gold(self, spark: SparkSession, table: str) -> bool:
         """Whether this driver MERGEs gold itself (delta-rs); keeps the storage options it needs."""

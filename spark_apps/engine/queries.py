@@ -28,7 +28,7 @@ from spark_apps.engine.checkpoints import (
 from spark_apps.engine.micro_batch import LIVE_AFTER_HISTORY_BATCH_BASE, MicroBatchPipeline
 from spark_apps.engine.observability import INGEST_METRICS, BatchCounters, ProgressPublisher, ingest_totals
 from spark_apps.revenue.dedupe import initial_repeat_state, with_repeats
-from spark_apps.storage.bronze import ensure_bronze_table, read_bronze
+from spark_apps.storage.bronze import BRONZE_TABLE_PROPERTIES, ensure_bronze_table, read_bronze
 from spark_apps.storage.gold import ensure_gold_table
 from spark_apps.storage.kafka import kafka_admin_config, kafka_cluster_id, read_orders_stream
 from spark_apps.storage.replay_history import read_replay_history_stream
@@ -128,11 +128,16 @@ def prepare_queries(
         # Kafka query after a replay's history starts at batch 2^30 and resumes, which reads it.)
         (history or live).bronze.holds_no_batch()
     ensure_gold_table(spark, names.gold_revenue_table)
-    # A table created before the live tables' log retention (`storage.tables.LIVE_TABLE_PROPERTIES`)
-    # gets it now, before any batch of this driver commits.
-    for table in (names.bronze_orders_table, names.gold_revenue_table):
-        if ensure_live_table_properties(table, delta_rs_storage_options(table, spark)):
-            LOG.info("%s: set %s (its log keeps an hour, not 30 days)", table, LIVE_TABLE_PROPERTIES)
+    # A table created before the live tables' log retention (`storage.tables.LIVE_TABLE_PROPERTIES`), or
+    # a bronze table whose appends still checkpoint (`storage.bronze.BRONZE_TABLE_PROPERTIES`), gets
+    # them now, before any batch of this driver commits.
+    for table, properties in (
+        (names.bronze_orders_table, BRONZE_TABLE_PROPERTIES),
+        (names.gold_revenue_table, LIVE_TABLE_PROPERTIES),
+    ):
+        changed = ensure_live_table_properties(table, delta_rs_storage_options(table, spark), properties)
+        if changed:
+            LOG.info("%s: set %s", table, changed)
 
     def start_kafka_query() -> StreamingQuery:
         # After a replay's history, a new Kafka query starts from the order ids the history saw within
@@ -154,6 +159,9 @@ def prepare_queries(
     def close_clients() -> None:
         stores.close()
         live.revenue_topic.close()
+        for pipeline in (history, live):
+            if pipeline is not None:
+                pipeline.bronze.close()  # a bronze log checkpoint being written ends first
 
     if history is None:
         return PreparedQueries([start_kafka_query], publisher, close_clients)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -158,13 +160,21 @@ _BATCH_ID_ROW = StructType([StructField("batch_id", DecimalType(20, 0), False)])
 
 _POSITION = ("topic", "partition", "offset")
 
-# Commits between two checkpoints of a new bronze table (Delta's default is 10). A checkpoint is written by
-# the append that reaches it, inside a live batch: it rebuilds the table's state and writes every file's
-# entry, ~5 s at 5,000 orders/s after ten batches, and more as bronze grows (bench/results/history.md,
-# "bronze's append without Delta's idempotent-append lookup"). One in 100 batches keeps it out of all but
-# the slowest percent of batches; a reader (a restart, the reprocess job) then replays at most 99 small
-# commits after it. A table created before keeps its interval.
+# Commits between two checkpoints of bronze's log (Delta's default is 10: a reader, a restart or the
+# reprocess job, replays at most 99 small commits after the checkpoint).
 BRONZE_CHECKPOINT_INTERVAL = 100
+# Spark's Delta writes a checkpoint inside the append whose version is a multiple of the table's
+# `delta.checkpointInterval`: inside a live batch, which then took 2.9-3.7 s instead of ~0.3-0.5 (it
+# rebuilds the table's state in Spark jobs), and the next batch carried the 15,000-20,000 orders that
+# waited; whenever it fell in the bench's measured minute it was most of that minute's p99
+# (bench/results/history.md, "Stop 67"). So no append of bronze checkpoints (the interval is past
+# any version a table reaches: a version is a multiple of it only at 0, which Delta never
+# checkpoints), and the driver writes the checkpoint beside the batches (`BronzeLogCheckpoints`).
+APPENDS_NEVER_CHECKPOINT = 2**31 - 1  # Delta's checkpointInterval is a Java int
+BRONZE_TABLE_PROPERTIES = {
+    "delta.checkpointInterval": str(APPENDS_NEVER_CHECKPOINT),
+    **LIVE_TABLE_PROPERTIES,
+}
 
 
 def ensure_bronze_table(spark: SparkSession, table_path: str) -> bool:
@@ -179,7 +189,7 @@ def ensure_bronze_table(spark: SparkSession, table_path: str) -> bool:
         table_path,
         BRONZE_SCHEMA,
         "ingest_date",
-        properties={"delta.checkpointInterval": str(BRONZE_CHECKPOINT_INTERVAL), **LIVE_TABLE_PROPERTIES},
+        properties=BRONZE_TABLE_PROPERTIES,
     )
     existing = set(DeltaTable.forPath(spark, table_path).toDF().columns)
     if not set(BRONZE_SCHEMA.fieldNames()) <= existing:
@@ -215,8 +225,11 @@ class BronzeAppender:
 
     _UNKNOWN = object()
 
-    def __init__(self, table_path: str) -> None:
+    def __init__(self, table_path: str, log_checkpoints: BronzeLogCheckpoints | None = None) -> None:
+        """`log_checkpoints`: who checkpoints bronze's log once enough appends committed (the app's
+        driver); none for an appender that only appends a few batches (tests)."""
         self.table_path = table_path
+        self.log_checkpoints = log_checkpoints
         self._holds_through: object | int | None = self._UNKNOWN
 
     def holds_no_batch(self) -> None:
@@ -254,7 +267,73 @@ class BronzeAppender:
             .save(self.table_path)
         )
         self._holds_through = batch_id
+        if self.log_checkpoints is not None:
+            self.log_checkpoints.appended(rows.sparkSession)
         return True
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Let a log checkpoint in progress end (a stopping driver's last act on bronze)."""
+        if self.log_checkpoints is not None:
+            self.log_checkpoints.wait(timeout_s)
+
+
+class BronzeLogCheckpoints:
+    """Checkpoints bronze's Delta log beside the batches: once every `every` appends of this driver
+    (and at its first, so a driver that restarts often still checkpoints), a thread of its own writes
+    the checkpoint of the table's newest version with delta-rs, in this process, and drops the log
+    entries older than the table's log retention (`storage.tables.LIVE_TABLE_PROPERTIES`), as Spark's
+    checkpoint did. No batch waits for it: appends go on meanwhile (a checkpoint is of one version and
+    commits nothing), and an append that finds the previous checkpoint still being written leaves
+    the next one to a later append. A failed checkpoint is logged and tried again at the next append;
+    bronze stays readable either way (readers replay more commits until one is written), as with
+    Delta's own post-commit checkpoint, whose failure does not fail the commit either."""
+
+    def __init__(self, table_path: str, every: int = BRONZE_CHECKPOINT_INTERVAL) -> None:
+        if every < 1:
+            raise ValueError(f"checkpoint every {every} appends: must be at least 1")
+        self.table_path = table_path
+        self.every = every
+        self._since_last = every - 1  # the first append checkpoints
+        self._thread: threading.Thread | None = None
+        self.written: list[int] = []  # the versions this driver checkpointed (logs and tests)
+
+    def appended(self, spark: SparkSession) -> None:
+        """One more append committed: start a checkpoint when one is due and none is being written."""
+        self._since_last += 1
+        if self._since_last < self.every or (self._thread is not None and self._thread.is_alive()):
+            return
+        self._since_last = 0
+        options = delta_rs_storage_options(self.table_path, spark)
+        self._thread = threading.Thread(
+            target=self._checkpoint, args=(options,), name="bronze-log-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def wait(self, timeout_s: float) -> None:
+        """Until the checkpoint being written (if any) is, at most `timeout_s`."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _checkpoint(self, storage_options: dict[str, str]) -> None:
+        from deltalake import DeltaTable
+
+        started = time.perf_counter()
+        try:
+            table = DeltaTable(delta_rs_uri(self.table_path), storage_options=storage_options or None)
+            table.create_checkpoint()
+            table.cleanup_metadata()
+        except Exception as error:  # delta-rs's errors, an unreachable store: the next append retries
+            self._since_last = self.every - 1
+            LOG.warning(
+                "bronze %s: log checkpoint failed, the next append tries again: %s", self.table_path, error
+            )
+            return
+        self.written.append(table.version())
+        LOG.info(
+            "bronze: log checkpoint at version %d in %d ms, beside the batches",
+            table.version(),
+            round((time.perf_counter() - started) * 1000),
+        )
 
 
 # How many of bronze's latest commits are looked through for the batches they recorded. The app's own

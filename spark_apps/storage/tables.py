@@ -53,21 +53,23 @@ def ensure_delta_table(
     builder.execute()
 
 
-def ensure_live_table_properties(table_path: str, storage_options: Mapping[str, str]) -> bool:
-    """Give an existing live table (gold or bronze) `LIVE_TABLE_PROPERTIES` when it lacks them (a table
-    created before they existed keeps its creation's properties otherwise). One metadata commit, by
-    delta-rs, at the driver's start before any of its queries writes; True when it committed.
-    The next checkpoint's log cleanup (Spark's every 100 bronze commits, delta-rs's every 100 gold
+def ensure_live_table_properties(
+    table_path: str, storage_options: Mapping[str, str], properties: Mapping[str, str] = LIVE_TABLE_PROPERTIES
+) -> dict[str, str]:
+    """Give an existing live table (gold or bronze) `properties` (`LIVE_TABLE_PROPERTIES`, bronze's
+    `storage.bronze.BRONZE_TABLE_PROPERTIES`) when it lacks them (a table created before they existed
+    keeps its creation's properties otherwise). One metadata commit, by delta-rs, at the driver's start
+    before any of its queries writes; returns what it set (empty: nothing to commit).
+    The next checkpoint's log cleanup (the driver's every 100 bronze commits, delta-rs's every 100 gold
     ones, `maintain_lake` hourly) then drops the entries older than the retention."""
     from deltalake import DeltaTable
 
     table = DeltaTable(table_path, storage_options=dict(storage_options) or None)
     declared = table.metadata().configuration
-    missing = {k: v for k, v in LIVE_TABLE_PROPERTIES.items() if declared.get(k) != v}
-    if not missing:
-        return False
-    table.alter.set_table_properties(missing, raise_if_not_exists=False)
-    return True
+    missing = {k: v for k, v in properties.items() if declared.get(k) != v}
+    if missing:
+        table.alter.set_table_properties(missing, raise_if_not_exists=False)
+    return missing
 
 
 def local_table_path(table_path: str) -> str | None:

@@ -23,7 +23,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from revenue_platform.lake_maintenance import maintain_table
 from spark_apps.contract.gold_layout import GOLD_HOUR_COLUMN
 from spark_apps.contract.naming import DeploymentNames
-from spark_apps.storage.bronze import ensure_bronze_table
+from spark_apps.storage.bronze import APPENDS_NEVER_CHECKPOINT, BRONZE_TABLE_PROPERTIES, ensure_bronze_table
 from spark_apps.storage.gold import ensure_gold_table
 from spark_apps.storage.tables import (
     LIVE_TABLE_LOG_RETENTION,
@@ -73,8 +73,8 @@ def test_a_live_tables_log_drops_entries_older_than_an_hour_and_the_table_reads_
     # The hourly maintenance checkpoints and cleans up, as the tables' own writers do every 100 commits.
     maintain_table(bronze, "bronze", timedelta(days=7), None)
     kept = _log_entries(bronze)
-    # Gone: every entry before the checkpoint delta-rs wrote at its 100th commit; kept: at most the 100
-    # since a checkpoint, and this hour's (Delta's 30 days would have kept all 152).
+    # Gone: every entry before the checkpoint (bronze's appends write none: the driver's or the
+    # maintenance's); kept: this hour's (Delta's 30 days would have kept all 152).
     assert kept[0].name > f"{OLD_COMMITS // 2:020d}.json", kept[0].name
     assert len(kept) <= 100 + 2
     read = spark.read.format("delta").load(bronze)
@@ -91,13 +91,36 @@ def test_a_table_created_before_gets_the_retention_once_and_spark_writes_it_afte
     gold = str(tmp_path / "gold")
     ensure_delta_table(spark, gold, GOLD_TABLE_SCHEMA, GOLD_HOUR_COLUMN)  # as the app created it before
     assert LOG_RETENTION_PROPERTY not in DeltaTable(gold).metadata().configuration
-    assert ensure_live_table_properties(gold, {}) is True
-    assert ensure_live_table_properties(gold, {}) is False  # a restart commits nothing more
+    assert ensure_live_table_properties(gold, {}) == LIVE_TABLE_PROPERTIES
+    assert ensure_live_table_properties(gold, {}) == {}  # a restart commits nothing more
     assert DeltaTable(gold).metadata().configuration[LOG_RETENTION_PROPERTY] == LIVE_TABLE_LOG_RETENTION
     from delta.tables import DeltaTable as SparkDeltaTable
 
     assert spark.read.format("delta").load(gold).count() == 0
     properties = SparkDeltaTable.forPath(spark, gold).detail().first()["properties"]
+    assert properties[LOG_RETENTION_PROPERTY] == LIVE_TABLE_LOG_RETENTION
+
+
+def test_a_bronze_table_whose_appends_checkpointed_gets_the_drivers_checkpoints_instead(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    bronze = str(tmp_path / "bronze")
+    # As the app created it before: Spark's appends checkpointed every 100th commit, inside a batch.
+    ensure_delta_table(
+        spark,
+        bronze,
+        BRONZE_SCHEMA,
+        "ingest_date",
+        properties={"delta.checkpointInterval": "100", **LIVE_TABLE_PROPERTIES},
+    )
+    assert ensure_live_table_properties(bronze, {}, BRONZE_TABLE_PROPERTIES) == {
+        "delta.checkpointInterval": str(APPENDS_NEVER_CHECKPOINT)
+    }
+    assert ensure_live_table_properties(bronze, {}, BRONZE_TABLE_PROPERTIES) == {}
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    properties = SparkDeltaTable.forPath(spark, bronze).detail().first()["properties"]
+    assert properties["delta.checkpointInterval"] == "2147483647"
     assert properties[LOG_RETENTION_PROPERTY] == LIVE_TABLE_LOG_RETENTION
 
 

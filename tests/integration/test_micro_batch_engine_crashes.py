@@ -3,8 +3,8 @@
 A real spark-submit driver (JVM + Python) runs `engine: micro_batch` over 24,000 orders with duplicates
 and bad records. In the first test three runs are each SIGKILLed at a named point of a later batch
 (spark_apps.contract.fault_points):
-  * right after the gold MERGE, before the revenue topic (bronze and the side outputs may still be
-    in flight in their threads);
+  * right after the revenue topic's transaction, before the gold MERGE: the topic one batch ahead of
+    gold (bronze and the side outputs may still be in flight in their threads);
   * right after the bronze append;
   * after every write of the batch, before Spark commits its offsets;
 and a fourth run is SIGKILLed (its whole process group, JVM and Python driver) at no point the app
@@ -48,7 +48,7 @@ pytestmark = pytest.mark.integration
 
 ORDERS = 24_000
 KILLS = (
-    ("revenue.after_gold_commit", 1),
+    ("revenue.after_revenue_topic_write", 1),
     ("ingest.after_bronze_commit", 3),
     ("revenue.before_checkpoint_commit", 5),
 )

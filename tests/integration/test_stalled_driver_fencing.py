@@ -1,9 +1,10 @@
 """A stalled old driver cannot roll gold or the revenue topic back: the fence is in the commit.
 
 Two real spark-submit drivers of one deployment (the micro-batch engine, the gold MERGE by delta-rs):
-  1. driver 1 (lease epoch 1) reads the first orders, passes its lease check before the gold MERGE
-     (or, in the second case, commits gold and passes its check before the revenue topic), and
-     stalls there (SIGSTOP of its Python process, as a GC pause or a frozen VM would);
+  1. driver 1 (lease epoch 1) reads the first orders, writes them to the revenue topic, passes
+     its lease check before the gold MERGE (or, in the second case, its check before the revenue
+     topic, which comes first), and stalls there (SIGSTOP of its Python process, as a GC pause or a
+     frozen VM would);
   2. more orders for the same windows arrive; the registry hands the lease to driver 2 (epoch 2),
      which redoes the stalled batch from the checkpoint, reads the new orders too, and ends (a bounded
      run): gold and the revenue topic hold every order;
@@ -89,8 +90,7 @@ def _latest_revenue(bootstrap: str, topic: str) -> dict[str, tuple[int, Decimal]
     [
         # Gold records epoch 2 when it wakes: its MERGE is refused.
         ("revenue.before_gold_commit", "newer than this driver's 1"),
-        # It committed gold before its successor (who overwrote it), then stalled before the topic:
-        # its producer was fenced by the successor's.
+        # It stalled before the topic (and so before gold): its producer was fenced by the successor's.
         ("revenue.before_revenue_topic_write", "was fenced by a newer driver"),
     ],
 )

@@ -12,8 +12,9 @@ from pyspark.sql import functions as F
 
 from spark_apps.storage import bronze
 from spark_apps.storage.bronze import (
-    BRONZE_CHECKPOINT_INTERVAL,
+    APPENDS_NEVER_CHECKPOINT,
     BronzeAppender,
+    BronzeLogCheckpoints,
     ensure_bronze_table,
     newest_bronze_batch,
     read_bronze,
@@ -112,7 +113,13 @@ def test_a_driver_that_created_bronze_appends_its_first_batch_without_reading_br
     assert _batches_in_bronze(spark, table) == {0: 2}
 
 
-def test_a_new_bronze_table_checkpoints_every_hundred_commits_not_every_ten(
+def _checkpointed_versions(table: Path) -> list[int]:
+    return sorted(
+        int(path.name.split(".")[0]) for path in (table / "_delta_log").glob("*.checkpoint*.parquet")
+    )
+
+
+def test_bronzes_appends_never_checkpoint_its_log_the_drivers_checkpoints_do_beside_them(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     from delta.tables import DeltaTable
@@ -120,12 +127,54 @@ def test_a_new_bronze_table_checkpoints_every_hundred_commits_not_every_ten(
     table = tmp_path / "bronze"
     ensure_bronze_table(spark, str(table))
     properties = DeltaTable.forPath(spark, str(table)).detail().first()["properties"]
-    assert properties["delta.checkpointInterval"] == str(BRONZE_CHECKPOINT_INTERVAL) == "100"
-    appender = BronzeAppender(str(table))
+    assert properties["delta.checkpointInterval"] == str(APPENDS_NEVER_CHECKPOINT) == "2147483647"
+    plain = BronzeAppender(str(table))
     for batch_id in range(11):
-        appender.append(_batch_rows(spark, batch_id, 1), batch_id)
-    assert not list((table / "_delta_log").glob("*.checkpoint*.parquet"))  # Delta's default wrote one at 10
-    assert newest_bronze_batch(spark, str(table)) == 10
+        plain.append(_batch_rows(spark, batch_id, 1), batch_id)
+    assert _checkpointed_versions(table) == []  # Delta's default (10) would have written one at 10
+
+    checkpoints = BronzeLogCheckpoints(str(table), every=3)
+    driver = BronzeAppender(str(table), checkpoints)
+    for batch_id in range(11, 18):
+        assert driver.append(_batch_rows(spark, batch_id, 2), batch_id)
+        checkpoints.wait(60)  # the test waits for each; a batch does not
+    # The driver's first append, then every third: the versions of appends 1, 4 and 7.
+    first = checkpoints.written[0]
+    assert checkpoints.written == [first, first + 3, first + 6]
+    assert _checkpointed_versions(table) == checkpoints.written
+    # Spark reads the table from delta-rs's checkpoint, and appends after it.
+    assert _batches_in_bronze(spark, str(table)) == {
+        **{b: 1 for b in range(11)},
+        **{b: 2 for b in range(11, 18)},
+    }
+    assert driver.append(_batch_rows(spark, 18, 1), 18)
+    assert newest_bronze_batch(spark, str(table)) == 18
+
+
+def test_a_failed_log_checkpoint_fails_no_append_and_the_next_append_tries_again(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltalake import DeltaTable
+
+    table = tmp_path / "bronze"
+    ensure_bronze_table(spark, str(table))
+    checkpoints = BronzeLogCheckpoints(str(table), every=100)
+    driver = BronzeAppender(str(table), checkpoints)
+    real = DeltaTable.create_checkpoint
+
+    def unreachable(self: DeltaTable) -> None:
+        raise OSError("the store is unreachable")
+
+    monkeypatch.setattr(DeltaTable, "create_checkpoint", unreachable)
+    assert driver.append(_batch_rows(spark, 0, 1), 0)
+    checkpoints.wait(60)
+    assert checkpoints.written == []
+    assert _checkpointed_versions(table) == []
+    monkeypatch.setattr(DeltaTable, "create_checkpoint", real)
+    assert driver.append(_batch_rows(spark, 1, 1), 1)  # the next append, not the 100th, tries again
+    checkpoints.wait(60)
+    assert _checkpointed_versions(table) == checkpoints.written != []
+    assert _batches_in_bronze(spark, str(table)) == {0: 1, 1: 1}
 
 
 def test_the_batches_are_read_from_commits_that_name_one() -> None:
