@@ -2,8 +2,9 @@
 
 The worst moment for a takeover is inside a micro-batch that already passed every earlier
 check: here the successor takes the lease after the stale driver appended bronze and right
-before its gold MERGE. The stale driver must refuse the MERGE (gold's Delta version does not
-move, nothing reaches the revenue topic) and stop as superseded; the successor then continues
+before it publishes the batch's windows (the revenue topic, then the gold MERGE). The stale driver
+must refuse to (nothing reaches the revenue topic, gold's Delta version does not move) and stop as
+superseded; the successor then continues
 from the same checkpoints, redoes the refused batch, and gold equals the Decimal oracle. So
 there is never a moment in which two drivers of one deployment both write gold.
 """
@@ -36,8 +37,9 @@ pytestmark = pytest.mark.integration
 DEPLOYMENT = "fenced"
 
 
-class TakeoverBeforeGold(LeaseFence):
-    """The real fence, except that a successor takes the lease just before the first gold MERGE."""
+class TakeoverBeforePublishing(LeaseFence):
+    """The real fence, except that a successor takes the lease just before the first revenue topic
+    write (which comes before the gold MERGE)."""
 
     def __init__(self, registry: DeploymentRegistry, token: str) -> None:
         super().__init__(registry.lake_root, DEPLOYMENT, token)
@@ -47,7 +49,7 @@ class TakeoverBeforeGold(LeaseFence):
 
     def check(self, before: str) -> None:
         self.checked.append(before)
-        if before == "the gold MERGE" and self.successor_token is None:
+        if before == "the revenue topic write" and self.successor_token is None:
             record = self.registry.get(DEPLOYMENT)
             successor = self.registry.acquire_lease(DEPLOYMENT, record.row_version, "test", {}, "takeover")
             self.successor_token = successor.lease_token
@@ -69,7 +71,7 @@ def _delta_version(path: str) -> int:
     return DeltaTable(path).version()
 
 
-def test_a_driver_whose_lease_was_taken_over_refuses_its_gold_commit(
+def test_a_driver_whose_lease_was_taken_over_refuses_its_revenue_topic_and_gold_writes(
     kafka_bootstrap: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     suffix = unique_suffix()
@@ -93,8 +95,8 @@ def test_a_driver_whose_lease_was_taken_over_refuses_its_gold_commit(
     produce(kafka_bootstrap, stale_config.kafka.stores_topic, generate_stores(4))
     produce(kafka_bootstrap, stale_config.kafka.orders_topic, records, total=len(records))
 
-    stale_fence = TakeoverBeforeGold(registry, first.lease_token)
-    with pytest.raises(LeaseRejectedError, match="checked before the gold MERGE"):
+    stale_fence = TakeoverBeforePublishing(registry, first.lease_token)
+    with pytest.raises(LeaseRejectedError, match="checked before the revenue topic write"):
         run(stale_config, spark, fence=stale_fence)
 
     # It got as far as bronze and the side outputs (its lease was still current then), and not one step
@@ -103,7 +105,7 @@ def test_a_driver_whose_lease_was_taken_over_refuses_its_gold_commit(
     assert sorted(stale_fence.checked) == [
         "the bronze append",
         "the dead-letter and split-topic write",
-        "the gold MERGE",
+        "the revenue topic write",
     ]
     assert _delta_version(stale_config.names.gold_revenue_table) == 0, "the stale driver committed to gold"
     assert _gold(spark, stale_config) == {}
@@ -127,7 +129,7 @@ def test_a_driver_whose_lease_was_taken_over_refuses_its_gold_commit(
     produce(kafka_bootstrap, stale_config.kafka.orders_topic, late, total=len(late))
     # The first write the stale driver reaches refuses (side outputs and bronze start together).
     with pytest.raises(
-        LeaseRejectedError, match=r"checked before the (bronze append|dead-letter|gold MERGE)"
+        LeaseRejectedError, match=r"checked before the (bronze append|dead-letter|revenue topic write)"
     ):
         run(stale_config, spark)
     assert _delta_version(stale_config.names.bronze_orders_table) == bronze_version
