@@ -366,7 +366,8 @@ def _batch_steps_family(samples: Iterable[DeploymentSample]) -> Metric:
     family = GaugeMetricFamily(
         "revenue_stream_batch_step_seconds",
         "Wall time of each step of the last batch, label step: resume (only after a restart), "
-        "validate_and_count, state, and the writes side_outputs, bronze and gold (which run side by side).",
+        "validate_and_count, state, and the writes side_outputs, bronze and gold (which run side by side; "
+        "gold's parts: revenue_topic, then gold_merge).",
         labels=[*LABELS, "step"],
     )
     for s in samples:
