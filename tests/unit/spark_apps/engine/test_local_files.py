@@ -53,6 +53,16 @@ def test_the_sessions_file_context_is_the_forkless_one(spark: SparkSession) -> N
     assert spark.sparkContext._jsc.hadoopConfiguration().get(IMPL_KEY) == FORKLESS
 
 
+def test_the_file_system_is_the_local_one_whatever_uri_it_is_made_for(spark: SparkSession, impl: str) -> None:
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
+    conf.set(IMPL_KEY, impl)
+    for uri in ("file:///", "file://another-host/", "file:///tmp/some/folder"):
+        made = jvm.org.apache.hadoop.fs.AbstractFileSystem.createFileSystem(jvm.java.net.URI(uri), conf)
+        assert made.getClass().getName() == impl
+        assert made.getUri().toString() == "file:///", uri
+
+
 def _create(spark: SparkSession, context: Any, path: Path, text: bytes, mode: int) -> None:
     jvm = spark._jvm
     flags = jvm.java.util.EnumSet.of(jvm.org.apache.hadoop.fs.CreateFlag.CREATE)

@@ -20,8 +20,12 @@ import org.apache.hadoop.fs.local.LocalConfigKeys;
  */
 public class ForklessLocalFs extends ChecksumFs {
 
+    /**
+     * As Hadoop's {@code LocalFs(URI, Configuration)}: the URI asked for is not kept, the local file
+     * system's is ({@code file:///}), so a path naming a host is refused as Hadoop refuses it.
+     */
     public ForklessLocalFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
-        super(new Raw(uri, conf));
+        super(new Raw(FsConstants.LOCAL_FS_URI, conf));
     }
 
     /** Hadoop's {@code RawLocalFs} with the file system above in it. */
