@@ -328,10 +328,11 @@ class BronzeLogCheckpoints:
                 "bronze %s: log checkpoint failed, the next append tries again: %s", self.table_path, error
             )
             return
-        self.written.append(table.version())
+        version = table.version()
+        self.written.append(version)
         LOG.info(
             "bronze: log checkpoint at version %d in %d ms, beside the batches",
-            table.version(),
+            version,
             round((time.perf_counter() - started) * 1000),
         )
 

@@ -60,7 +60,7 @@ def ensure_live_table_properties(
     `storage.bronze.BRONZE_TABLE_PROPERTIES`) when it lacks them (a table created before they existed
     keeps its creation's properties otherwise). One metadata commit, by delta-rs, at the driver's start
     before any of its queries writes; returns what it set (empty: nothing to commit).
-    The next checkpoint's log cleanup (the driver's every 100 bronze commits, delta-rs's every 100 gold
+    The next checkpoint's log cleanup (the driver's every 100 bronze appends, delta-rs's every 100 gold
     ones, `maintain_lake` hourly) then drops the entries older than the retention."""
     from deltalake import DeltaTable
 

@@ -22,10 +22,16 @@ FORKLESS = LOCAL_FILES_CONF[f"spark.hadoop.{IMPL_KEY}"]
 HADOOP = "org.apache.hadoop.fs.local.LocalFs"
 
 
+def _configuration(spark: SparkSession, impl: str) -> Any:
+    """The session's Hadoop configuration with `impl` as FileContext's `file:` file system."""
+    conf = spark._jvm.org.apache.hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
+    conf.set(IMPL_KEY, impl)
+    return conf
+
+
 def _file_context(spark: SparkSession, impl: str) -> Any:
     jvm = spark._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
-    conf.set(IMPL_KEY, impl)
+    conf = _configuration(spark, impl)
     context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
     assert context.getDefaultFileSystem().getClass().getName() == impl
     return context
@@ -55,8 +61,7 @@ def test_the_sessions_file_context_is_the_forkless_one(spark: SparkSession) -> N
 
 def test_the_file_system_is_the_local_one_whatever_uri_it_is_made_for(spark: SparkSession, impl: str) -> None:
     jvm = spark._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())
-    conf.set(IMPL_KEY, impl)
+    conf = _configuration(spark, impl)
     for uri in ("file:///", "file://another-host/", "file:///tmp/some/folder"):
         made = jvm.org.apache.hadoop.fs.AbstractFileSystem.createFileSystem(jvm.java.net.URI(uri), conf)
         assert made.getClass().getName() == impl
